@@ -1,0 +1,196 @@
+/*
+ * handler_async.c: CRASH-TIME CODE. The signal handler: record the crash, then let the process
+ * die exactly as it would have without Aftermath.
+ * Contract: may call only async-signal-safe functions (signal-safety(7)): sigaction,
+ * sigprocmask, syscall (gettid, rt_tgsigqueueinfo), getpid, nanosleep, clock_gettime, _exit,
+ * and the aft_async_* helpers. Must not call malloc, stdio, locks, Swift or Foundation: the
+ * crashed thread may hold the heap's lock. Everything it reads was prepared by aft_install.
+ * The first crashing thread wins (an atomic tid); a second crashing thread waits, bounded;
+ * a fault inside the handler restores the previous handlers and lets the fault re-fire.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "shim_internal.h"
+
+static _Atomic uint64_t aft_g_crashing_tid;
+static _Atomic int aft_g_crash_written;
+
+static aft_crash_info aft_g_crash_info;
+static aft_maps_scratch aft_g_crash_scratch;
+
+static int aft_async_signal_index(int signo) {
+    for (int i = 0; i < AFT_SIGNAL_COUNT; i++)
+        if (aft_g_signals[i] == signo) return i;
+    return -1;
+}
+
+static void aft_async_restore_all(void) {
+    if (!aft_g_state.installed) return;
+    for (int i = 0; i < AFT_SIGNAL_COUNT; i++)
+        sigaction(aft_g_signals[i], &aft_g_state.previous[i], NULL);
+}
+
+static void aft_async_thread_name(uint64_t tid, char *out) {
+    char path[64] = "/proc/self/task/";
+    size_t n = aft_async_strlen(path, sizeof(path));
+    n += aft_async_u64_to_dec(tid, path + n);
+    static const char comm[] = "/comm";
+    aft_async_memcpy(path + n, comm, sizeof(comm));
+    char buf[AFT_THREAD_NAME + 2];
+    ssize_t len = aft_async_read_small_file(path, buf, sizeof(buf));
+    if (len <= 0) {
+        out[0] = '\0';
+        return;
+    }
+    if (buf[len - 1] == '\n') len--;
+    aft_async_copy_tail(out, AFT_THREAD_NAME, buf, (size_t)len);
+}
+
+static void aft_async_registers(void *ucontext, aft_crash_info *ci) {
+    ucontext_t *uc = ucontext;
+#if defined(__x86_64__)
+    uint32_t count = NGREG < AFT_MAX_REGISTERS ? NGREG : AFT_MAX_REGISTERS;
+    for (uint32_t i = 0; i < count; i++) ci->registers[i] = (uint64_t)uc->uc_mcontext.gregs[i];
+    ci->register_count = count;
+    ci->pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+    ci->sp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
+    ci->arch = AFT_ARCH_X86_64;
+#elif defined(__aarch64__)
+    for (uint32_t i = 0; i < 31; i++) ci->registers[i] = (uint64_t)uc->uc_mcontext.regs[i];
+    ci->registers[31] = (uint64_t)uc->uc_mcontext.sp;
+    ci->registers[32] = (uint64_t)uc->uc_mcontext.pc;
+    ci->registers[33] = (uint64_t)uc->uc_mcontext.pstate;
+    ci->register_count = 34;
+    ci->pc = (uint64_t)uc->uc_mcontext.pc;
+    ci->sp = (uint64_t)uc->uc_mcontext.sp;
+    ci->arch = AFT_ARCH_ARM64;
+#else
+    (void)uc;
+    ci->arch = AFT_ARCH_UNKNOWN;
+#endif
+}
+
+int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t entry_ns) {
+    aft_crash_info *ci = &aft_g_crash_info;
+    aft_async_memset(ci, 0, sizeof(*ci));
+    ci->time_realtime_ns = aft_async_now_ns(CLOCK_REALTIME);
+    ci->handler_entry_monotonic_ns = entry_ns;
+    ci->signal = signo;
+    ci->code = info ? info->si_code : 0;
+    ci->error_number = info ? info->si_errno : 0;
+    ci->fault_address = info ? (uint64_t)(uintptr_t)info->si_addr : 0;
+    ci->sender_pid = -1;
+    ci->sender_uid = -1;
+    if (info && info->si_code <= 0) { /* SI_USER, SI_TKILL, SI_QUEUE: sent, not a fault */
+        ci->sender_pid = info->si_pid;
+        ci->sender_uid = info->si_uid;
+        ci->fault_address = 0;
+    }
+    ci->thread_id = aft_async_gettid();
+    ci->is_main_thread = ci->thread_id == (uint64_t)getpid();
+    aft_async_thread_name(ci->thread_id, ci->thread_name);
+    aft_async_registers(ucontext, ci);
+
+    uint32_t unwinder = AFT_UNWINDER_NONE, truncated = 0;
+    uint32_t frames = aft_async_unwind_context(ucontext, aft_g_frames, AFT_MAX_FRAMES, &unwinder,
+                                               &truncated);
+    ci->unwinder = unwinder;
+
+    aft_report_spec spec = {
+        .kind = AFT_KIND_CRASH,
+        .context = &aft_g_state.context,
+        .event_type = AFT_SECTION_CRASH,
+        .event = ci,
+        .event_size = sizeof(*ci),
+        .frames = aft_g_frames,
+        .frame_count = frames,
+        .frames_truncated = truncated,
+        .scratch = &aft_g_crash_scratch,
+        .images = aft_g_images,
+        .fsync_file = aft_g_state.fsync_reports,
+    };
+    int err = aft_async_write_report(aft_g_state.crash_dir_fd, aft_g_state.tmp_name,
+                                     aft_g_state.final_name, &spec, NULL);
+    if (aft_g_state.timing_fd >= 0) {
+        uint64_t elapsed = aft_async_now_ns(CLOCK_MONOTONIC) - entry_ns;
+        aft_async_write_all(aft_g_state.timing_fd, &elapsed, sizeof(elapsed));
+    }
+    return err;
+}
+
+/* A hardware fault re-executes the faulting instruction when the handler returns, so it fires
+ * again under the restored handler, with the kernel's own siginfo. */
+static int aft_async_fault_refires(int signo, const siginfo_t *info) {
+    if (!info || info->si_code <= 0) return 0; /* sent with kill/tgkill/sigqueue */
+    switch (signo) {
+    case SIGSEGV:
+    case SIGBUS:
+    case SIGILL:
+    case SIGFPE:
+        return 1;
+#if defined(__aarch64__)
+    case SIGTRAP: /* brk leaves the pc on the instruction */
+        return 1;
+#endif
+    default: /* x86 int3 has advanced the pc; SIGSYS resumes after the syscall */
+        return 0;
+    }
+}
+
+static void aft_async_chain(int signo, siginfo_t *info) {
+    int index = aft_async_signal_index(signo);
+    struct sigaction previous;
+    if (index >= 0) {
+        previous = aft_g_state.previous[index];
+    } else {
+        aft_async_memset(&previous, 0, sizeof(previous));
+        previous.sa_handler = SIG_DFL;
+    }
+    sigaction(signo, &previous, NULL);
+    if (aft_async_fault_refires(signo, info)) return;
+
+    /* Re-raise on this thread with the original siginfo (sender pid/uid kept), then unblock
+     * it so it is delivered now, to the previous handler or the default action. */
+    if (info == NULL || syscall(SYS_rt_tgsigqueueinfo, (long)getpid(),
+                                (long)aft_async_gettid(), (long)signo, info) != 0)
+        syscall(SYS_tgkill, (long)getpid(), (long)aft_async_gettid(), (long)signo);
+    sigset_t unblock;
+    sigemptyset(&unblock);
+    sigaddset(&unblock, signo);
+    sigprocmask(SIG_UNBLOCK, &unblock, NULL);
+
+    /* Still alive. With a default disposition that means the kernel dropped the signal
+     * (PID 1 of a PID namespace): end the process as the signal would have. A previous
+     * handler that returned is the app's choice: return to it. */
+    if (!(previous.sa_flags & SA_SIGINFO) && previous.sa_handler == SIG_DFL) _exit(128 + signo);
+}
+
+void aft_async_handler(int signo, siginfo_t *info, void *ucontext) {
+    int saved_errno = errno;
+    uint64_t entry_ns = aft_async_now_ns(CLOCK_MONOTONIC);
+    uint64_t tid = aft_async_gettid();
+    uint64_t expected = 0;
+    if (atomic_compare_exchange_strong(&aft_g_crashing_tid, &expected, tid)) {
+        aft_async_write_crash(signo, info, ucontext, entry_ns);
+        atomic_store(&aft_g_crash_written, 1);
+    } else if (expected == tid) {
+        /* A fault inside our own handler: never loop. The previous handlers take over and
+         * the fault re-fires under them. */
+        aft_async_restore_all();
+        errno = saved_errno;
+        return;
+    } else {
+        /* Another thread is writing its crash: wait for it (bounded, 2 s), then fall through
+         * so this thread dies as it would have. */
+        struct timespec ten_ms = {.tv_sec = 0, .tv_nsec = 10 * 1000 * 1000};
+        for (int i = 0; i < 200 && !atomic_load(&aft_g_crash_written); i++)
+            nanosleep(&ten_ms, NULL);
+    }
+    aft_async_chain(signo, info);
+    errno = saved_errno;
+}

@@ -1,0 +1,203 @@
+/*
+ * aftermath_format.h: THE on-disk formats of Aftermath, shared by C (writer, at crash time) and
+ * Swift (reader, on the next launch). Treat this like a wire protocol:
+ *   - fixed-width integers only; addresses are uint64_t; no pointers, size_t, bool or enums;
+ *   - every array has a capacity #define and a count before it; explicit _reserved padding;
+ *   - every size and offset is _Static_assert'ed below and asserted again from Swift;
+ *   - bump AFT_FORMAT_VERSION only on an incompatible change, keep a fixture of every version.
+ *
+ * A file is:  aft_file_header | section | section | ...
+ * Each section is an aft_section_header followed by count entries of entry_size bytes.
+ * Sections are written in the order that tells the most when a file is cut short:
+ * context, event (crash or hang), frames of the crashing/blocked thread, images.
+ * The header is written first with commit == 0 and rewritten last with the body's size, its
+ * CRC-32 (IEEE) and commit == AFT_COMMIT_MARKER. A file is then renamed into place, so a file
+ * with its final name is whole; a leftover ".tmp" is a writer that died midway.
+ * Fields that change after commit (a hang's duration) live in the header's live block, outside
+ * the CRC, with their own check value.
+ */
+#ifndef AFTERMATH_FORMAT_H
+#define AFTERMATH_FORMAT_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#define AFT_MAGIC 0x4D544641u          /* "AFTM" little-endian */
+#define AFT_FORMAT_VERSION 1u
+#define AFT_COMMIT_MARKER 0x54494D43u  /* "CMIT" */
+#define AFT_LIVE_CHECK_SALT 0xA5F1E7u
+
+/* File kinds */
+#define AFT_KIND_CRASH 1u
+#define AFT_KIND_HANG 2u
+
+/* Header flags */
+#define AFT_FLAG_FSYNCED 0x1u          /* the writer fsync'ed the file before renaming */
+#define AFT_FLAG_NESTED_FAULT 0x2u     /* the handler itself faulted while writing */
+#define AFT_FLAG_HANG_FINISHED 0x4u    /* (hang) the main thread ran again */
+
+/* Section types */
+#define AFT_SECTION_CONTEXT 1u
+#define AFT_SECTION_CRASH 2u
+#define AFT_SECTION_FRAMES 3u
+#define AFT_SECTION_IMAGES 4u
+#define AFT_SECTION_HANG 5u
+
+/* Section flags */
+#define AFT_SECTION_TRUNCATED 0x1u     /* more entries existed than the capacity */
+
+/* Capacities */
+#define AFT_MAX_FRAMES 4096u
+#define AFT_MAX_IMAGES 512u
+#define AFT_MAX_REGISTERS 40u
+#define AFT_PATH_CAPACITY 256u         /* a longer path keeps its last 255 bytes */
+#define AFT_BUILD_ID_CAPACITY 32u
+#define AFT_ID_SIZE 16u
+#define AFT_SHORT_STRING 64u
+#define AFT_NAME_STRING 128u
+#define AFT_THREAD_NAME 16u
+
+/* Architectures (aft_crash_info.arch, aft_image.arch) */
+#define AFT_ARCH_UNKNOWN 0u
+#define AFT_ARCH_X86_64 1u
+#define AFT_ARCH_ARM64 2u
+
+/* How the frames were obtained */
+#define AFT_UNWINDER_NONE 0u
+#define AFT_UNWINDER_LIBUNWIND 1u
+#define AFT_UNWINDER_FRAME_POINTER 2u
+#define AFT_UNWINDER_PC_ONLY 3u
+
+/* Image flags */
+#define AFT_IMAGE_MAIN_EXECUTABLE 0x1u
+#define AFT_IMAGE_DELETED 0x2u          /* the path ended in " (deleted)", already removed */
+#define AFT_IMAGE_PATH_TRUNCATED 0x4u
+#define AFT_IMAGE_BUILD_ID_FROM_MEMORY 0x8u
+#define AFT_IMAGE_VDSO 0x10u
+#define AFT_IMAGE_ANONYMOUS 0x20u       /* memfd or other non-file mapping */
+
+typedef struct aft_file_header {
+    uint32_t magic;          /* AFT_MAGIC */
+    uint16_t version;        /* AFT_FORMAT_VERSION */
+    uint16_t header_size;    /* sizeof(aft_file_header) */
+    uint32_t kind;           /* AFT_KIND_* */
+    uint32_t flags;          /* AFT_FLAG_* */
+    uint64_t body_size;      /* bytes after the header covered by body_crc */
+    uint32_t body_crc;       /* CRC-32 (IEEE 802.3) of the body */
+    uint32_t commit;         /* AFT_COMMIT_MARKER once the body is whole */
+    uint64_t live_value;     /* mutable after commit: a hang's duration in ms */
+    uint64_t live_updated_ns;/* CLOCK_REALTIME of the last live update */
+    uint32_t live_check;     /* aft_live_check(live_value, live_updated_ns) */
+    uint32_t live_flags;     /* mutable flags (AFT_FLAG_HANG_FINISHED) */
+    uint8_t _reserved[8];
+} aft_file_header;
+
+typedef struct aft_section_header {
+    uint32_t type;           /* AFT_SECTION_* */
+    uint32_t entry_size;     /* bytes per entry */
+    uint32_t count;          /* entries that follow */
+    uint32_t flags;          /* AFT_SECTION_* flags */
+} aft_section_header;
+
+/* The run's context, prepared at start; copied verbatim into every report of the run. */
+typedef struct aft_context {
+    uint8_t report_id[AFT_ID_SIZE];   /* this report's id (crash id), UUID bytes */
+    uint8_t session_id[AFT_ID_SIZE];  /* session.id, UUID bytes */
+    uint8_t run_id[AFT_ID_SIZE];      /* the run (process instance) */
+    uint64_t pid;
+    uint64_t start_realtime_ns;
+    char service_name[AFT_NAME_STRING];
+    char service_version[AFT_SHORT_STRING];
+    char os_name[AFT_SHORT_STRING];
+    char os_version[AFT_SHORT_STRING];
+    char kernel_release[AFT_SHORT_STRING];
+    uint8_t app_build_id[AFT_BUILD_ID_CAPACITY]; /* GNU build id of the main executable */
+    uint32_t app_build_id_size;
+    uint32_t arch;                    /* AFT_ARCH_* */
+    char executable_path[AFT_PATH_CAPACITY];
+    char app_root[AFT_PATH_CAPACITY]; /* in_app root of this run (6.5) */
+} aft_context;
+
+typedef struct aft_crash_info {
+    int32_t signal;
+    int32_t code;            /* si_code */
+    int32_t error_number;    /* si_errno */
+    uint32_t arch;           /* AFT_ARCH_* */
+    uint64_t fault_address;  /* si_addr */
+    int64_t sender_pid;      /* for sent signals (si_code <= 0), else -1 */
+    int64_t sender_uid;      /* for sent signals, else -1 */
+    uint64_t thread_id;      /* kernel tid of the crashing thread */
+    uint64_t time_realtime_ns;
+    uint64_t handler_entry_monotonic_ns;
+    uint64_t pc;
+    uint64_t sp;
+    uint32_t register_count;
+    uint32_t unwinder;       /* AFT_UNWINDER_* */
+    uint64_t registers[AFT_MAX_REGISTERS]; /* x86-64: mcontext gregs order; arm64: x0-x30, sp, pc, pstate */
+    char thread_name[AFT_THREAD_NAME];
+    uint32_t is_main_thread; /* 1 when tid == pid */
+    uint32_t _reserved0;
+    uint8_t _reserved[32];
+} aft_crash_info;
+
+/* A hang's fixed part; its duration is in the header's live block. */
+typedef struct aft_hang_info {
+    uint64_t begin_realtime_ns;      /* when the main thread stopped answering */
+    uint64_t begin_monotonic_ns;
+    uint64_t thread_id;              /* the blocked thread */
+    uint64_t threshold_ms;
+    uint64_t capture_pause_ns;       /* how long the thread was stopped for the capture */
+    uint64_t syscall_number;         /* from /proc/.../syscall, or UINT64_MAX */
+    uint64_t wchan_pc;
+    uint32_t capture_method;         /* AFT_CAPTURE_* */
+    char thread_state;               /* from /proc/.../stat: R, S, D, ... */
+    char _pad[3];
+    char thread_name[AFT_THREAD_NAME];
+    char wait_channel[AFT_SHORT_STRING];
+    uint8_t _reserved[32];
+} aft_hang_info;
+
+#define AFT_CAPTURE_SIGNAL 1u        /* a signal handler on the thread captured its stack */
+#define AFT_CAPTURE_PROC 2u          /* the signal was not delivered: /proc stat and syscall */
+
+typedef struct aft_image {
+    uint64_t start;          /* lowest mapped address (the load address) */
+    uint64_t end;            /* highest mapped address, exclusive */
+    uint64_t load_bias;      /* start - (first PT_LOAD p_vaddr rounded down), from memory */
+    uint32_t flags;          /* AFT_IMAGE_* */
+    uint32_t build_id_size;
+    uint8_t build_id[AFT_BUILD_ID_CAPACITY];
+    uint32_t arch;           /* AFT_ARCH_* */
+    uint32_t _reserved0;
+    char path[AFT_PATH_CAPACITY];
+} aft_image;
+
+/* The live block's check value: changes with either field, never 0 for a valid update. */
+static inline uint32_t aft_live_check(uint64_t value, uint64_t updated_ns) {
+    uint64_t x = value * 0x9E3779B97F4A7C15ull ^ updated_ns ^ AFT_LIVE_CHECK_SALT;
+    x ^= x >> 29;
+    x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 32;
+    return (uint32_t)x | 1u;
+}
+
+#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+_Static_assert(sizeof(aft_file_header) == 64, "aft_file_header size");
+_Static_assert(offsetof(aft_file_header, body_size) == 16, "body_size offset");
+_Static_assert(offsetof(aft_file_header, body_crc) == 24, "body_crc offset");
+_Static_assert(offsetof(aft_file_header, commit) == 28, "commit offset");
+_Static_assert(offsetof(aft_file_header, live_value) == 32, "live_value offset");
+_Static_assert(offsetof(aft_file_header, live_check) == 48, "live_check offset");
+_Static_assert(sizeof(aft_section_header) == 16, "aft_section_header size");
+_Static_assert(sizeof(aft_context) == 1000, "aft_context size");
+_Static_assert(offsetof(aft_context, service_name) == 64, "service_name offset");
+_Static_assert(offsetof(aft_context, app_build_id) == 448, "app_build_id offset");
+_Static_assert(offsetof(aft_context, executable_path) == 488, "executable_path offset");
+_Static_assert(sizeof(aft_crash_info) == 464, "aft_crash_info size");
+_Static_assert(offsetof(aft_crash_info, registers) == 88, "registers offset");
+_Static_assert(sizeof(aft_hang_info) == 176, "aft_hang_info size");
+_Static_assert(sizeof(aft_image) == 328, "aft_image size");
+_Static_assert(offsetof(aft_image, path) == 72, "aft_image path offset");
+#endif
+
+#endif /* AFTERMATH_FORMAT_H */

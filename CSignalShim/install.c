@@ -1,0 +1,191 @@
+/*
+ * install.c: NORMAL-TIME CODE (never runs in a signal handler). Prepares everything the crash
+ * path needs: the context, the crash directory's fd, the file names, the alternate stack, the
+ * handlers; warms libunwind up; and offers test entry points.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "CSignalShim.h"
+#include "shim_internal.h"
+
+#define AFT_MIN_ALT_STACK (64u * 1024u)
+
+aft_state aft_g_state = {.crash_dir_fd = -1, .timing_fd = -1};
+const int aft_g_signals[AFT_SIGNAL_COUNT] = {SIGSEGV, SIGBUS, SIGILL, SIGTRAP,
+                                            SIGFPE,  SIGABRT, SIGSYS};
+uint64_t aft_g_frames[AFT_MAX_FRAMES];
+aft_image aft_g_images[AFT_MAX_IMAGES];
+
+static uint32_t aft_g_alt_stack_size = AFT_MIN_ALT_STACK;
+
+static void aft_set_error(char *error, size_t capacity, const char *what, int err) {
+    if (error && capacity > 0) snprintf(error, capacity, "%s: %s", what, strerror(err));
+}
+
+int aft_prepare_thread(void) {
+    stack_t current;
+    if (sigaltstack(NULL, &current) != 0) return errno;
+    if (current.ss_flags & SS_ONSTACK) return 0;
+    if (!(current.ss_flags & SS_DISABLE) && current.ss_size >= aft_g_alt_stack_size) return 0;
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0) page = 4096;
+    size_t size = ((size_t)aft_g_alt_stack_size + (size_t)page - 1) & ~((size_t)page - 1);
+    uint8_t *mem = mmap(NULL, size + (size_t)page, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (mem == MAP_FAILED) return errno;
+    /* The guard page sits below the stack: an overflow of the handler faults, not corrupts. */
+    if (mprotect(mem, (size_t)page, PROT_NONE) != 0) {
+        int err = errno;
+        munmap(mem, size + (size_t)page);
+        return err;
+    }
+    stack_t ss = {.ss_sp = mem + page, .ss_size = size, .ss_flags = 0};
+    if (sigaltstack(&ss, NULL) != 0) {
+        int err = errno;
+        munmap(mem, size + (size_t)page);
+        return err;
+    }
+    return 0;
+}
+
+void aft_set_session_id(const uint8_t session_id[AFT_ID_SIZE]) {
+    /* Byte copies: a crash at this moment may see a mix of old and new bytes in one id; the
+     * next launch still reports it (both sessions belong to this run). */
+    for (uint32_t i = 0; i < AFT_ID_SIZE; i++)
+        ((volatile uint8_t *)aft_g_state.context.session_id)[i] = session_id[i];
+}
+
+uint64_t aft_gettid(void) { return aft_async_gettid(); }
+
+uint32_t aft_crc32(uint32_t crc, const void *data, size_t size) {
+    return aft_async_crc32(crc, data, size);
+}
+
+uint32_t aft_images_from_maps_fd(int fd, aft_image *images, uint32_t capacity,
+                                 int read_build_ids, const char *main_executable_path,
+                                 uint32_t *truncated) {
+    static _Thread_local aft_maps_scratch scratch;
+    return aft_async_images_from_fd(&scratch, fd, images, capacity, read_build_ids,
+                                    main_executable_path, truncated);
+}
+
+uint32_t aft_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity, uint64_t *load_bias) {
+    return aft_async_build_id_at(base, out, capacity, load_bias);
+}
+
+uint32_t aft_current_stack(uint64_t *frames, uint32_t capacity, uint32_t skip) {
+    ucontext_t uc;
+    if (getcontext(&uc) != 0) return 0;
+    uint64_t scratch[AFT_MAX_FRAMES];
+    uint32_t unwinder = 0, truncated = 0;
+    /* getcontext's pc is inside this function: frame 0 is us, so skip it too. */
+    uint32_t n = aft_async_unwind_context(&uc, scratch, AFT_MAX_FRAMES, &unwinder, &truncated);
+    uint32_t start = skip + 1, out = 0;
+    for (uint32_t i = start; i < n && out < capacity; i++) frames[out++] = scratch[i];
+    return out;
+}
+
+/* Fills context.app_build_id from the main executable's image, read from memory. */
+static void aft_fill_app_build_id(aft_context *context) {
+    if (context->app_build_id_size > 0) return;
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    uint32_t truncated = 0;
+    uint32_t n = aft_images_from_maps_fd(fd, aft_g_images, AFT_MAX_IMAGES, 1,
+                                         context->executable_path, &truncated);
+    close(fd);
+    for (uint32_t i = 0; i < n; i++) {
+        if (aft_g_images[i].flags & AFT_IMAGE_MAIN_EXECUTABLE) {
+            memcpy(context->app_build_id, aft_g_images[i].build_id, AFT_BUILD_ID_CAPACITY);
+            context->app_build_id_size = aft_g_images[i].build_id_size;
+            break;
+        }
+    }
+    memset(aft_g_images, 0, sizeof(aft_g_images));
+}
+
+int aft_install(const aft_install_options *options, char *error, size_t error_capacity) {
+    if (!options || !options->crash_directory) {
+        aft_set_error(error, error_capacity, "aft_install", EINVAL);
+        return EINVAL;
+    }
+    if (options->alt_stack_size > AFT_MIN_ALT_STACK)
+        aft_g_alt_stack_size = options->alt_stack_size;
+    int dir_fd = open(options->crash_directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir_fd < 0) {
+        int err = errno;
+        aft_set_error(error, error_capacity, "opening the crash directory", err);
+        return err;
+    }
+    int err = aft_prepare_thread();
+    if (err != 0) {
+        close(dir_fd);
+        aft_set_error(error, error_capacity, "sigaltstack", err);
+        return err;
+    }
+
+    /* Block our signals while the state changes, so a crash now sees old or new, not half. */
+    sigset_t block, saved;
+    sigemptyset(&block);
+    for (int i = 0; i < AFT_SIGNAL_COUNT; i++) sigaddset(&block, aft_g_signals[i]);
+    pthread_sigmask(SIG_BLOCK, &block, &saved);
+
+    int old_fd = aft_g_state.crash_dir_fd;
+    aft_g_state.context = options->context;
+    aft_fill_app_build_id(&aft_g_state.context);
+    aft_g_state.crash_dir_fd = dir_fd;
+    aft_g_state.fsync_reports = options->fsync_reports;
+    aft_g_state.timing_fd = options->timing_fd;
+    aft_async_id_file_name(aft_g_state.tmp_name, AFT_FILE_NAME_CAPACITY,
+                           aft_g_state.context.report_id, ".crash.tmp");
+    aft_async_id_file_name(aft_g_state.final_name, AFT_FILE_NAME_CAPACITY,
+                           aft_g_state.context.report_id, ".crash");
+
+    struct sigaction action;
+    memset(&action, 0, sizeof(action));
+    action.sa_sigaction = aft_async_handler;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&action.sa_mask);
+    for (int i = 0; i < AFT_SIGNAL_COUNT; i++) {
+        struct sigaction previous;
+        if (sigaction(aft_g_signals[i], &action, &previous) != 0) continue;
+        /* Installing twice must not make us our own previous handler. */
+        if (!aft_g_state.installed) aft_g_state.previous[i] = previous;
+    }
+    aft_g_state.installed = 1;
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    if (old_fd >= 0 && old_fd != dir_fd) close(old_fd);
+
+    /* Warm libunwind up (unwind tables, caches) so the first crash walks fast. */
+    uint64_t warm[16];
+    (void)aft_current_stack(warm, 16, 0);
+    return 0;
+}
+
+void aft_uninstall(void) {
+    if (!aft_g_state.installed) return;
+    for (int i = 0; i < AFT_SIGNAL_COUNT; i++)
+        sigaction(aft_g_signals[i], &aft_g_state.previous[i], NULL);
+    aft_g_state.installed = 0;
+}
+
+int aft_write_test_crash(int signal, int code, uint64_t fault_address) {
+    if (aft_g_state.crash_dir_fd < 0) return EBADF;
+    ucontext_t uc;
+    if (getcontext(&uc) != 0) return errno;
+    siginfo_t info;
+    memset(&info, 0, sizeof(info));
+    info.si_signo = signal;
+    info.si_code = code;
+    info.si_addr = (void *)(uintptr_t)fault_address;
+    uint64_t entry = aft_async_now_ns(CLOCK_MONOTONIC);
+    return aft_async_write_crash(signal, &info, &uc, entry);
+}

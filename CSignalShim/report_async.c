@@ -1,0 +1,102 @@
+/*
+ * report_async.c: CRASH-TIME CODE. Writes one report file in the format of aftermath_format.h.
+ * Contract: may call only async-signal-safe functions: openat, write, pwrite, fsync, renameat,
+ * close, open/read of /proc/self/maps. Must not call malloc, stdio or snprintf. The caller
+ * passes every buffer (frames, images, maps scratch); nothing here is allocated.
+ * Order: header (commit 0), context, event, frames, images, then the header again with size,
+ * CRC and commit marker, optional fsync, rename into place. A reader that finds the final
+ * name finds a whole file; a leftover .tmp holds as much as was written, most useful first.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>   /* renameat */
+#include <unistd.h>
+
+#include "shim_internal.h"
+
+typedef struct aft_writer {
+    int fd;
+    int error;
+    uint32_t crc;
+    uint64_t body_size;
+} aft_writer;
+
+static void aft_async_emit(aft_writer *w, const void *data, size_t size) {
+    if (w->error) return;
+    w->error = aft_async_write_all(w->fd, data, size);
+    if (w->error) return;
+    w->crc = aft_async_crc32(w->crc, data, size);
+    w->body_size += size;
+}
+
+static void aft_async_emit_section(aft_writer *w, uint32_t type, uint32_t entry_size,
+                                   uint32_t count, uint32_t flags, const void *entries) {
+    aft_section_header sh = {.type = type, .entry_size = entry_size, .count = count,
+                             .flags = flags};
+    aft_async_emit(w, &sh, sizeof(sh));
+    aft_async_emit(w, entries, (size_t)entry_size * count);
+}
+
+void aft_async_id_file_name(char *out, size_t capacity, const uint8_t id[AFT_ID_SIZE],
+                            const char *suffix) {
+    static const char hex[] = "0123456789abcdef";
+    size_t n = 0;
+    for (uint32_t i = 0; i < AFT_ID_SIZE && n + 2 < capacity; i++) {
+        out[n++] = hex[id[i] >> 4];
+        out[n++] = hex[id[i] & 15];
+    }
+    for (size_t i = 0; suffix[i] != '\0' && n + 1 < capacity; i++) out[n++] = suffix[i];
+    out[n] = '\0';
+}
+
+int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_name,
+                           const aft_report_spec *spec, int *out_fd) {
+    int fd = openat(dir_fd, tmp_name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+                    0600);
+    if (fd < 0) return errno;
+
+    aft_file_header header;
+    aft_async_memset(&header, 0, sizeof(header));
+    header.magic = AFT_MAGIC;
+    header.version = AFT_FORMAT_VERSION;
+    header.header_size = sizeof(aft_file_header);
+    header.kind = spec->kind;
+    header.flags = spec->flags | (spec->fsync_file ? AFT_FLAG_FSYNCED : 0);
+    int err = aft_async_write_all(fd, &header, sizeof(header));
+
+    aft_writer w = {.fd = fd, .error = err, .crc = 0, .body_size = 0};
+    aft_async_emit_section(&w, AFT_SECTION_CONTEXT, sizeof(aft_context), 1, 0, spec->context);
+    aft_async_emit_section(&w, spec->event_type, spec->event_size, 1, 0, spec->event);
+    aft_async_emit_section(&w, AFT_SECTION_FRAMES, sizeof(uint64_t), spec->frame_count,
+                           spec->frames_truncated ? AFT_SECTION_TRUNCATED : 0, spec->frames);
+
+    uint32_t image_count = 0, images_truncated = 0;
+    int maps = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (maps >= 0) {
+        image_count = aft_async_images_from_fd(spec->scratch, maps, spec->images, AFT_MAX_IMAGES,
+                                               1, spec->context->executable_path,
+                                               &images_truncated);
+        close(maps);
+    }
+    aft_async_emit_section(&w, AFT_SECTION_IMAGES, sizeof(aft_image), image_count,
+                           images_truncated ? AFT_SECTION_TRUNCATED : 0, spec->images);
+
+    if (!w.error) {
+        header.body_size = w.body_size;
+        header.body_crc = w.crc;
+        header.commit = AFT_COMMIT_MARKER;
+        w.error = aft_async_pwrite_all(fd, &header, sizeof(header), 0);
+    }
+    if (!w.error && spec->fsync_file && fsync(fd) != 0) w.error = errno;
+    if (!w.error && renameat(dir_fd, tmp_name, dir_fd, final_name) != 0) w.error = errno;
+    if (w.error) {
+        close(fd);
+        return w.error;
+    }
+    if (spec->keep_open && out_fd) {
+        *out_fd = fd;
+    } else {
+        close(fd);
+    }
+    return 0;
+}

@@ -1,0 +1,146 @@
+/*
+ * safe_io_async.c: CRASH-TIME CODE. Byte, string and I/O helpers for the signal handler.
+ * Contract: may call only async-signal-safe functions (signal-safety(7)): open, read, write,
+ * pwrite, close, clock_gettime, syscall. Must not call malloc, stdio, snprintf, strerror,
+ * locks or anything that may take a lock: the crashed thread may hold it. No libc string
+ * functions either (memcpy/strlen may be ifunc'ed or instrumented): plain loops here.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shim_internal.h"
+
+int aft_async_write_all(int fd, const void *data, size_t size) {
+    const uint8_t *p = data;
+    while (size > 0) {
+        ssize_t n = write(fd, p, size);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return errno;
+        }
+        if (n == 0) return EIO;
+        p += n;
+        size -= (size_t)n;
+    }
+    return 0;
+}
+
+int aft_async_pwrite_all(int fd, const void *data, size_t size, off_t offset) {
+    const uint8_t *p = data;
+    while (size > 0) {
+        ssize_t n = pwrite(fd, p, size, offset);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return errno;
+        }
+        if (n == 0) return EIO;
+        p += n;
+        size -= (size_t)n;
+        offset += n;
+    }
+    return 0;
+}
+
+/* CRC-32 (IEEE 802.3, reflected, poly 0xEDB88320), table built at compile time would be nicer;
+ * a nibble table keeps it small and needs no init. */
+static const uint32_t aft_crc_nibble[16] = {
+    0x00000000u, 0x1DB71064u, 0x3B6E20C8u, 0x26D930ACu, 0x76DC4190u, 0x6B6B51F4u,
+    0x4DB26158u, 0x5005713Cu, 0xEDB88320u, 0xF00F9344u, 0xD6D6A3E8u, 0xCB61B38Cu,
+    0x9B64C2B0u, 0x86D3D2D4u, 0xA00AE278u, 0xBDBDF21Cu,
+};
+
+uint32_t aft_async_crc32(uint32_t crc, const void *data, size_t size) {
+    const uint8_t *p = data;
+    crc = ~crc;
+    for (size_t i = 0; i < size; i++) {
+        crc ^= p[i];
+        crc = (crc >> 4) ^ aft_crc_nibble[crc & 0xF];
+        crc = (crc >> 4) ^ aft_crc_nibble[crc & 0xF];
+    }
+    return ~crc;
+}
+
+size_t aft_async_strlen(const char *s, size_t capacity) {
+    size_t n = 0;
+    while (n < capacity && s[n] != '\0') n++;
+    return n;
+}
+
+void aft_async_memset(void *dst, int value, size_t size) {
+    volatile uint8_t *d = dst;
+    for (size_t i = 0; i < size; i++) d[i] = (uint8_t)value;
+}
+
+void aft_async_memcpy(void *dst, const void *src, size_t size) {
+    volatile uint8_t *d = dst;
+    const uint8_t *s = src;
+    for (size_t i = 0; i < size; i++) d[i] = s[i];
+}
+
+int aft_async_copy_tail(char *dst, size_t capacity, const char *src, size_t src_len) {
+    if (capacity == 0) return src_len > 0;
+    int truncated = 0;
+    if (src_len > capacity - 1) {
+        src += src_len - (capacity - 1);
+        src_len = capacity - 1;
+        truncated = 1;
+    }
+    aft_async_memcpy(dst, src, src_len);
+    dst[src_len] = '\0';
+    return truncated;
+}
+
+uint64_t aft_async_gettid(void) {
+    return (uint64_t)syscall(SYS_gettid);
+}
+
+uint64_t aft_async_now_ns(clockid_t clock) {
+    struct timespec ts;
+    if (clock_gettime(clock, &ts) != 0) return 0;
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int aft_async_read_memory(uint64_t address, void *out, size_t size) {
+    if (size == 0) return 0;
+    if (address == 0 || address + size < address) return EFAULT;
+    struct iovec local = {.iov_base = out, .iov_len = size};
+    struct iovec remote = {.iov_base = (void *)(uintptr_t)address, .iov_len = size};
+    long n = syscall(SYS_process_vm_readv, (long)getpid(), &local, 1L, &remote, 1L, 0L);
+    if (n == (long)size) return 0;
+    return n < 0 ? errno : EFAULT;
+}
+
+ssize_t aft_async_read_small_file(const char *path, char *buf, size_t capacity) {
+    if (capacity == 0) return -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    size_t used = 0;
+    while (used < capacity - 1) {
+        ssize_t n = read(fd, buf + used, capacity - 1 - used);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            break;
+        }
+        if (n == 0) break;
+        used += (size_t)n;
+    }
+    close(fd);
+    buf[used] = '\0';
+    return (ssize_t)used;
+}
+
+size_t aft_async_u64_to_dec(uint64_t v, char *buf) {
+    char tmp[21];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v > 0);
+    for (size_t i = 0; i < n; i++) buf[i] = tmp[n - 1 - i];
+    buf[n] = '\0';
+    return n;
+}

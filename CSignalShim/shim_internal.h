@@ -1,0 +1,105 @@
+/*
+ * shim_internal.h: state shared by CSignalShim's files. Not imported by Swift.
+ * Everything the crash path touches is prepared here at install time.
+ */
+#ifndef AFT_SHIM_INTERNAL_H
+#define AFT_SHIM_INTERNAL_H
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include "aftermath_format.h"
+
+#define AFT_SIGNAL_COUNT 7
+#define AFT_FILE_NAME_CAPACITY 64
+
+/* The prepared state. Written at install (normal time), read at crash time. */
+typedef struct aft_state {
+    aft_context context;                 /* copied into every crash file */
+    int crash_dir_fd;                    /* O_DIRECTORY fd of the crash directory */
+    int fsync_reports;
+    int timing_fd;
+    char tmp_name[AFT_FILE_NAME_CAPACITY];   /* <crash id>.crash.tmp */
+    char final_name[AFT_FILE_NAME_CAPACITY]; /* <crash id>.crash */
+    struct sigaction previous[AFT_SIGNAL_COUNT];
+    int installed;
+} aft_state;
+
+extern aft_state aft_g_state;
+extern const int aft_g_signals[AFT_SIGNAL_COUNT];
+
+/* Scratch memory for the crash path, reserved at load time (BSS), never malloc'ed. */
+extern uint64_t aft_g_frames[AFT_MAX_FRAMES];
+extern aft_image aft_g_images[AFT_MAX_IMAGES];
+
+/* ---- async-signal-safe helpers (safe_io_async.c) ---- */
+int aft_async_write_all(int fd, const void *data, size_t size);
+int aft_async_pwrite_all(int fd, const void *data, size_t size, off_t offset);
+uint32_t aft_async_crc32(uint32_t crc, const void *data, size_t size);
+size_t aft_async_strlen(const char *s, size_t capacity);
+void aft_async_memset(void *dst, int value, size_t size);
+void aft_async_memcpy(void *dst, const void *src, size_t size);
+/* Copies src into dst (capacity incl. NUL); when too long keeps the LAST capacity-1 bytes and
+ * returns 1, else 0. */
+int aft_async_copy_tail(char *dst, size_t capacity, const char *src, size_t src_len);
+uint64_t aft_async_gettid(void);
+uint64_t aft_async_now_ns(clockid_t clock);
+/* Reads memory of this process without faulting (process_vm_readv). 0 on success. */
+int aft_async_read_memory(uint64_t address, void *out, size_t size);
+/* Reads a small file whole into buf (NUL-terminated). Returns bytes read or -1. */
+ssize_t aft_async_read_small_file(const char *path, char *buf, size_t capacity);
+/* Writes the decimal form of v into buf; returns its length. buf needs 21 bytes. */
+size_t aft_async_u64_to_dec(uint64_t v, char *buf);
+
+/* ---- images (images_async.c) ---- */
+#define AFT_MAPS_CHUNK 4096
+#define AFT_MAPS_LINE 8192
+/* Buffers for one maps parse. The crash path and the watchdog each own one (static), so they
+ * never share; normal-time callers put one on their stack. */
+typedef struct aft_maps_scratch {
+    char chunk[AFT_MAPS_CHUNK];
+    char line[AFT_MAPS_LINE];
+} aft_maps_scratch;
+uint32_t aft_async_images_from_fd(aft_maps_scratch *scratch, int fd, aft_image *images,
+                                  uint32_t capacity, int read_build_ids, const char *main_path,
+                                  uint32_t *truncated);
+uint32_t aft_async_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity,
+                               uint64_t *load_bias);
+
+/* ---- unwinding (unwind_async.c) ---- */
+uint32_t aft_async_unwind_context(void *ucontext, uint64_t *frames, uint32_t capacity,
+                                  uint32_t *unwinder, uint32_t *truncated);
+uint32_t aft_async_frame_pointer_walk(uint64_t pc, uint64_t fp, uint64_t *frames,
+                                      uint32_t capacity, uint32_t *truncated);
+
+/* ---- the report writer (report_async.c) ---- */
+typedef struct aft_report_spec {
+    uint32_t kind;                 /* AFT_KIND_* */
+    uint32_t flags;                /* AFT_FLAG_* */
+    const aft_context *context;
+    uint32_t event_type;           /* AFT_SECTION_CRASH or AFT_SECTION_HANG */
+    const void *event;
+    uint32_t event_size;
+    const uint64_t *frames;
+    uint32_t frame_count;
+    uint32_t frames_truncated;
+    aft_maps_scratch *scratch;     /* for the images */
+    aft_image *images;             /* AFT_MAX_IMAGES entries */
+    int fsync_file;
+    int keep_open;                 /* return the committed file's fd instead of closing it */
+} aft_report_spec;
+/* Writes a report to dir_fd/tmp_name, commits it and renames it to final_name.
+ * Returns 0 or an errno value; with keep_open, *out_fd is the open, committed file. */
+int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_name,
+                           const aft_report_spec *spec, int *out_fd);
+/* Formats 16 id bytes as 32 lowercase hex digits followed by suffix. */
+void aft_async_id_file_name(char *out, size_t capacity, const uint8_t id[AFT_ID_SIZE],
+                            const char *suffix);
+
+/* ---- the crash handler (handler_async.c) ---- */
+int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t entry_ns);
+void aft_async_handler(int signo, siginfo_t *info, void *ucontext);
+
+#endif

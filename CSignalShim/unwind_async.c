@@ -1,0 +1,85 @@
+/*
+ * unwind_async.c: CRASH-TIME CODE. The crashing (or blocked) thread's stack.
+ * Contract: may call libunwind's local unwinder (unw_init_local2, unw_step, unw_get_reg),
+ * which is documented as signal-safe, and syscall (process_vm_readv). Must not call malloc,
+ * stdio, backtrace(3), dladdr or dl_iterate_phdr directly. Known risk, left as libunwind's:
+ * unw_step looks up unwind tables through dl_iterate_phdr, which takes the loader's lock; a
+ * crash inside dlopen could wait on it. libunwind is warmed up at install so its caches are
+ * filled outside the crash. The frame-pointer walk reads memory through process_vm_readv, so
+ * a corrupt chain ends the walk instead of faulting.
+ */
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#include <ucontext.h>
+
+#include "shim_internal.h"
+
+uint32_t aft_async_frame_pointer_walk(uint64_t pc, uint64_t fp, uint64_t *frames,
+                                      uint32_t capacity, uint32_t *truncated) {
+    uint32_t n = 0;
+    if (capacity == 0) return 0;
+    if (pc != 0) frames[n++] = pc;
+    while (fp != 0 && (fp & 7) == 0) {
+        uint64_t pair[2]; /* saved fp, return address */
+        if (aft_async_read_memory(fp, pair, sizeof(pair)) != 0) break;
+        if (pair[1] == 0) break;
+        if (n == capacity) {
+            if (truncated) *truncated = 1;
+            break;
+        }
+        frames[n++] = pair[1];
+        if (pair[0] <= fp) break; /* stacks grow down: the chain must go up */
+        fp = pair[0];
+    }
+    return n;
+}
+
+static void aft_async_context_pc_fp(void *ucontext, uint64_t *pc, uint64_t *fp) {
+    ucontext_t *uc = ucontext;
+#if defined(__x86_64__)
+    *pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+    *fp = (uint64_t)uc->uc_mcontext.gregs[REG_RBP];
+#elif defined(__aarch64__)
+    *pc = (uint64_t)uc->uc_mcontext.pc;
+    *fp = (uint64_t)uc->uc_mcontext.regs[29];
+#else
+    (void)uc;
+    *pc = 0;
+    *fp = 0;
+#endif
+}
+
+uint32_t aft_async_unwind_context(void *ucontext, uint64_t *frames, uint32_t capacity,
+                                  uint32_t *unwinder, uint32_t *truncated) {
+    uint32_t n = 0;
+    *truncated = 0;
+    unw_cursor_t cursor;
+    if (capacity > 0 &&
+        unw_init_local2(&cursor, (unw_context_t *)ucontext, UNW_INIT_SIGNAL_FRAME) == 0) {
+        for (;;) {
+            unw_word_t ip = 0;
+            if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
+            frames[n++] = (uint64_t)ip;
+            int step = unw_step(&cursor);
+            if (step <= 0) break;
+            if (n == capacity) {
+                *truncated = 1;
+                break;
+            }
+        }
+    }
+    *unwinder = AFT_UNWINDER_LIBUNWIND;
+    if (n >= 2) return n;
+    /* libunwind found nothing useful (no unwind info, corrupt stack): frame pointers. */
+    uint64_t pc = 0, fp = 0;
+    aft_async_context_pc_fp(ucontext, &pc, &fp);
+    uint32_t fp_truncated = 0;
+    uint32_t m = aft_async_frame_pointer_walk(pc, fp, frames, capacity, &fp_truncated);
+    if (m > n) {
+        *truncated = fp_truncated;
+        *unwinder = m > 1 ? AFT_UNWINDER_FRAME_POINTER : AFT_UNWINDER_PC_ONLY;
+        return m;
+    }
+    if (n == 0) *unwinder = AFT_UNWINDER_NONE;
+    return n;
+}

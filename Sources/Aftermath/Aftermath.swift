@@ -1,0 +1,145 @@
+import CSignalShim
+import Foundation
+import Synchronization
+
+/// Aftermath: crash, hang and exit reporting for Swift apps on Linux.
+///
+/// Call ``start(_:)`` once, at the top of `main`. Crashes are written to disk by a signal
+/// handler and sent as OpenTelemetry log records on the next launch.
+public enum Aftermath {
+    /// Version of this SDK (telemetry.sdk.version).
+    public static let version = "0.1.0"
+    /// Instrumentation scope name of the records.
+    public static let scopeName = "dev.apsio.aftermath"
+
+    /// What the running process prepared at start.
+    struct Running: Sendable {
+        var configuration: Configuration
+        var directory: ReportDirectory
+        var context: ReportContext
+    }
+
+    static let state = Mutex<Running?>(nil)
+    static let deliveries = Mutex<[Thread]>([])
+
+    /// Installs the crash handlers for this run and reports what earlier runs left behind.
+    ///
+    /// Prepares the reports directory, this run's context (session, release, OS), installs the
+    /// signal handlers on an alternate stack, then delivers pending reports to the
+    /// configuration's exporter: in the background, or before returning when
+    /// ``Configuration/deliverPendingReportsSynchronously`` is set. Calling it again replaces
+    /// the configuration and starts a new run context.
+    /// - Throws: ``ReportStoreError`` when the reports directory cannot be used or the handlers
+    ///   cannot be installed. The app keeps running either way.
+    public static func start(_ configuration: Configuration) throws(ReportStoreError) {
+        let directory = ReportDirectory(root: configuration.reportsDirectory)
+        try directory.prepare()
+        let context = makeContext(configuration)
+        var options = aft_install_options()
+        options.fsync_reports = configuration.fsyncReports ? 1 : 0
+        options.timing_fd = configuration.handlerTimingFileDescriptor
+        options.context = cContext(context)
+        var error = [CChar](repeating: 0, count: 256)
+        let status = directory.crashes.withCString { dir in
+            options.crash_directory = dir
+            return aft_install(&options, &error, error.count)
+        }
+        guard status == 0 else {
+            throw .installFailed(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        }
+        // The build id the handler read from memory is the one records carry.
+        var installed = context
+        installed.appBuildID = currentAppBuildID() ?? context.appBuildID
+        state.withLock { $0 = Running(configuration: configuration, directory: directory, context: installed) }
+
+        let collector = ReportCollector(directory: directory, currentRunID: installed.runID)
+        let resource = self.resource(for: configuration)
+        if configuration.deliverPendingReportsSynchronously {
+            _ = collector.deliver(to: configuration.exporter, resource: resource)
+        } else {
+            let thread = Thread {
+                _ = collector.deliver(to: configuration.exporter, resource: resource)
+            }
+            thread.name = "aftermath.deliver"
+            thread.start()
+        }
+    }
+
+    /// Collects and exports what is pending now, synchronously; nil before ``start(_:)``.
+    @discardableResult
+    public static func deliverPendingReports() -> ReportCollector.Delivery? {
+        guard let running = state.withLock({ $0 }) else { return nil }
+        let collector = ReportCollector(directory: running.directory, currentRunID: running.context.runID)
+        return collector.deliver(to: running.configuration.exporter, resource: resource(for: running.configuration))
+    }
+
+    /// The session of the running process; nil before ``start(_:)``.
+    public static var sessionID: UUID? { state.withLock { $0?.context.sessionID } }
+
+    /// This run's context (ids, release, OS) as records carry it; nil before ``start(_:)``.
+    public static var currentContext: ReportContext? { state.withLock { $0?.context } }
+
+    /// The resource of records sent by this launch: it describes the reporting process.
+    static func resource(for c: Configuration) -> Resource {
+        let os = OSInfo.current()
+        return Resource(attributes: [
+            Attribute("service.name", .string(c.serviceName)),
+            Attribute("service.version", .string(c.serviceVersion)),
+            Attribute("telemetry.sdk.name", "aftermath"),
+            Attribute("telemetry.sdk.language", "swift"),
+            Attribute("telemetry.sdk.version", .string(version)),
+            Attribute("os.type", "linux"),
+            Attribute("os.name", .string(os.name)),
+            Attribute("os.version", .string(os.version)),
+            Attribute("host.arch", .string(Architecture.name(Architecture.current) == "x86_64" ? "amd64" : "arm64")),
+            Attribute("process.pid", .int(Int64(getpid()))),
+        ])
+    }
+
+    static func makeContext(_ c: Configuration) -> ReportContext {
+        let os = OSInfo.current()
+        let exe = executablePath()
+        let root = c.appRoot ?? (exe as NSString).deletingLastPathComponent
+        return ReportContext(
+            reportID: UUID(), sessionID: UUID(), runID: UUID(), pid: Int64(getpid()),
+            startTimeUnixNano: Clock.realtimeNanoseconds(), serviceName: c.serviceName,
+            serviceVersion: c.serviceVersion, appBuildID: "", osName: os.name, osVersion: os.version,
+            kernelRelease: os.kernelRelease, architecture: Architecture.name(Architecture.current),
+            executablePath: exe, appRoot: root)
+    }
+
+    static func cContext(_ c: ReportContext) -> aft_context {
+        var out = aft_context()
+        withUnsafeMutableBytes(of: &out.report_id) { $0.copyBytes(from: c.reportID.bytes) }
+        withUnsafeMutableBytes(of: &out.session_id) { $0.copyBytes(from: c.sessionID.bytes) }
+        withUnsafeMutableBytes(of: &out.run_id) { $0.copyBytes(from: c.runID.bytes) }
+        out.pid = UInt64(bitPattern: c.pid)
+        out.start_realtime_ns = c.startTimeUnixNano
+        CString.write(c.serviceName, into: &out.service_name)
+        CString.write(c.serviceVersion, into: &out.service_version)
+        CString.write(c.osName, into: &out.os_name)
+        CString.write(c.osVersion, into: &out.os_version)
+        CString.write(c.kernelRelease, into: &out.kernel_release)
+        CString.write(c.executablePath, into: &out.executable_path)
+        CString.write(c.appRoot, into: &out.app_root)
+        out.arch = Architecture.current
+        return out
+    }
+
+    /// The main executable's path, as /proc/self/maps names it.
+    static func executablePath() -> String {
+        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments.first ?? ""
+    }
+
+    /// The main executable's GNU build id, read from memory.
+    static func currentAppBuildID() -> String? {
+        let exe = executablePath()
+        let fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var images = [aft_image](repeating: aft_image(), count: Int(AFT_MAX_IMAGES))
+        var truncated: UInt32 = 0
+        let n = exe.withCString { aft_images_from_maps_fd(fd, &images, UInt32(images.count), 1, $0, &truncated) }
+        return images.prefix(Int(n)).map(LoadedImage.init).first { $0.isMainExecutable }?.buildID
+    }
+}

@@ -1,0 +1,39 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Sends batches of records somewhere: a collector, a file, memory.
+///
+/// The contract is acknowledgement: returning normally from ``export(_:)`` means the batch is
+/// delivered, and the caller then deletes the reports it was made from. Throwing means it is
+/// not: the caller keeps the reports and sends them again on a later attempt, so an exporter
+/// must throw whenever it cannot be sure the batch is durably delivered, and a receiver may
+/// see a batch more than once (records carry `log.record.uid` to deduplicate).
+public protocol LogExporter: Sendable {
+    /// Delivers `batch`, returning only once it is acknowledged; throws if it is not.
+    func export(_ batch: LogBatch) throws
+}
+
+/// An exporter's failure to deliver a batch; the batch's reports are kept for a later attempt.
+public struct ExportError: Error, CustomStringConvertible, Sendable {
+    /// What failed, such as `cannot create directory /var/lib/shop/reports`.
+    public var message: String
+    /// The POSIX `errno` behind the failure, when there is one.
+    public var code: Int32?
+
+    /// Creates an error with `message` and, optionally, the `errno` that caused it.
+    public init(_ message: String, code: Int32? = nil) {
+        self.message = message
+        self.code = code
+    }
+
+    /// The message, followed by the `errno` text and number when there is one.
+    public var description: String {
+        guard let code else { return message }
+        return "\(message): \(String(cString: strerror(code))) (errno \(code))"
+    }
+}

@@ -1,0 +1,55 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The operating system a run is on: os.name and os.version from os-release, and the kernel.
+public struct OSInfo: Sendable, Hashable {
+    /// os.name: NAME from os-release ("Debian GNU/Linux"), else "Linux".
+    public var name: String
+    /// os.version: VERSION_ID from os-release ("12"), else the kernel release.
+    public var version: String
+    /// The kernel release (uname -r).
+    public var kernelRelease: String
+
+    /// Reads os-release under root (for tests) and the running kernel's release.
+    public static func current(root: String = "/") -> OSInfo {
+        var fields: [String: String] = [:]
+        for candidate in ["etc/os-release", "usr/lib/os-release"] {
+            let path = (root as NSString).appendingPathComponent(candidate)
+            if let text = try? String(contentsOfFile: path, encoding: .utf8) {
+                fields = parseOSRelease(text)
+                break
+            }
+        }
+        let kernel = kernelReleaseString()
+        return OSInfo(name: fields["NAME"] ?? "Linux",
+                      version: fields["VERSION_ID"] ?? fields["VERSION"] ?? kernel,
+                      kernelRelease: kernel)
+    }
+
+    /// Parses os-release(5): KEY=value lines, values optionally quoted.
+    static func parseOSRelease(_ text: String) -> [String: String] {
+        var out: [String: String] = [:]
+        for line in text.split(whereSeparator: \.isNewline) {
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            guard !trimmed.hasPrefix("#"), let eq = trimmed.firstIndex(of: "=") else { continue }
+            let key = String(trimmed[..<eq])
+            var value = String(trimmed[trimmed.index(after: eq)...])
+            if value.count >= 2, let first = value.first, first == "\"" || first == "'", value.last == first {
+                value = String(value.dropFirst().dropLast())
+                value = value.replacingOccurrences(of: "\\\"", with: "\"")
+            }
+            out[key] = value
+        }
+        return out
+    }
+
+    static func kernelReleaseString() -> String {
+        var u = utsname()
+        guard uname(&u) == 0 else { return "" }
+        return CString.read(&u.release)
+    }
+}

@@ -1,0 +1,150 @@
+import CSignalShim
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Finds the reports that runs left in a reports directory, turns them into log records,
+/// and deletes each file only after an exporter acknowledged its record.
+public struct ReportCollector: Sendable {
+    /// The directory read.
+    public let directory: ReportDirectory
+    /// The running process's run id: its own files are never taken for a dead run's.
+    public let currentRunID: UUID?
+
+    /// A collector over directory.
+    public init(directory: ReportDirectory, currentRunID: UUID? = nil) {
+        self.directory = directory
+        self.currentRunID = currentRunID
+    }
+
+    /// What one collection found.
+    public struct Collection: Sendable {
+        /// Reports ready to export, oldest first.
+        public var reports: [PendingReport]
+        /// Files that were not reported, with the reason.
+        public var skipped: [SkippedFile]
+    }
+
+    /// What one delivery did.
+    public struct Delivery: Sendable {
+        /// Records the exporter acknowledged (their files are deleted).
+        public var exported: Int
+        /// Files that were not reported, with the reason.
+        public var skipped: [SkippedFile]
+        /// Why the exporter refused the batch, when it did (the files are kept).
+        public var exportError: String?
+    }
+
+    /// Reads every pending report. With quarantine, bad files are moved to rejected/ with a
+    /// reason; without it (the debug command's dump) nothing on disk changes.
+    public func collect(quarantine: Bool = true) -> Collection {
+        var reports: [PendingReport] = []
+        var skipped: [SkippedFile] = []
+        let observed = Clock.realtimeNanoseconds()
+        for name in listing(directory.crashes) {
+            let path = (directory.crashes as NSString).appendingPathComponent(name)
+            let salvage: Bool
+            if name.hasSuffix(".crash") {
+                salvage = false
+            } else if name.hasSuffix(".crash.tmp") {
+                if isInProgress(path) { continue }
+                salvage = true
+            } else {
+                skipped.append(setAside(path, reason: "unexpected file in crashes/", quarantine: quarantine))
+                continue
+            }
+            do {
+                let crash = try ReportFile.decode(FileReader.read(path), salvage: salvage).crashReport()
+                reports.append(PendingReport(kind: .crash, path: path,
+                                             record: RecordMapper.crash(crash, observedTimeUnixNano: observed),
+                                             crash: crash))
+            } catch {
+                skipped.append(setAside(path, reason: error.description, quarantine: quarantine))
+            }
+        }
+        reports.sort { $0.record.timeUnixNano < $1.record.timeUnixNano }
+        return Collection(reports: reports, skipped: skipped)
+    }
+
+    /// Collects, exports everything in one batch, and deletes the files of an acknowledged
+    /// batch. A refused batch keeps every file for the next attempt.
+    public func deliver(to exporter: any LogExporter, resource: Resource) -> Delivery {
+        let collection = collect(quarantine: true)
+        guard !collection.reports.isEmpty else {
+            return Delivery(exported: 0, skipped: collection.skipped, exportError: nil)
+        }
+        let batch = LogBatch(resource: resource, scopeName: Aftermath.scopeName,
+                             scopeVersion: Aftermath.version, records: collection.reports.map(\.record))
+        do {
+            try exporter.export(batch)
+        } catch {
+            return Delivery(exported: 0, skipped: collection.skipped, exportError: String(describing: error))
+        }
+        for report in collection.reports { unlink(report.path) }
+        return Delivery(exported: collection.reports.count, skipped: collection.skipped, exportError: nil)
+    }
+
+    /// Names in dir, sorted; hidden files ignored.
+    func listing(_ dir: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? [])
+            .filter { !$0.hasPrefix(".") }
+            .sorted()
+    }
+
+    /// A .tmp written in the last 10 seconds may belong to a process that is writing it now.
+    private func isInProgress(_ path: String) -> Bool {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return false }
+        let age = Double(Clock.realtimeNanoseconds()) / 1e9 - Double(st.st_mtim.tv_sec)
+        return age < 10
+    }
+
+    /// Moves a bad file to rejected/ with a `.reason` file beside it (at most 64 kept).
+    func setAside(_ path: String, reason: String, quarantine: Bool) -> SkippedFile {
+        guard quarantine else { return SkippedFile(path: path, reason: reason, movedTo: nil) }
+        let name = (path as NSString).lastPathComponent
+        var target = (directory.rejected as NSString).appendingPathComponent(name)
+        var n = 1
+        while FileManager.default.fileExists(atPath: target) || (try? FileManager.default.destinationOfSymbolicLink(atPath: target)) != nil {
+            target = (directory.rejected as NSString).appendingPathComponent("\(name).\(n)")
+            n += 1
+        }
+        guard rename(path, target) == 0 else {
+            return SkippedFile(path: path, reason: reason + " (could not move aside: \(String(cString: strerror(errno))))", movedTo: nil)
+        }
+        try? Data((reason + "\n").utf8).write(to: URL(fileURLWithPath: target + ".reason"))
+        trimRejected()
+        return SkippedFile(path: path, reason: reason, movedTo: target)
+    }
+
+    private func trimRejected(keeping limit: Int = 64) {
+        let fm = FileManager.default
+        let names = listing(directory.rejected).filter { !$0.hasSuffix(".reason") }
+        guard names.count > limit else { return }
+        let dated = names.map { name -> (String, Date) in
+            let p = (directory.rejected as NSString).appendingPathComponent(name)
+            let date = (try? fm.attributesOfItem(atPath: p)[.modificationDate] as? Date) ?? .distantPast
+            return (p, date)
+        }.sorted { $0.1 < $1.1 }
+        for (p, _) in dated.prefix(names.count - limit) {
+            try? fm.removeItem(atPath: p)
+            try? fm.removeItem(atPath: p + ".reason")
+        }
+    }
+}
+
+/// Clocks used by records.
+enum Clock {
+    static func realtimeNanoseconds() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+
+    static func monotonicNanoseconds() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+}

@@ -1,0 +1,76 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The on-disk layout of one app's reports: crashes/, hangs/, runs/, errors/ and rejected/.
+public struct ReportDirectory: Sendable, Hashable {
+    /// The root directory.
+    public let root: String
+
+    /// Uses root as the reports directory.
+    public init(root: String) { self.root = root }
+
+    /// The default for a service: `$XDG_STATE_HOME/aftermath/<serviceName>`, else
+    /// `~/.local/state/aftermath/<serviceName>`.
+    public static func defaultRoot(serviceName: String) -> String {
+        let env = ProcessInfo.processInfo.environment
+        let base: String
+        if let xdg = env["XDG_STATE_HOME"], xdg.hasPrefix("/") {
+            base = xdg
+        } else {
+            let home = env["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
+            base = (home as NSString).appendingPathComponent(".local/state")
+        }
+        let safeName = serviceName.map { $0 == "/" || $0 == "\0" ? "_" : $0 }
+        let component = safeName.isEmpty || String(safeName) == "." || String(safeName) == ".." ? "_" : String(safeName)
+        return (base as NSString).appendingPathComponent("aftermath/\(component)")
+    }
+
+    /// Crash files written by the signal handler.
+    public var crashes: String { path("crashes") }
+    /// Hang files written by the watchdog.
+    public var hangs: String { path("hangs") }
+    /// One file per run.
+    public var runs: String { path("runs") }
+    /// Handled errors waiting to be exported.
+    public var errors: String { path("errors") }
+    /// Files that could not be used, each with a `.reason` beside it.
+    public var rejected: String { path("rejected") }
+
+    func path(_ sub: String) -> String { (root as NSString).appendingPathComponent(sub) }
+
+    /// Creates the directories (mode 0700) that do not exist yet.
+    public func prepare() throws(ReportStoreError) {
+        for dir in [root, crashes, hangs, runs, errors, rejected] {
+            do {
+                try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,
+                                                        attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw .cannotCreate(path: dir, reason: String(describing: error))
+            }
+            var st = stat()
+            guard lstat(dir, &st) == 0, st.st_mode & S_IFMT == S_IFDIR else {
+                throw .cannotCreate(path: dir, reason: "not a directory")
+            }
+            guard access(dir, W_OK | X_OK) == 0 else {
+                throw .cannotCreate(path: dir, reason: String(cString: strerror(errno)))
+            }
+        }
+    }
+}
+
+/// A reports directory that cannot be used.
+public enum ReportStoreError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The directory could not be created or is not writable.
+    case cannotCreate(path: String, reason: String)
+    /// The crash handler could not be installed.
+    case installFailed(String)
+
+    public var description: String {
+        switch self {
+        case .cannotCreate(let path, let reason): return "cannot use \(path): \(reason)"
+        case .installFailed(let why): return "cannot install the crash handler: \(why)"
+        }
+    }
+}

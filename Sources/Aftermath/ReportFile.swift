@@ -1,0 +1,115 @@
+import CSignalShim
+
+/// The sections of one report file, decoded: strict about the header, lenient after it
+/// (counts clamped to what is present, unknown sections skipped, larger entries read by their
+/// known prefix).
+struct ReportFile {
+    /// Largest file the writer can produce, with room to spare.
+    static let maximumSize = 1 << 20
+
+    var kind: UInt32
+    var flags: UInt32
+    var committed: Bool
+    var liveValue: UInt64?
+    var liveUpdatedNs: UInt64
+    var liveFlags: UInt32
+    var context: aft_context?
+    var crash: aft_crash_info?
+    var hang: aft_hang_info?
+    var frames: [UInt64] = []
+    var framesTruncated = false
+    var images: [aft_image] = []
+    var imagesTruncated = false
+
+    /// Decodes a file's bytes. A file that was never committed is decoded only when
+    /// salvage is true (a leftover .tmp), and then only as far as it is whole.
+    static func decode(_ bytes: [UInt8], salvage: Bool = false) throws(ReportFileError) -> ReportFile {
+        let headerSize = MemoryLayout<aft_file_header>.size
+        guard bytes.count <= maximumSize else { throw .tooLarge(bytes: bytes.count) }
+        guard bytes.count >= headerSize else { throw .truncatedHeader(bytes: bytes.count) }
+        let h = bytes.withUnsafeBytes { $0.loadUnaligned(as: aft_file_header.self) }
+        guard h.magic == AFT_MAGIC else { throw .badMagic(h.magic) }
+        guard h.version == AFT_FORMAT_VERSION else { throw .unsupportedVersion(h.version) }
+        guard Int(h.header_size) >= headerSize, Int(h.header_size) <= bytes.count else {
+            throw .badHeaderSize(h.header_size)
+        }
+        guard h.kind == AFT_KIND_CRASH || h.kind == AFT_KIND_HANG else { throw .unknownKind(h.kind) }
+        let committed = h.commit == AFT_COMMIT_MARKER
+        let bodyStart = Int(h.header_size)
+        var bodyEnd = bytes.count
+        if committed {
+            let actual = bytes.count - bodyStart
+            guard h.body_size == UInt64(actual) else {
+                throw .bodySizeMismatch(expected: h.body_size, actual: actual)
+            }
+            let crc = bytes.withUnsafeBytes { raw in
+                aft_crc32(0, raw.baseAddress! + bodyStart, actual)
+            }
+            guard crc == h.body_crc else { throw .checksumMismatch(expected: h.body_crc, actual: crc) }
+        } else if !salvage {
+            throw .notCommitted
+        } else {
+            bodyEnd = bytes.count
+        }
+
+        var file = ReportFile(kind: h.kind, flags: h.flags, committed: committed,
+                              liveValue: nil, liveUpdatedNs: 0, liveFlags: 0)
+        if h.live_check != 0, h.live_check == aft_live_check(h.live_value, h.live_updated_ns) {
+            file.liveValue = h.live_value
+            file.liveUpdatedNs = h.live_updated_ns
+            file.liveFlags = h.live_flags
+        }
+        file.readSections(bytes, from: bodyStart, to: bodyEnd)
+        guard file.context != nil else {
+            if !committed { throw .notCommitted }
+            throw .missingSection("context")
+        }
+        return file
+    }
+
+    private mutating func readSections(_ bytes: [UInt8], from start: Int, to end: Int) {
+        let sectionHeaderSize = MemoryLayout<aft_section_header>.size
+        var offset = start
+        bytes.withUnsafeBytes { raw in
+            while offset + sectionHeaderSize <= end {
+                let s = raw.loadUnaligned(fromByteOffset: offset, as: aft_section_header.self)
+                offset += sectionHeaderSize
+                let entrySize = Int(s.entry_size)
+                guard entrySize > 0, entrySize <= ReportFile.maximumSize else { return }
+                let available = (end - offset) / entrySize
+                let count = min(Int(s.count), available)
+                let truncated = s.flags & UInt32(AFT_SECTION_TRUNCATED) != 0 || count < Int(s.count)
+                func entries<T>(_ type: T.Type, capacity: UInt32) -> [T] {
+                    guard entrySize >= MemoryLayout<T>.size else { return [] }
+                    return (0..<min(count, Int(capacity))).map {
+                        raw.loadUnaligned(fromByteOffset: offset + $0 * entrySize, as: T.self)
+                    }
+                }
+                switch s.type {
+                case UInt32(AFT_SECTION_CONTEXT): context = entries(aft_context.self, capacity: 1).first
+                case UInt32(AFT_SECTION_CRASH): crash = entries(aft_crash_info.self, capacity: 1).first
+                case UInt32(AFT_SECTION_HANG): hang = entries(aft_hang_info.self, capacity: 1).first
+                case UInt32(AFT_SECTION_FRAMES):
+                    frames = entries(UInt64.self, capacity: AFT_MAX_FRAMES)
+                    framesTruncated = truncated || Int(s.count) > Int(AFT_MAX_FRAMES)
+                case UInt32(AFT_SECTION_IMAGES):
+                    images = entries(aft_image.self, capacity: AFT_MAX_IMAGES)
+                    imagesTruncated = truncated || Int(s.count) > Int(AFT_MAX_IMAGES)
+                default: break // a section from a newer writer: skipped by its size
+                }
+                let declared = Int(s.count).multipliedReportingOverflow(by: entrySize)
+                guard !declared.overflow, offset + declared.partialValue <= end else { return }
+                offset += declared.partialValue
+            }
+        }
+    }
+
+    /// This file as a crash report, or the reason it is not one.
+    func crashReport() throws(ReportFileError) -> CrashReport {
+        guard kind == AFT_KIND_CRASH else { throw .unexpectedKind(kind) }
+        guard let context, let crash else { throw .missingSection("crash") }
+        return CrashReport(context: ReportContext(context), info: crash, frames: frames,
+                           framesTruncated: framesTruncated, images: images.map(LoadedImage.init),
+                           imagesTruncated: imagesTruncated, isPartial: !committed)
+    }
+}
