@@ -7,6 +7,8 @@ let package = Package(
         .library(name: "Aftermath", targets: ["Aftermath"]),
         .executable(name: "aftermath", targets: ["AftermathCLI"]),
         .executable(name: "crash-harness", targets: ["CrashHarness"]),
+        .executable(name: "hang-harness", targets: ["HangHarness"]),
+        .executable(name: "exit-harness", targets: ["ExitHarness"]),
         .executable(name: "aftermath-bench", targets: ["AftermathBench"]),
     ],
     targets: [
@@ -34,6 +36,16 @@ let package = Package(
             name: "CrashHarness",
             dependencies: ["Aftermath", "CSignalShim"],
             path: "Harness"
+        ),
+        .executableTarget(
+            name: "HangHarness",
+            dependencies: ["Aftermath", "CSignalShim"],
+            path: "HangHarness"
+        ),
+        .executableTarget(
+            name: "ExitHarness",
+            dependencies: ["Aftermath", "CSignalShim"],
+            path: "ExitHarness"
         ),
         .executableTarget(
             name: "AftermathBench",

@@ -39,9 +39,26 @@ public struct ReportCollector: Sendable {
     /// Reads every pending report. With quarantine, bad files are moved to rejected/ with a
     /// reason; without it (the debug command's dump) nothing on disk changes.
     public func collect(quarantine: Bool = true) -> Collection {
+        var pass = Pass(quarantine: quarantine, observedTimeUnixNano: Clock.realtimeNanoseconds())
+        // Order matters: later passes may look at what earlier ones found (a crash of a run
+        // wins over an inferred abnormal exit of the same run).
+        collectCrashes(&pass)
+        pass.reports.sort { $0.record.timeUnixNano < $1.record.timeUnixNano }
+        return Collection(reports: pass.reports, skipped: pass.skipped)
+    }
+
+    /// The state of one collection, shared by the passes over each directory.
+    struct Pass {
+        let quarantine: Bool
+        let observedTimeUnixNano: UInt64
         var reports: [PendingReport] = []
         var skipped: [SkippedFile] = []
-        let observed = Clock.realtimeNanoseconds()
+        /// Runs that left a crash report in this collection.
+        var crashedRuns: Set<UUID> = []
+    }
+
+    /// crashes/: committed crash files, and the .tmp of a handler that died while writing.
+    func collectCrashes(_ pass: inout Pass) {
         for name in listing(directory.crashes) {
             let path = (directory.crashes as NSString).appendingPathComponent(name)
             let salvage: Bool
@@ -51,20 +68,20 @@ public struct ReportCollector: Sendable {
                 if isInProgress(path) { continue }
                 salvage = true
             } else {
-                skipped.append(setAside(path, reason: "unexpected file in crashes/", quarantine: quarantine))
+                pass.skipped.append(setAside(path, reason: "unexpected file in crashes/", quarantine: pass.quarantine))
                 continue
             }
             do {
                 let crash = try ReportFile.decode(FileReader.read(path), salvage: salvage).crashReport()
-                reports.append(PendingReport(kind: .crash, path: path,
-                                             record: RecordMapper.crash(crash, observedTimeUnixNano: observed),
-                                             crash: crash))
+                pass.crashedRuns.insert(crash.context.runID)
+                pass.reports.append(PendingReport(
+                    kind: .crash, path: path,
+                    record: RecordMapper.crash(crash, observedTimeUnixNano: pass.observedTimeUnixNano),
+                    crash: crash))
             } catch {
-                skipped.append(setAside(path, reason: error.description, quarantine: quarantine))
+                pass.skipped.append(setAside(path, reason: error.description, quarantine: pass.quarantine))
             }
         }
-        reports.sort { $0.record.timeUnixNano < $1.record.timeUnixNano }
-        return Collection(reports: reports, skipped: skipped)
     }
 
     /// Collects, exports everything in one batch, and deletes the files of an acknowledged
@@ -93,7 +110,7 @@ public struct ReportCollector: Sendable {
     }
 
     /// A .tmp written in the last 10 seconds may belong to a process that is writing it now.
-    private func isInProgress(_ path: String) -> Bool {
+    func isInProgress(_ path: String) -> Bool {
         var st = stat()
         guard lstat(path, &st) == 0 else { return false }
         let age = Double(Clock.realtimeNanoseconds()) / 1e9 - Double(st.st_mtim.tv_sec)

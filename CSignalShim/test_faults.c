@@ -1,0 +1,31 @@
+/*
+ * test_faults.c: NORMAL-TIME CODE. Real faults that Swift cannot write, for the crash harness,
+ * the tests and the benchmark. Nothing here runs in a signal handler.
+ */
+#include "CSignalShim.h"
+
+int32_t aft_test_divide(int32_t a, int32_t b) {
+    /* volatile: the compiler must emit idiv, which raises SIGFPE (FPE_INTDIV) for b == 0. */
+    volatile int32_t divisor = b;
+    return a / divisor;
+}
+
+void aft_test_illegal_instruction(void) {
+#if defined(__x86_64__)
+    __asm__ volatile("ud2");
+#elif defined(__aarch64__)
+    __asm__ volatile(".inst 0x00000000"); /* permanently undefined: SIGILL */
+#else
+    __builtin_trap();
+#endif
+}
+
+void aft_test_breakpoint(void) {
+#if defined(__x86_64__)
+    __asm__ volatile("int3");
+#elif defined(__aarch64__)
+    __asm__ volatile("brk #0");
+#else
+    __builtin_trap();
+#endif
+}

@@ -1,0 +1,1 @@
+print("exit-harness: not built yet")

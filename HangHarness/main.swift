@@ -1,0 +1,1 @@
+print("hang-harness: not built yet")
