@@ -1,1 +1,12 @@
-print("x")
+// aftermath-bench: prints the figures the issues ask for. Run it in release:
+//   swift run -c release aftermath-bench crash
+import Foundation
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+switch arguments.first {
+case "crash": CrashBench.run(Array(arguments.dropFirst()))
+case "crash-child": CrashBench.child(Array(arguments.dropFirst()))
+default:
+    print("usage: aftermath-bench crash [--runs N]")
+    exit(2)
+}

@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <ucontext.h>
@@ -35,20 +36,12 @@ static void aft_async_restore_all(void) {
         sigaction(aft_g_signals[i], &aft_g_state.previous[i], NULL);
 }
 
-static void aft_async_thread_name(uint64_t tid, char *out) {
-    char path[64] = "/proc/self/task/";
-    size_t n = aft_async_strlen(path, sizeof(path));
-    n += aft_async_u64_to_dec(tid, path + n);
-    static const char comm[] = "/comm";
-    aft_async_memcpy(path + n, comm, sizeof(comm));
-    char buf[AFT_THREAD_NAME + 2];
-    ssize_t len = aft_async_read_small_file(path, buf, sizeof(buf));
-    if (len <= 0) {
-        out[0] = '\0';
-        return;
-    }
-    if (buf[len - 1] == '\n') len--;
-    aft_async_copy_tail(out, AFT_THREAD_NAME, buf, (size_t)len);
+/* The calling thread's name: prctl(PR_GET_NAME) is one syscall, no file to open. */
+static void aft_async_thread_name(char *out) {
+    char buf[AFT_THREAD_NAME + 1];
+    aft_async_memset(buf, 0, sizeof(buf));
+    if (syscall(SYS_prctl, PR_GET_NAME, buf, 0L, 0L, 0L) != 0) buf[0] = '\0';
+    aft_async_copy_tail(out, AFT_THREAD_NAME, buf, aft_async_strlen(buf, AFT_THREAD_NAME));
 }
 
 static void aft_async_registers(void *ucontext, aft_crash_info *ci) {
@@ -93,7 +86,7 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
     }
     ci->thread_id = aft_async_gettid();
     ci->is_main_thread = ci->thread_id == (uint64_t)getpid();
-    aft_async_thread_name(ci->thread_id, ci->thread_name);
+    aft_async_thread_name(ci->thread_name);
     aft_async_registers(ucontext, ci);
 
     uint32_t unwinder = AFT_UNWINDER_NONE, truncated = 0;

@@ -164,6 +164,17 @@ static void aft_async_add_entry(aft_images_builder *b, aft_maps_entry *e) {
     b->last_inode = e->inode;
 }
 
+/* The same image as seen at install: same load address, same flags, same path. */
+static int aft_async_same_image(const aft_image *seen, const aft_image *now) {
+    uint32_t mask = ~(uint32_t)AFT_IMAGE_BUILD_ID_FROM_MEMORY;
+    if (seen->start != now->start || (seen->flags & mask) != (now->flags & mask)) return 0;
+    for (uint32_t i = 0; i < AFT_PATH_CAPACITY; i++) {
+        if (seen->path[i] != now->path[i]) return 0;
+        if (seen->path[i] == '\0') return 1;
+    }
+    return 1;
+}
+
 uint32_t aft_async_images_from_fd(aft_maps_scratch *scratch, int fd, aft_image *images,
                                   uint32_t capacity, int read_build_ids, const char *main_path,
                                   uint32_t *truncated) {
@@ -198,8 +209,22 @@ uint32_t aft_async_images_from_fd(aft_maps_scratch *scratch, int fd, aft_image *
     }
     aft_async_close_image(&b);
     if (read_build_ids) {
+        uint32_t known = images == aft_g_known_images ? 0 : atomic_load(&aft_g_known_image_count);
+        uint32_t k = 0;
         for (uint32_t i = 0; i < b.count; i++) {
             aft_image *img = &images[i];
+            /* Seen at install at the same address with the same path: reuse what was read
+             * from memory then. Both lists are in address order, so one forward scan. */
+            while (k < known && aft_g_known_images[k].start < img->start) k++;
+            if (k < known && aft_async_same_image(&aft_g_known_images[k], img)) {
+                const aft_image *seen = &aft_g_known_images[k];
+                aft_async_memcpy(img->build_id, seen->build_id, AFT_BUILD_ID_CAPACITY);
+                img->build_id_size = seen->build_id_size;
+                img->load_bias = seen->load_bias;
+                img->arch = seen->arch;
+                img->flags |= seen->flags & AFT_IMAGE_BUILD_ID_FROM_MEMORY;
+                continue;
+            }
             uint64_t bias = img->load_bias;
             uint32_t size = aft_async_build_id_at(img->start, img->build_id,
                                                   AFT_BUILD_ID_CAPACITY, &bias);

@@ -13,6 +13,9 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
 #include "CSignalShim.h"
 #include "shim_internal.h"
 
@@ -21,8 +24,10 @@
 aft_state aft_g_state = {.crash_dir_fd = -1, .timing_fd = -1};
 const int aft_g_signals[AFT_SIGNAL_COUNT] = {SIGSEGV, SIGBUS, SIGILL, SIGTRAP,
                                             SIGFPE,  SIGABRT, SIGSYS};
-uint64_t aft_g_frames[AFT_MAX_FRAMES];
+uint64_t aft_g_frames[AFT_MAX_FRAMES + AFT_UNWIND_SLACK];
 aft_image aft_g_images[AFT_MAX_IMAGES];
+aft_image aft_g_known_images[AFT_MAX_IMAGES];
+_Atomic uint32_t aft_g_known_image_count;
 
 static uint32_t aft_g_alt_stack_size = AFT_MIN_ALT_STACK;
 
@@ -82,34 +87,33 @@ uint32_t aft_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity, uint64_
 }
 
 uint32_t aft_current_stack(uint64_t *frames, uint32_t capacity, uint32_t skip) {
-    ucontext_t uc;
-    if (getcontext(&uc) != 0) return 0;
-    uint64_t scratch[AFT_MAX_FRAMES];
-    uint32_t unwinder = 0, truncated = 0;
-    /* getcontext's pc is inside this function: frame 0 is us, so skip it too. */
-    uint32_t n = aft_async_unwind_context(&uc, scratch, AFT_MAX_FRAMES, &unwinder, &truncated);
-    uint32_t start = skip + 1, out = 0;
-    for (uint32_t i = start; i < n && out < capacity; i++) frames[out++] = scratch[i];
+    uint64_t scratch[AFT_MAX_FRAMES + AFT_UNWIND_SLACK];
+    int n = unw_backtrace((void **)scratch, (int)(AFT_MAX_FRAMES + AFT_UNWIND_SLACK));
+    /* Frame 0 is this function: skip it too. */
+    uint32_t out = 0;
+    for (int i = (int)skip + 1; i < n && out < capacity; i++) frames[out++] = scratch[i];
     return out;
 }
 
-/* Fills context.app_build_id from the main executable's image, read from memory. */
-static void aft_fill_app_build_id(aft_context *context) {
-    if (context->app_build_id_size > 0) return;
+/* Reads the loaded images once at install: the main executable's build id goes into the
+ * context, and every image's build id is kept so the crash path reads from memory only
+ * images loaded later (dlopen). */
+static void aft_prepare_images(aft_context *context) {
     int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (fd < 0) return;
     uint32_t truncated = 0;
-    uint32_t n = aft_images_from_maps_fd(fd, aft_g_images, AFT_MAX_IMAGES, 1,
+    uint32_t n = aft_images_from_maps_fd(fd, aft_g_known_images, AFT_MAX_IMAGES, 1,
                                          context->executable_path, &truncated);
     close(fd);
+    aft_g_known_image_count = n;
+    if (context->app_build_id_size > 0) return;
     for (uint32_t i = 0; i < n; i++) {
-        if (aft_g_images[i].flags & AFT_IMAGE_MAIN_EXECUTABLE) {
-            memcpy(context->app_build_id, aft_g_images[i].build_id, AFT_BUILD_ID_CAPACITY);
-            context->app_build_id_size = aft_g_images[i].build_id_size;
+        if (aft_g_known_images[i].flags & AFT_IMAGE_MAIN_EXECUTABLE) {
+            memcpy(context->app_build_id, aft_g_known_images[i].build_id, AFT_BUILD_ID_CAPACITY);
+            context->app_build_id_size = aft_g_known_images[i].build_id_size;
             break;
         }
     }
-    memset(aft_g_images, 0, sizeof(aft_g_images));
 }
 
 int aft_install(const aft_install_options *options, char *error, size_t error_capacity) {
@@ -140,7 +144,8 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
 
     int old_fd = aft_g_state.crash_dir_fd;
     aft_g_state.context = options->context;
-    aft_fill_app_build_id(&aft_g_state.context);
+    aft_g_known_image_count = 0; /* the crash path reads memory while this is rebuilt */
+    aft_prepare_images(&aft_g_state.context);
     aft_g_state.crash_dir_fd = dir_fd;
     aft_g_state.fsync_reports = options->fsync_reports;
     aft_g_state.timing_fd = options->timing_fd;

@@ -30,9 +30,15 @@ typedef struct aft_state {
 extern aft_state aft_g_state;
 extern const int aft_g_signals[AFT_SIGNAL_COUNT];
 
-/* Scratch memory for the crash path, reserved at load time (BSS), never malloc'ed. */
-extern uint64_t aft_g_frames[AFT_MAX_FRAMES];
+/* Scratch memory for the crash path, reserved at load time (BSS), never malloc'ed.
+ * Frame buffers passed to aft_async_unwind_context have AFT_UNWIND_SLACK extra entries for
+ * the handler's own frames, which are dropped. */
+#define AFT_UNWIND_SLACK 64u
+extern uint64_t aft_g_frames[AFT_MAX_FRAMES + AFT_UNWIND_SLACK];
 extern aft_image aft_g_images[AFT_MAX_IMAGES];
+/* The images seen at install, with their build ids, sorted as /proc/self/maps lists them. */
+extern aft_image aft_g_known_images[AFT_MAX_IMAGES];
+extern _Atomic uint32_t aft_g_known_image_count;
 
 /* ---- async-signal-safe helpers (safe_io_async.c) ---- */
 int aft_async_write_all(int fd, const void *data, size_t size);
@@ -54,7 +60,7 @@ ssize_t aft_async_read_small_file(const char *path, char *buf, size_t capacity);
 size_t aft_async_u64_to_dec(uint64_t v, char *buf);
 
 /* ---- images (images_async.c) ---- */
-#define AFT_MAPS_CHUNK 4096
+#define AFT_MAPS_CHUNK 16384
 #define AFT_MAPS_LINE 8192
 /* Buffers for one maps parse. The crash path and the watchdog each own one (static), so they
  * never share; normal-time callers put one on their stack. */
@@ -69,6 +75,7 @@ uint32_t aft_async_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity,
                                uint64_t *load_bias);
 
 /* ---- unwinding (unwind_async.c) ---- */
+/* frames must have room for capacity + AFT_UNWIND_SLACK entries. */
 uint32_t aft_async_unwind_context(void *ucontext, uint64_t *frames, uint32_t capacity,
                                   uint32_t *unwinder, uint32_t *truncated);
 uint32_t aft_async_frame_pointer_walk(uint64_t pc, uint64_t fp, uint64_t *frames,
