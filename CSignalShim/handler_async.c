@@ -23,6 +23,7 @@ static _Atomic int aft_g_crash_written;
 
 static aft_crash_info aft_g_crash_info;
 static aft_maps_scratch aft_g_crash_scratch;
+static uint8_t aft_g_crash_staging[48 * 1024];
 
 static int aft_async_signal_index(int signo) {
     for (int i = 0; i < AFT_SIGNAL_COUNT; i++)
@@ -68,7 +69,8 @@ static void aft_async_registers(void *ucontext, aft_crash_info *ci) {
 #endif
 }
 
-int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t entry_ns) {
+int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t entry_ns,
+                          int reserved_fd, const char *tmp_name) {
     aft_crash_info *ci = &aft_g_crash_info;
     aft_async_memset(ci, 0, sizeof(*ci));
     ci->time_realtime_ns = aft_async_now_ns(CLOCK_REALTIME);
@@ -106,8 +108,12 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
         .scratch = &aft_g_crash_scratch,
         .images = aft_g_images,
         .fsync_file = aft_g_state.fsync_reports,
+        .has_reserved_fd = reserved_fd >= 0,
+        .reserved_fd = reserved_fd,
+        .staging = aft_g_crash_staging,
+        .staging_size = sizeof(aft_g_crash_staging),
     };
-    int err = aft_async_write_report(aft_g_state.crash_dir_fd, aft_g_state.tmp_name,
+    int err = aft_async_write_report(aft_g_state.crash_dir_fd, tmp_name,
                                      aft_g_state.final_name, &spec, NULL);
     if (aft_g_state.timing_fd >= 0) {
         uint64_t elapsed = aft_async_now_ns(CLOCK_MONOTONIC) - entry_ns;
@@ -169,7 +175,8 @@ void aft_async_handler(int signo, siginfo_t *info, void *ucontext) {
     uint64_t tid = aft_async_gettid();
     uint64_t expected = 0;
     if (atomic_compare_exchange_strong(&aft_g_crashing_tid, &expected, tid)) {
-        aft_async_write_crash(signo, info, ucontext, entry_ns);
+        aft_async_write_crash(signo, info, ucontext, entry_ns, aft_g_state.reserved_fd,
+                              aft_g_state.tmp_name);
         atomic_store(&aft_g_crash_written, 1);
     } else if (expected == tid) {
         /* A fault inside our own handler: never loop. The previous handlers take over and

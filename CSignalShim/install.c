@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -21,7 +22,7 @@
 
 #define AFT_MIN_ALT_STACK (64u * 1024u)
 
-aft_state aft_g_state = {.crash_dir_fd = -1, .timing_fd = -1};
+aft_state aft_g_state = {.crash_dir_fd = -1, .timing_fd = -1, .reserved_fd = -1};
 const int aft_g_signals[AFT_SIGNAL_COUNT] = {SIGSEGV, SIGBUS, SIGILL, SIGTRAP,
                                             SIGFPE,  SIGABRT, SIGSYS};
 uint64_t aft_g_frames[AFT_MAX_FRAMES + AFT_UNWIND_SLACK];
@@ -142,11 +143,27 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
     for (int i = 0; i < AFT_SIGNAL_COUNT; i++) sigaddset(&block, aft_g_signals[i]);
     pthread_sigmask(SIG_BLOCK, &block, &saved);
 
+    /* Reserve the crash file now: creating a file costs ~50 µs the crash path need not pay.
+     * The flock tells the next launch that this run is alive; a dead run's empty reserve is
+     * removed then. */
+    char tmp_name[AFT_FILE_NAME_CAPACITY];
+    aft_async_id_file_name(tmp_name, sizeof(tmp_name), options->context.report_id, ".crash.tmp");
+    int reserved = openat(dir_fd, tmp_name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+                          0600);
+    if (reserved >= 0 && flock(reserved, LOCK_EX | LOCK_NB) != 0) {
+        close(reserved);
+        reserved = -1;
+    }
+    int old_reserved = aft_g_state.reserved_fd;
+    char old_tmp[AFT_FILE_NAME_CAPACITY];
+    memcpy(old_tmp, aft_g_state.tmp_name, sizeof(old_tmp));
+
     int old_fd = aft_g_state.crash_dir_fd;
     aft_g_state.context = options->context;
     aft_g_known_image_count = 0; /* the crash path reads memory while this is rebuilt */
     aft_prepare_images(&aft_g_state.context);
     aft_g_state.crash_dir_fd = dir_fd;
+    aft_g_state.reserved_fd = reserved;
     aft_g_state.fsync_reports = options->fsync_reports;
     aft_g_state.timing_fd = options->timing_fd;
     aft_async_id_file_name(aft_g_state.tmp_name, AFT_FILE_NAME_CAPACITY,
@@ -167,6 +184,10 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
     }
     aft_g_state.installed = 1;
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    if (old_reserved >= 0) {
+        if (old_fd >= 0 && strcmp(old_tmp, aft_g_state.tmp_name) != 0) unlinkat(old_fd, old_tmp, 0);
+        close(old_reserved);
+    }
     if (old_fd >= 0 && old_fd != dir_fd) close(old_fd);
 
     /* Warm libunwind up (unwind tables, caches) so the first crash walks fast. */
@@ -192,5 +213,9 @@ int aft_write_test_crash(int signal, int code, uint64_t fault_address) {
     info.si_code = code;
     info.si_addr = (void *)(uintptr_t)fault_address;
     uint64_t entry = aft_async_now_ns(CLOCK_MONOTONIC);
-    return aft_async_write_crash(signal, &info, &uc, entry);
+    /* Not the reserved file: that one stays for a real crash. */
+    char tmp_name[AFT_FILE_NAME_CAPACITY];
+    aft_async_id_file_name(tmp_name, sizeof(tmp_name), aft_g_state.context.report_id,
+                           ".crash.test.tmp");
+    return aft_async_write_crash(signal, &info, &uc, entry, -1, tmp_name);
 }

@@ -19,14 +19,37 @@ typedef struct aft_writer {
     int error;
     uint32_t crc;
     uint64_t body_size;
+    uint8_t *staging;      /* optional: small pieces are gathered here, fewer write(2)s */
+    size_t capacity, used;
 } aft_writer;
 
+static void aft_async_flush(aft_writer *w) {
+    if (w->used > 0 && !w->error) w->error = aft_async_write_all(w->fd, w->staging, w->used);
+    w->used = 0;
+}
+
+static void aft_async_put(aft_writer *w, const void *data, size_t size) {
+    if (w->error || size == 0) return;
+    if (w->staging && w->used + size <= w->capacity) {
+        aft_async_memcpy(w->staging + w->used, data, size);
+        w->used += size;
+        return;
+    }
+    aft_async_flush(w);
+    if (w->staging && size <= w->capacity) {
+        aft_async_memcpy(w->staging, data, size);
+        w->used = size;
+    } else if (!w->error) {
+        w->error = aft_async_write_all(w->fd, data, size);
+    }
+}
+
+/* Body bytes: counted in the size and the CRC. */
 static void aft_async_emit(aft_writer *w, const void *data, size_t size) {
-    if (w->error) return;
-    w->error = aft_async_write_all(w->fd, data, size);
     if (w->error) return;
     w->crc = aft_async_crc32(w->crc, data, size);
     w->body_size += size;
+    aft_async_put(w, data, size);
 }
 
 static void aft_async_emit_section(aft_writer *w, uint32_t type, uint32_t entry_size,
@@ -51,8 +74,9 @@ void aft_async_id_file_name(char *out, size_t capacity, const uint8_t id[AFT_ID_
 
 int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_name,
                            const aft_report_spec *spec, int *out_fd) {
-    int fd = openat(dir_fd, tmp_name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-                    0600);
+    int reserved = spec->has_reserved_fd ? spec->reserved_fd : -1;
+    int fd = reserved >= 0 ? reserved
+           : openat(dir_fd, tmp_name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) return errno;
 
     aft_file_header header;
@@ -62,13 +86,14 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
     header.header_size = sizeof(aft_file_header);
     header.kind = spec->kind;
     header.flags = spec->flags | (spec->fsync_file ? AFT_FLAG_FSYNCED : 0);
-    int err = aft_async_write_all(fd, &header, sizeof(header));
 
-    aft_writer w = {.fd = fd, .error = err, .crc = 0, .body_size = 0};
+    aft_writer w = {.fd = fd, .staging = spec->staging, .capacity = spec->staging_size};
+    aft_async_put(&w, &header, sizeof(header));
     aft_async_emit_section(&w, AFT_SECTION_CONTEXT, sizeof(aft_context), 1, 0, spec->context);
     aft_async_emit_section(&w, spec->event_type, spec->event_size, 1, 0, spec->event);
     aft_async_emit_section(&w, AFT_SECTION_FRAMES, sizeof(uint64_t), spec->frame_count,
                            spec->frames_truncated ? AFT_SECTION_TRUNCATED : 0, spec->frames);
+    aft_async_flush(&w); /* the most useful part is on disk before the maps are read */
 
     uint32_t image_count = 0, images_truncated = 0;
     int maps = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
@@ -80,6 +105,7 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
     }
     aft_async_emit_section(&w, AFT_SECTION_IMAGES, sizeof(aft_image), image_count,
                            images_truncated ? AFT_SECTION_TRUNCATED : 0, spec->images);
+    aft_async_flush(&w);
 
     if (!w.error) {
         header.body_size = w.body_size;
@@ -90,12 +116,12 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
     if (!w.error && spec->fsync_file && fsync(fd) != 0) w.error = errno;
     if (!w.error && renameat(dir_fd, tmp_name, dir_fd, final_name) != 0) w.error = errno;
     if (w.error) {
-        close(fd);
+        if (fd != reserved) close(fd);
         return w.error;
     }
     if (spec->keep_open && out_fd) {
         *out_fd = fd;
-    } else {
+    } else if (fd != reserved) {
         close(fd);
     }
     return 0;

@@ -23,6 +23,7 @@ typedef struct aft_state {
     int timing_fd;
     char tmp_name[AFT_FILE_NAME_CAPACITY];   /* <crash id>.crash.tmp */
     char final_name[AFT_FILE_NAME_CAPACITY]; /* <crash id>.crash */
+    int reserved_fd;                     /* tmp_name, created and flock'ed at install */
     struct sigaction previous[AFT_SIGNAL_COUNT];
     int installed;
 } aft_state;
@@ -96,6 +97,10 @@ typedef struct aft_report_spec {
     aft_image *images;             /* AFT_MAX_IMAGES entries */
     int fsync_file;
     int keep_open;                 /* return the committed file's fd instead of closing it */
+    int has_reserved_fd;           /* write into reserved_fd (open, empty) instead of opening */
+    int reserved_fd;
+    uint8_t *staging;              /* optional buffer that gathers small writes; NULL = none */
+    size_t staging_size;
 } aft_report_spec;
 /* Writes a report to dir_fd/tmp_name, commits it and renames it to final_name.
  * Returns 0 or an errno value; with keep_open, *out_fd is the open, committed file. */
@@ -106,7 +111,10 @@ void aft_async_id_file_name(char *out, size_t capacity, const uint8_t id[AFT_ID_
                             const char *suffix);
 
 /* ---- the crash handler (handler_async.c) ---- */
-int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t entry_ns);
+/* Writes this run's crash file: into reserved_fd when >= 0 (named tmp_name), else creates
+ * tmp_name; renames it to the run's final name. */
+int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t entry_ns,
+                          int reserved_fd, const char *tmp_name);
 void aft_async_handler(int signo, siginfo_t *info, void *ucontext);
 
 #endif

@@ -65,8 +65,13 @@ public struct ReportCollector: Sendable {
             if name.hasSuffix(".crash") {
                 salvage = false
             } else if name.hasSuffix(".crash.tmp") {
-                if isInProgress(path) { continue }
-                salvage = true
+                switch reserveState(path) {
+                case .heldByLiveRun: continue
+                case .emptyOfDeadRun:
+                    if pass.quarantine { unlink(path) } // that run ended without crashing
+                    continue
+                case .writtenByDeadRun: salvage = true
+                }
             } else {
                 pass.skipped.append(setAside(path, reason: "unexpected file in crashes/", quarantine: pass.quarantine))
                 continue
@@ -109,12 +114,19 @@ public struct ReportCollector: Sendable {
             .sorted()
     }
 
-    /// A .tmp written in the last 10 seconds may belong to a process that is writing it now.
-    func isInProgress(_ path: String) -> Bool {
+    enum ReserveState { case heldByLiveRun, emptyOfDeadRun, writtenByDeadRun }
+
+    /// Every run reserves its crash file at start and holds a lock on it while alive. A
+    /// locked reserve belongs to a running process; an empty unlocked one to a run that did
+    /// not crash; a non-empty unlocked one to a handler that died while writing.
+    func reserveState(_ path: String) -> ReserveState {
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { return .writtenByDeadRun } // decoding will say why
+        defer { close(fd) }
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 { return .heldByLiveRun }
         var st = stat()
-        guard lstat(path, &st) == 0 else { return false }
-        let age = Double(Clock.realtimeNanoseconds()) / 1e9 - Double(st.st_mtim.tv_sec)
-        return age < 10
+        guard fstat(fd, &st) == 0 else { return .writtenByDeadRun }
+        return st.st_size == 0 ? .emptyOfDeadRun : .writtenByDeadRun
     }
 
     /// Moves a bad file to rejected/ with a `.reason` file beside it (at most 64 kept).

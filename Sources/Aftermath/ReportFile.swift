@@ -113,3 +113,11 @@ struct ReportFile {
                            imagesTruncated: imagesTruncated, isPartial: !committed)
     }
 }
+
+extension Aftermath {
+    /// CRC-32 (IEEE 802.3) as the report files use it.
+    static func crc32(_ raw: UnsafeRawBufferPointer) -> UInt32 {
+        guard let base = raw.baseAddress else { return 0 }
+        return aft_crc32(0, base, raw.count)
+    }
+}

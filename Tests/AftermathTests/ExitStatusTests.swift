@@ -1,0 +1,87 @@
+import CSignalShim
+import Foundation
+import Testing
+import Aftermath
+
+/// The process dies exactly as it would have without Aftermath (same signal), and leaves a
+/// crash file that the next launch reports. Each case crashes a real child process.
+@Suite("Exit status matrix")
+struct ExitStatusTests {
+    /// Faults, each with the signal the process must die of.
+    enum Fault: String, CaseIterable, Sendable {
+        case nullDereference, abort, illegalInstruction, divideByZero, breakpoint, sentBus, sentSys, secondaryThread
+
+        var signal: Int32 {
+            switch self {
+            case .nullDereference, .secondaryThread: return SIGSEGV
+            case .abort: return SIGABRT
+            case .illegalInstruction: return SIGILL
+            case .divideByZero: return SIGFPE
+            case .breakpoint: return SIGTRAP
+            case .sentBus: return SIGBUS
+            case .sentSys: return SIGSYS
+            }
+        }
+
+        /// Runs the fault; never returns.
+        func trigger() -> Never {
+            switch self {
+            case .nullDereference:
+                UnsafeMutablePointer<Int>(bitPattern: 16)!.pointee = 1
+            case .abort: Glibc.abort()
+            case .illegalInstruction: aft_test_illegal_instruction()
+            case .divideByZero: _ = aft_test_divide(1, 0)
+            case .breakpoint: aft_test_breakpoint()
+            case .sentBus: pthread_kill(pthread_self(), SIGBUS)
+            case .sentSys: pthread_kill(pthread_self(), SIGSYS)
+            case .secondaryThread:
+                let thread = Thread { UnsafeMutablePointer<Int>(bitPattern: 24)!.pointee = 2 }
+                thread.start()
+                sleep(10)
+            }
+            sleep(5)
+            _exit(99) // not reached when the fault kills the process
+        }
+    }
+
+    static func childStart(_ directory: String) {
+        let config = Aftermath.Configuration(serviceName: "exit-tests", serviceVersion: "9.9.9",
+                                             exporter: InMemoryExporter(), reportsDirectory: directory,
+                                             fsyncReports: false)
+        do { try Aftermath.start(config) } catch { _exit(98) }
+    }
+
+    @Test("Same signal with and without Aftermath, and a crash file that decodes", arguments: Fault.allCases)
+    func matrix(_ fault: Fault) async throws {
+        let directory: String = FileManager.default.temporaryDirectory
+            .appendingPathComponent("aftermath-exit-\(fault.rawValue)-\(UUID())").path
+        let faultName: String = fault.rawValue
+        let expected = ExitTest.Condition.signal(fault.signal)
+        await #expect(processExitsWith: expected) { [faultName = faultName as String] in
+            Fault(rawValue: faultName)!.trigger()
+        }
+        await #expect(processExitsWith: expected) { [directory = directory as String, faultName = faultName as String] in
+            ExitStatusTests.childStart(directory)
+            Fault(rawValue: faultName)!.trigger()
+        }
+        let exporter = InMemoryExporter()
+        let delivery = ReportCollector(directory: ReportDirectory(root: directory)).deliver(to: exporter, resource: Resource())
+        #expect(delivery.skipped.isEmpty)
+        let record = try #require(exporter.records.first)
+        #expect(exporter.records.count == 1)
+        let type = try #require(record[attribute: "exception.type"]?.stringValue)
+        #expect(type.hasPrefix(SignalDescription.name(fault.signal) + " ("))
+        #expect(record[attribute: "service.version"]?.stringValue == "9.9.9")
+        if fault == .secondaryThread {
+            // (Exit-test bodies do not run on the child's first thread, so only this case
+            // can assert the thread.)
+            #expect(record[attribute: "apsio.crash.main_thread"]?.boolValue == false)
+        }
+        if fault == .sentBus || fault == .sentSys || fault == .abort {
+            #expect(record[attribute: "apsio.crash.sender_pid"]?.intValue != nil, "a sent signal names its sender")
+        }
+        let remaining = try FileManager.default.contentsOfDirectory(atPath: directory + "/crashes")
+        #expect(remaining.allSatisfy { $0.hasSuffix(".crash.tmp") }, "only the (empty) reserve of the dead run may be left")
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}

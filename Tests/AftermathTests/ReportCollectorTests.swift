@@ -1,0 +1,116 @@
+import CSignalShim
+import Foundation
+import Testing
+@testable import Aftermath
+
+/// The next launch's view of a reports directory: good files reported, bad ones set aside with
+/// a reason, nothing deleted before the exporter acknowledges.
+@Suite("Report collector")
+struct ReportCollectorTests {
+    @Test("Bad files are moved aside with a reason and never block the good one")
+    func badFilesSetAside() throws {
+        let dir = try TestSupport.reportsDirectory()
+        let golden = try TestSupport.fixture("v1/sigsegv-null-depth12.crash")
+        let crashes = dir.crashes
+        try TestSupport.write(golden, to: crashes + "/good.crash")
+        try TestSupport.write(Array(golden.prefix(700)), to: crashes + "/truncated.crash")
+        var flipped = golden
+        flipped[3000] ^= 1
+        try TestSupport.write(flipped, to: crashes + "/damaged.crash")
+        try TestSupport.write(Array("hello".utf8), to: crashes + "/foreign.crash")
+        try TestSupport.write([], to: crashes + "/empty.crash")
+        try FileManager.default.createDirectory(atPath: crashes + "/directory.crash", withIntermediateDirectories: false)
+        try FileManager.default.createSymbolicLink(atPath: crashes + "/link.crash", withDestinationPath: "/etc/passwd")
+        try TestSupport.write(Array(repeating: 7, count: ReportFile.maximumSize + 10), to: crashes + "/huge.crash")
+        try TestSupport.write(Array("x".utf8), to: crashes + "/notes.txt")
+
+        let collection = ReportCollector(directory: dir).collect()
+        #expect(collection.reports.count == 1)
+        #expect(collection.reports.first?.record.eventName == "app.crash")
+        let reasons = Dictionary(uniqueKeysWithValues: collection.skipped.map { (($0.path as NSString).lastPathComponent, $0.reason) })
+        #expect(reasons.count == 8)
+        #expect(reasons["truncated.crash"]?.contains("truncated") == true || reasons["truncated.crash"]?.contains("body is") == true)
+        #expect(reasons["damaged.crash"]?.hasPrefix("CRC mismatch") == true)
+        #expect(reasons["foreign.crash"]?.contains("truncated") == true)
+        #expect(reasons["empty.crash"]?.contains("truncated") == true)
+        #expect(reasons["directory.crash"] == "not a regular file (a directory)")
+        #expect(reasons["link.crash"] == "not a regular file (a symbolic link)")
+        #expect(reasons["huge.crash"]?.hasPrefix("too large") == true)
+        #expect(reasons["notes.txt"] == "unexpected file in crashes/")
+        // Moved aside, each with its reason file; the symlink's target is untouched.
+        let rejected = try FileManager.default.contentsOfDirectory(atPath: dir.rejected)
+        #expect(rejected.filter { $0.hasSuffix(".reason") }.count == 8)
+        let reason = try String(contentsOfFile: dir.rejected + "/damaged.crash.reason", encoding: .utf8)
+        #expect(reason.hasPrefix("CRC mismatch"))
+        #expect(FileManager.default.fileExists(atPath: "/etc/passwd"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: crashes) == ["good.crash"])
+    }
+
+    @Test("Nothing is deleted before the exporter acknowledges; then the file is gone")
+    func acknowledgement() throws {
+        let dir = try TestSupport.reportsDirectory()
+        try TestSupport.write(try TestSupport.fixture("v1/sigsegv-null-depth12.crash"), to: dir.crashes + "/a.crash")
+        let exporter = InMemoryExporter()
+        exporter.failNext(1)
+        let collector = ReportCollector(directory: dir)
+        let refused = collector.deliver(to: exporter, resource: Resource())
+        #expect(refused.exported == 0 && refused.exportError != nil)
+        #expect(FileManager.default.fileExists(atPath: dir.crashes + "/a.crash"))
+        let accepted = collector.deliver(to: exporter, resource: Resource())
+        #expect(accepted.exported == 1)
+        #expect(!FileManager.default.fileExists(atPath: dir.crashes + "/a.crash"))
+        #expect(exporter.records.count == 1)
+        let again = collector.deliver(to: exporter, resource: Resource())
+        #expect(again.exported == 0)
+    }
+
+    @Test("The debug command's read-only collection changes nothing on disk")
+    func readOnlyCollection() throws {
+        let dir = try TestSupport.reportsDirectory()
+        try TestSupport.write(Array("junk".utf8), to: dir.crashes + "/bad.crash")
+        let collection = ReportCollector(directory: dir).collect(quarantine: false)
+        #expect(collection.skipped.count == 1 && collection.skipped[0].movedTo == nil)
+        #expect(FileManager.default.fileExists(atPath: dir.crashes + "/bad.crash"))
+    }
+
+    @Test("Reserved crash files: a live run's is left alone, a dead run's empty one removed")
+    func reserves() throws {
+        let dir = try TestSupport.reportsDirectory()
+        let live = dir.crashes + "/live.crash.tmp"
+        try TestSupport.write([], to: live)
+        let fd = open(live, O_RDWR)
+        defer { close(fd) }
+        #expect(flock(fd, LOCK_EX | LOCK_NB) == 0)
+        // flock locks belong to the open file description: a second open in this process
+        // conflicts like another process would.
+        try TestSupport.write([], to: dir.crashes + "/dead.crash.tmp")
+        let collection = ReportCollector(directory: dir).collect()
+        #expect(collection.reports.isEmpty && collection.skipped.isEmpty)
+        #expect(FileManager.default.fileExists(atPath: live))
+        #expect(!FileManager.default.fileExists(atPath: dir.crashes + "/dead.crash.tmp"))
+    }
+
+    @Test("A read-only reports directory: collection still works, nothing crashes")
+    func readOnlyDirectory() throws {
+        let dir = try TestSupport.reportsDirectory()
+        try TestSupport.write(try TestSupport.fixture("v1/sigsegv-null-depth12.crash"), to: dir.crashes + "/a.crash")
+        try TestSupport.write(Array("junk".utf8), to: dir.crashes + "/b.crash")
+        // Make rejected/ unusable (a file where the directory should be) so moving aside fails.
+        try FileManager.default.removeItem(atPath: dir.rejected)
+        try TestSupport.write([], to: dir.rejected)
+        let collection = ReportCollector(directory: dir).collect()
+        #expect(collection.reports.count == 1)
+        #expect(collection.skipped.count == 1)
+        #expect(collection.skipped[0].reason.contains("could not move aside"))
+        #expect(FileManager.default.fileExists(atPath: dir.crashes + "/b.crash"))
+    }
+
+    @Test("start() refuses a reports directory it cannot use, with the reason")
+    func unusableDirectory() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-file-\(UUID())").path
+        try TestSupport.write([], to: file)
+        #expect(throws: ReportStoreError.self) {
+            try ReportDirectory(root: file + "/reports").prepare()
+        }
+    }
+}

@@ -1,0 +1,48 @@
+import Foundation
+@testable import Aftermath
+
+/// Helpers shared by the crash-format suites.
+enum TestSupport {
+    /// The bytes of a fixture under Tests/AftermathTests/Fixtures.
+    static func fixture(_ name: String) throws -> [UInt8] {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("Fixtures").appendingPathComponent(name)
+        return Array(try Data(contentsOf: url))
+    }
+
+    /// A fresh reports directory with its layout created.
+    static func reportsDirectory() throws -> ReportDirectory {
+        let root = FileManager.default.temporaryDirectory
+            .appendingPathComponent("aftermath-tests-\(UUID().uuidString)").path
+        let directory = ReportDirectory(root: root)
+        try directory.prepare()
+        return directory
+    }
+
+    static func write(_ bytes: [UInt8], to path: String) throws {
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+    }
+
+    /// Rewrites the header's CRC and body size so a modified body is accepted as whole.
+    static func resealed(_ bytes: [UInt8]) -> [UInt8] {
+        var b = bytes
+        let body = Array(b[64...])
+        let crc = body.withUnsafeBytes { aftCRC($0) }
+        withUnsafeBytes(of: UInt64(body.count).littleEndian) { b.replaceSubrange(16..<24, with: $0) }
+        withUnsafeBytes(of: crc.littleEndian) { b.replaceSubrange(24..<28, with: $0) }
+        return b
+    }
+
+    static func aftCRC(_ raw: UnsafeRawBufferPointer) -> UInt32 {
+        Aftermath.crc32(raw)
+    }
+
+    /// Reads a little-endian UInt32 at offset.
+    static func u32(_ b: [UInt8], _ offset: Int) -> UInt32 {
+        (0..<4).reduce(UInt32(0)) { $0 | UInt32(b[offset + $1]) << (8 * UInt32($1)) }
+    }
+
+    static func setU32(_ b: inout [UInt8], _ offset: Int, _ v: UInt32) {
+        withUnsafeBytes(of: v.littleEndian) { b.replaceSubrange(offset..<offset + 4, with: $0) }
+    }
+}
