@@ -81,10 +81,15 @@ public enum Aftermath {
 
     /// The resource of records sent by this launch: it describes the reporting process.
     static func resource(for c: Configuration) -> Resource {
+        resource(serviceName: c.serviceName, serviceVersion: c.serviceVersion)
+    }
+
+    /// The resource attributes Aftermath sends: the reporting process's service, SDK and OS.
+    public static func resource(serviceName: String, serviceVersion: String) -> Resource {
         let os = OSInfo.current()
         return Resource(attributes: [
-            Attribute("service.name", .string(c.serviceName)),
-            Attribute("service.version", .string(c.serviceVersion)),
+            Attribute("service.name", .string(serviceName)),
+            Attribute("service.version", .string(serviceVersion)),
             Attribute("telemetry.sdk.name", "aftermath"),
             Attribute("telemetry.sdk.language", "swift"),
             Attribute("telemetry.sdk.version", .string(version)),
