@@ -36,7 +36,9 @@ static void aft_set_error(char *error, size_t capacity, const char *what, int er
     if (error && capacity > 0) snprintf(error, capacity, "%s: %s", what, strerror(err));
 }
 
-int aft_prepare_thread(void) {
+int aft_prepare_thread_mapping(void **mapping, size_t *length) {
+    *mapping = NULL;
+    *length = 0;
     stack_t current;
     if (sigaltstack(NULL, &current) != 0) return errno;
     if (current.ss_flags & SS_ONSTACK) return 0;
@@ -59,7 +61,16 @@ int aft_prepare_thread(void) {
         munmap(mem, size + (size_t)page);
         return err;
     }
+    *mapping = mem;
+    *length = size + (size_t)page;
     return 0;
+}
+
+int aft_prepare_thread(void) {
+    void *mapping;
+    size_t length;
+    /* A thread the app prepares itself keeps its stack for its whole life. */
+    return aft_prepare_thread_mapping(&mapping, &length);
 }
 
 void aft_set_session_id(const uint8_t session_id[AFT_ID_SIZE]) {
@@ -184,6 +195,7 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
     }
     aft_g_state.installed = 1;
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    atomic_store(&aft_g_thread_stacks_enabled, 1);
     if (old_reserved >= 0) {
         if (old_fd >= 0 && strcmp(old_tmp, aft_g_state.tmp_name) != 0) unlinkat(old_fd, old_tmp, 0);
         close(old_reserved);

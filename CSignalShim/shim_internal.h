@@ -29,6 +29,8 @@ typedef struct aft_state {
 } aft_state;
 
 extern aft_state aft_g_state;
+/* Threads created after install get an alternate stack (threads.c). */
+extern _Atomic int aft_g_thread_stacks_enabled;
 extern const int aft_g_signals[AFT_SIGNAL_COUNT];
 
 /* Scratch memory for the crash path, reserved at load time (BSS), never malloc'ed.

@@ -68,12 +68,15 @@ public enum SignalDescription {
             default: return "The process was sent \(name(signal))\(sender) with \(codeName(signal: signal, code: code) == "SI_TKILL" ? "tgkill" : "kill"); it did not fault by itself."
             }
         }
-        let belowStackPointer = sp > 0 && faultAddress <= sp && sp - faultAddress < 256 * 1024
+        // A fault next to the stack pointer is the stack's guard: a push or a store into a
+        // frame that no longer fits (the store can land just above sp after `sub rsp, N`).
+        let distance = faultAddress >= sp ? faultAddress - sp : sp - faultAddress
+        let nearStackPointer = sp > 0 && distance < 256 * 1024
         switch (signal, code) {
         case (11, 1) where faultAddress < 4096:
             return "Null pointer dereference: the app accessed address \(address), which is not mapped."
-        case (11, let c) where (c == 1 || c == 2) && belowStackPointer:
-            return "Stack overflow: the app accessed \(address), just below its stack pointer \(Hex.address(sp)); the thread ran out of stack, usually through runaway recursion."
+        case (11, let c) where (c == 1 || c == 2) && nearStackPointer:
+            return "Stack overflow: the app accessed \(address), next to its stack pointer \(Hex.address(sp)); the thread ran out of stack, usually through runaway recursion."
         case (11, 1):
             return "Bad memory access: the app accessed address \(address), which is not mapped (a dangling or corrupt pointer)."
         case (11, 2):

@@ -37,7 +37,19 @@ private struct ELFTestMapping {
 }
 
 private func elfTestReadMaps() throws -> [ELFTestMapping] {
-    let text = try String(contentsOfFile: "/proc/self/maps", encoding: .utf8)
+    // A read(2) loop to the end: /proc files return short reads, which a whole-file reader may
+    // take for the end when the process has many mappings.
+    let fd = open("/proc/self/maps", O_RDONLY)
+    guard fd >= 0 else { throw CocoaError(.fileReadNoSuchFile) }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = read(fd, &chunk, chunk.count)
+        if n <= 0 { break }
+        bytes += chunk[0..<n]
+    }
+    let text = String(decoding: bytes, as: UTF8.self)
     return text.split(separator: "\n").compactMap { line in
         let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
         guard fields.count == 6 else { return nil }

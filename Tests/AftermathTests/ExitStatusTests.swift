@@ -10,10 +10,11 @@ struct ExitStatusTests {
     /// Faults, each with the signal the process must die of.
     enum Fault: String, CaseIterable, Sendable {
         case nullDereference, abort, illegalInstruction, divideByZero, breakpoint, sentBus, sentSys, secondaryThread
+        case threadStackOverflow
 
         var signal: Int32 {
             switch self {
-            case .nullDereference, .secondaryThread: return SIGSEGV
+            case .nullDereference, .secondaryThread, .threadStackOverflow: return SIGSEGV
             case .abort: return SIGABRT
             case .illegalInstruction: return SIGILL
             case .divideByZero: return SIGFPE
@@ -38,10 +39,32 @@ struct ExitStatusTests {
                 let thread = Thread { UnsafeMutablePointer<Int>(bitPattern: 24)!.pointee = 2 }
                 thread.start()
                 sleep(10)
+            case .threadStackOverflow:
+                // Without an alternate stack on this thread the kernel could not deliver the
+                // signal at all: Aftermath gives every thread created after start one.
+                var attributes = pthread_attr_t()
+                pthread_attr_init(&attributes)
+                pthread_attr_setstacksize(&attributes, 256 * 1024)
+                var thread = pthread_t()
+                pthread_create(&thread, &attributes, { _ in
+                    var depth = 0
+                    _ = ExitStatusTests.recurse(&depth)
+                    return nil
+                }, nil)
+                sleep(10)
             }
             sleep(5)
             _exit(99) // not reached when the fault kills the process
         }
+    }
+
+    /// Unbounded recursion: each frame keeps a buffer alive so it cannot become a loop.
+    @inline(never)
+    static func recurse(_ depth: UnsafeMutablePointer<Int>) -> Int {
+        var buffer = (depth.pointee, 0, 0, 0, 0, 0, 0, 0)
+        depth.pointee += 1
+        let below = depth.pointee == Int.max ? 0 : recurse(depth)
+        return withUnsafeBytes(of: &buffer) { Int($0[0]) } &+ below
     }
 
     static func childStart(_ directory: String) {
@@ -72,7 +95,13 @@ struct ExitStatusTests {
         let type = try #require(record[attribute: "exception.type"]?.stringValue)
         #expect(type.hasPrefix(SignalDescription.name(fault.signal) + " ("))
         #expect(record[attribute: "service.version"]?.stringValue == "9.9.9")
-        if fault == .secondaryThread {
+        if fault == .threadStackOverflow {
+            let message = record[attribute: "exception.message"]?.stringValue ?? ""
+            #expect(message.hasPrefix("Stack overflow"), "\(message)")
+            let frames = record[attribute: "exception.stacktrace"]?.stringValue?.split(separator: "\n").count ?? 0
+            #expect(frames > 1000, "the overflowing thread's stack, \(frames) frames")
+        }
+        if fault == .secondaryThread || fault == .threadStackOverflow {
             // (Exit-test bodies do not run on the child's first thread, so only this case
             // can assert the thread.)
             #expect(record[attribute: "apsio.crash.main_thread"]?.boolValue == false)

@@ -1,0 +1,102 @@
+/*
+ * threads.c: NORMAL-TIME CODE. Gives every thread created after aft_install an alternate
+ * signal stack, so a stack overflow on any thread still reaches the crash handler (without one
+ * the kernel cannot deliver SIGSEGV on the exhausted stack and the process dies unreported).
+ * pthread_create is interposed: this definition lands in the executable's dynamic symbol table,
+ * so libdispatch, Foundation and the app's own threads all come through here. The real
+ * function is found with dlsym(RTLD_NEXT), or ThreadSanitizer's interceptor when present.
+ * The stack is unmapped by a thread-specific-data destructor when the thread ends.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "CSignalShim.h"
+#include "shim_internal.h"
+
+typedef int (*aft_pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
+                                     void *);
+
+/* ThreadSanitizer's own interceptor, when the process runs under TSan. */
+extern int __interceptor_pthread_create(pthread_t *, const pthread_attr_t *, void *(*)(void *),
+                                        void *) __attribute__((weak));
+
+_Atomic int aft_g_thread_stacks_enabled;
+static _Atomic(aft_pthread_create_fn) aft_real_pthread_create;
+static pthread_key_t aft_stack_key;
+static pthread_once_t aft_stack_key_once = PTHREAD_ONCE_INIT;
+
+typedef struct aft_thread_start {
+    void *(*start)(void *);
+    void *arg;
+} aft_thread_start;
+
+typedef struct aft_owned_stack {
+    void *mapping;
+    size_t length;
+} aft_owned_stack;
+
+static void aft_release_stack(void *value) {
+    aft_owned_stack *owned = value;
+    if (!owned) return;
+    stack_t current;
+    if (sigaltstack(NULL, &current) == 0 && !(current.ss_flags & SS_ONSTACK)) {
+        stack_t off = {.ss_flags = SS_DISABLE};
+        sigaltstack(&off, NULL);
+        munmap(owned->mapping, owned->length);
+    }
+    free(owned);
+}
+
+static void aft_make_stack_key(void) { pthread_key_create(&aft_stack_key, aft_release_stack); }
+
+/* Defined in install.c: maps and installs an alternate stack; reports the mapping it made. */
+int aft_prepare_thread_mapping(void **mapping, size_t *length);
+
+static void *aft_thread_trampoline(void *p) {
+    aft_thread_start start = *(aft_thread_start *)p;
+    free(p);
+    void *mapping = NULL;
+    size_t length = 0;
+    if (aft_prepare_thread_mapping(&mapping, &length) == 0 && mapping != NULL) {
+        aft_owned_stack *owned = malloc(sizeof(*owned));
+        if (owned) {
+            owned->mapping = mapping;
+            owned->length = length;
+            pthread_once(&aft_stack_key_once, aft_make_stack_key);
+            if (pthread_setspecific(aft_stack_key, owned) != 0) free(owned);
+        }
+    }
+    return start.start(start.arg);
+}
+
+static aft_pthread_create_fn aft_resolve_pthread_create(void) {
+    aft_pthread_create_fn real = atomic_load(&aft_real_pthread_create);
+    if (real) return real;
+    if (__interceptor_pthread_create) {
+        real = __interceptor_pthread_create;
+    } else {
+        real = (aft_pthread_create_fn)dlsym(RTLD_NEXT, "pthread_create");
+    }
+    atomic_store(&aft_real_pthread_create, real);
+    return real;
+}
+
+int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start)(void *),
+                   void *arg) {
+    aft_pthread_create_fn real = aft_resolve_pthread_create();
+    if (!real) return EAGAIN;
+    if (!atomic_load(&aft_g_thread_stacks_enabled)) return real(thread, attr, start, arg);
+    aft_thread_start *boxed = malloc(sizeof(*boxed));
+    if (!boxed) return real(thread, attr, start, arg);
+    boxed->start = start;
+    boxed->arg = arg;
+    int rc = real(thread, attr, aft_thread_trampoline, boxed);
+    if (rc != 0) free(boxed);
+    return rc;
+}
