@@ -1,13 +1,29 @@
-import Aftermath
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
-let args = CommandLine.arguments
-let dir = args[2]
-let exporter = FileExporter(directory: dir + "/out")
-try Aftermath.start(.init(serviceName: "smoke", serviceVersion: "1.0", exporter: exporter,
-                          reportsDirectory: dir, deliverPendingReportsSynchronously: true))
-if args[1] == "crash" {
-    let p = UnsafeMutablePointer<Int>(bitPattern: 8)!
-    p.pointee = 1
+// crash-harness: crashes child processes that link Aftermath and checks what the next launch reports.
+// See Usage.text, or run `crash-harness --help`.
+
+switch Usage.parse(Array(CommandLine.arguments.dropFirst())) {
+case .matrix(let names, let keep, let verbose):
+    let scenarios = names.isEmpty ? Scenario.all : names.compactMap(Scenario.named)
+    exit(Matrix(scenarios: scenarios, keepDirectory: keep, verbose: verbose).run())
+case .list:
+    for scenario in Scenario.all {
+        print("\(scenario.name.padded(to: 20)) \(scenario.exceptionType.padded(to: 22)) \(scenario.summary)")
+    }
+    exit(0)
+case .child(let scenario, let directory, let withAftermath):
+    ChildMode.crash(scenario, reportsDirectory: directory, withAftermath: withAftermath)
+case .nextLaunch(let directory, let out):
+    ChildMode.nextLaunch(reportsDirectory: directory, outDirectory: out)
+case .help:
+    print(Usage.text)
+    exit(0)
+case .invalid(let message):
+    ChildMode.say("crash-harness: \(message)\n\n\(Usage.text)\n", fd: 2)
+    exit(2)
 }
-print("ok")

@@ -75,14 +75,3 @@ extension CrashReport {
         images.first { $0.contains(address) }
     }
 }
-
-enum Unwinder {
-    static func name(_ v: UInt32) -> String {
-        switch v {
-        case UInt32(AFT_UNWINDER_LIBUNWIND): return "libunwind"
-        case UInt32(AFT_UNWINDER_FRAME_POINTER): return "frame_pointer"
-        case UInt32(AFT_UNWINDER_PC_ONLY): return "pc_only"
-        default: return "none"
-        }
-    }
-}

@@ -1,0 +1,83 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// One crash the harness provokes in a child process, and what the report must then say.
+struct Scenario: Sendable {
+    /// The name used on the command line and in the table.
+    var name: String
+    /// What the child does.
+    var summary: String
+    /// The fault, reached through ``crashChainLevel1(_:_:)``.
+    var fault: Fault
+    /// The signal the child must die of (with and without Aftermath).
+    var signal: Int32
+    /// The expected exception.type: the signal and its si_code, e.g. "SIGSEGV (SEGV_MAPERR)".
+    var exceptionType: String
+    /// When set, the chain runs on a secondary thread of this name while the main thread waits.
+    var threadName: String?
+    /// The least number of frames the report's stack must have.
+    var minimumFrames: Int
+
+    init(_ name: String, _ summary: String, fault: Fault, signal: Int32, exceptionType: String,
+         threadName: String? = nil, minimumFrames: Int = 6) {
+        self.name = name
+        self.summary = summary
+        self.fault = fault
+        self.signal = signal
+        self.exceptionType = exceptionType
+        self.threadName = threadName
+        self.minimumFrames = minimumFrames
+    }
+}
+
+extension Scenario {
+    #if arch(arm64)
+    /// A Swift runtime trap: `brk` on arm64.
+    static let swiftTrap: (signal: Int32, type: String) = (SIGTRAP, "SIGTRAP (TRAP_BRKPT)")
+    /// An undefined instruction (`udf`) as arm64 Linux reports it.
+    static let undefinedInstructionType = "SIGILL (ILL_ILLOPC)"
+    #else
+    /// A Swift runtime trap: `ud2` on x86-64.
+    static let swiftTrap: (signal: Int32, type: String) = (SIGILL, "SIGILL (ILL_ILLOPN)")
+    /// An undefined instruction (`ud2`) as x86-64 Linux reports it.
+    static let undefinedInstructionType = "SIGILL (ILL_ILLOPN)"
+    #endif
+
+    /// Every scenario, in the order the matrix runs them.
+    static let all: [Scenario] = {
+        var scenarios = [
+            Scenario("null-deref", "store through a pointer into the null page",
+                     fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)"),
+            Scenario("abort", "libc abort()",
+                     fault: .abort, signal: SIGABRT, exceptionType: "SIGABRT (SI_TKILL)"),
+            Scenario("force-unwrap", "force-unwrap of nil (Swift trap)",
+                     fault: .forceUnwrapNil, signal: swiftTrap.signal, exceptionType: swiftTrap.type),
+            Scenario("fatal-error", "fatalError() (Swift trap)",
+                     fault: .fatalError, signal: swiftTrap.signal, exceptionType: swiftTrap.type),
+            Scenario("index-out-of-range", "array index out of range (Swift trap)",
+                     fault: .indexOutOfRange, signal: swiftTrap.signal, exceptionType: swiftTrap.type),
+            Scenario("sigbus-mmap", "write to a mapping of a file truncated to 0",
+                     fault: .truncatedMapping, signal: SIGBUS, exceptionType: "SIGBUS (BUS_ADRERR)"),
+            Scenario("illegal-instruction", "execute an undefined instruction (ud2/udf)",
+                     fault: .illegalInstruction, signal: SIGILL, exceptionType: undefinedInstructionType),
+            Scenario("secondary-thread", "null dereference on a named secondary thread",
+                     fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
+                     threadName: "harness-crasher"),
+            Scenario("deep-recursion", "null dereference 1,000 frames deep",
+                     fault: .deepRecursion, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
+                     minimumFrames: Faults.recursionDepth),
+        ]
+        #if arch(x86_64)
+        // arm64 integer division by zero does not trap (sdiv returns 0): x86-64 only.
+        scenarios.insert(Scenario("divide-by-zero", "C integer division by zero (glibc div)",
+                                  fault: .integerDivisionByZero, signal: SIGFPE, exceptionType: "SIGFPE (FPE_INTDIV)"),
+                         at: 5)
+        #endif
+        return scenarios
+    }()
+
+    static func named(_ name: String) -> Scenario? { all.first { $0.name == name } }
+}

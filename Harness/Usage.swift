@@ -1,0 +1,71 @@
+/// The command line.
+enum Usage {
+    static let text = """
+        usage: crash-harness [--scenario NAME]... [--keep DIR] [--verbose]
+               crash-harness --list
+          Runs each scenario (default: all) in child processes that link Aftermath and fault:
+          the child with Aftermath, the same child without it, then a next launch that delivers
+          the crash report; checks the exit status, the app.crash record and the files left,
+          prints a table and exits 1 if any scenario failed.
+          --scenario NAME  run only this scenario (repeatable; see --list)
+          --keep DIR       keep the reports and exported records under DIR
+          --verbose, -v    print every scenario's symbolicated stack and the children's output
+
+        internal (the harness runs these itself):
+               crash-harness child NAME --dir DIR [--no-aftermath]
+               crash-harness next-launch --dir DIR --out DIR
+        """
+
+    enum Mode {
+        case matrix(scenarios: [String], keep: String?, verbose: Bool)
+        case list
+        case child(Scenario, directory: String, withAftermath: Bool)
+        case nextLaunch(directory: String, out: String)
+        case help
+        case invalid(String)
+    }
+
+    static func parse(_ arguments: [String]) -> Mode {
+        var rest = arguments[...]
+        var names: [String] = [], keep: String?, verbose = false, list = false
+        var directory: String?, out: String?, withAftermath = true
+        let command = rest.first.flatMap { ["child", "next-launch"].contains($0) ? $0 : nil }
+        if command != nil { rest = rest.dropFirst() }
+        var childScenario: String?
+        if command == "child" {
+            childScenario = rest.popFirst()
+        }
+        while let argument = rest.popFirst() {
+            switch argument {
+            case "--scenario", "--keep", "--dir", "--out":
+                guard let value = rest.popFirst() else { return .invalid("\(argument) needs a value") }
+                switch argument {
+                case "--scenario":
+                    guard Scenario.named(value) != nil else { return .invalid("no scenario named '\(value)' (see --list)") }
+                    names.append(value)
+                case "--keep": keep = value
+                case "--dir": directory = value
+                default: out = value
+                }
+            case "--no-aftermath": withAftermath = false
+            case "--verbose", "-v": verbose = true
+            case "--list": list = true
+            case "--help", "-h": return .help
+            default: return .invalid("unexpected argument '\(argument)'")
+            }
+        }
+        switch command {
+        case "child":
+            guard let name = childScenario, let scenario = Scenario.named(name) else {
+                return .invalid("child needs a scenario name (see --list)")
+            }
+            guard let directory else { return .invalid("child needs --dir") }
+            return .child(scenario, directory: directory, withAftermath: withAftermath)
+        case "next-launch":
+            guard let directory, let out else { return .invalid("next-launch needs --dir and --out") }
+            return .nextLaunch(directory: directory, out: out)
+        default:
+            return list ? .list : .matrix(scenarios: names, keep: keep, verbose: verbose)
+        }
+    }
+}
