@@ -40,13 +40,19 @@ struct Matrix {
             print("\nFailures:")
             failures.forEach { print("  " + $0) }
         }
+        var extra: [Bool] = []
+        if scenarios.count == Scenario.all.count {
+            let pid1 = PIDNamespaceCheck(executable: executable, baseDirectory: base, environment: environment).run()
+            print("\n" + pid1.line)
+            if let passed = pid1.passed { extra.append(passed) }
+        }
         if let keepDirectory {
             print("\nReports kept in \(keepDirectory)")
         } else {
             try? FileManager.default.removeItem(atPath: base)
         }
-        print(Table.summary(rows))
-        return rows.allSatisfy(\.passed) ? 0 : 1
+        print(Table.summary(rows, extra: extra))
+        return rows.allSatisfy(\.passed) && !extra.contains(false) ? 0 : 1
     }
 
     private func prepareBaseDirectory() -> String? {

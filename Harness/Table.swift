@@ -35,9 +35,10 @@ enum Table {
         }
     }
 
-    static func summary(_ rows: [Row]) -> String {
-        let failed = rows.filter { !$0.passed }.count
-        return "\(rows.count - failed) passed, \(failed) failed"
+    /// The closing line; extra holds checks outside the table (true = passed).
+    static func summary(_ rows: [Row], extra: [Bool] = []) -> String {
+        let failed = rows.filter { !$0.passed }.count + extra.filter { !$0 }.count
+        return "\(rows.count + extra.count - failed) passed, \(failed) failed"
     }
 }
 
