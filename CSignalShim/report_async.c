@@ -94,6 +94,7 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
     aft_async_emit_section(&w, AFT_SECTION_FRAMES, sizeof(uint64_t), spec->frame_count,
                            spec->frames_truncated ? AFT_SECTION_TRUNCATED : 0, spec->frames);
     aft_async_flush(&w); /* the most useful part is on disk before the maps are read */
+    if (aft_g_test_fault_in_writer) *(volatile int *)(uintptr_t)aft_g_test_fault_in_writer = 0;
 
     uint32_t image_count = 0, images_truncated = 0;
     int maps = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);

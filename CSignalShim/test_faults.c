@@ -3,6 +3,11 @@
  * the tests and the benchmark. Nothing here runs in a signal handler.
  */
 #include "CSignalShim.h"
+#include "shim_internal.h"
+
+volatile uintptr_t aft_g_test_fault_in_writer;
+
+void aft_test_fault_inside_handler(int enabled) { aft_g_test_fault_in_writer = enabled ? 16 : 0; }
 
 int32_t aft_test_divide(int32_t a, int32_t b) {
     /* volatile: the compiler must emit idiv, which raises SIGFPE (FPE_INTDIV) for b == 0. */

@@ -76,6 +76,8 @@ int32_t aft_test_divide(int32_t a, int32_t b);
 void aft_test_illegal_instruction(void);
 /* Executes a breakpoint instruction: SIGTRAP. */
 void aft_test_breakpoint(void);
+/* Makes the crash writer itself fault (a store to address 16) after its first flush. */
+void aft_test_fault_inside_handler(int enabled);
 
 #ifdef __cplusplus
 }

@@ -114,3 +114,40 @@ struct ExitStatusTests {
         try? FileManager.default.removeItem(atPath: directory)
     }
 }
+
+/// A fault inside the crash handler itself must neither hang nor loop: the previous handlers
+/// take over and the process dies; what the handler had flushed is salvaged.
+@Suite("Fault inside the handler")
+struct HandlerFaultTests {
+    @Test("A different signal inside the handler: the process dies, the partial file is reported")
+    func nestedFault() async throws {
+        let directory: String = FileManager.default.temporaryDirectory
+            .appendingPathComponent("aftermath-nested-\(UUID())").path
+        // The app's crash is SIGILL; the handler then faults with SIGSEGV while writing.
+        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
+            ExitStatusTests.childStart(directory)
+            aft_test_fault_inside_handler(1)
+            aft_test_illegal_instruction()
+        }
+        let collection = ReportCollector(directory: ReportDirectory(root: directory)).collect()
+        let crash = try #require(collection.reports.first?.crash)
+        #expect(crash.isPartial)
+        #expect(crash.signal == SIGILL, "the original crash, as far as it was written")
+        #expect(!crash.frames.isEmpty)
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    @Test("The same signal inside the handler: the kernel ends the process, no hang")
+    func sameSignal() async throws {
+        let directory: String = FileManager.default.temporaryDirectory
+            .appendingPathComponent("aftermath-nested-same-\(UUID())").path
+        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
+            ExitStatusTests.childStart(directory)
+            aft_test_fault_inside_handler(1)
+            UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
+        }
+        let crash = try #require(ReportCollector(directory: ReportDirectory(root: directory)).collect().reports.first?.crash)
+        #expect(crash.isPartial && crash.signal == SIGSEGV)
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
