@@ -8,6 +8,7 @@
  */
 #include <elf.h>
 #include <errno.h>
+#include <link.h>
 #include <unistd.h>
 
 #include "shim_internal.h"
@@ -291,4 +292,35 @@ uint32_t aft_async_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity,
         }
     }
     return 0;
+}
+
+/* The loader's list of loaded objects (struct link_map, reached from _r_debug), read with
+ * process_vm_readv: a count and a hash of (l_addr, l_name, l_ld) of every entry. Equal to the
+ * signature taken at install means no library was loaded or unloaded since, so the images
+ * read then are still the images now, and /proc/self/maps (the handler's most expensive read,
+ * growing with every mapping of the process) need not be read. Returns 0 when the list is
+ * being changed or cannot be read. */
+int aft_async_link_map_signature(uint64_t *count, uint64_t *hash) {
+    struct r_debug debug;
+    if (aft_async_read_memory((uint64_t)(uintptr_t)&_r_debug, &debug, sizeof(debug)) != 0) return 0;
+    if (debug.r_state != RT_CONSISTENT) return 0;
+    uint64_t n = 0, h = 0xCBF29CE484222325ull;
+    uint64_t at = (uint64_t)(uintptr_t)debug.r_map;
+    while (at != 0) {
+        struct {
+            uint64_t addr, name, ld, next, prev;
+        } entry; /* the public head of struct link_map */
+        if (n == 4096 || aft_async_read_memory(at, &entry, sizeof(entry)) != 0) return 0;
+        uint64_t words[3] = {entry.addr, entry.name, entry.ld};
+        for (int i = 0; i < 3; i++) {
+            h ^= words[i];
+            h *= 0x100000001B3ull;
+            h ^= h >> 29;
+        }
+        n++;
+        at = entry.next;
+    }
+    *count = n;
+    *hash = h;
+    return 1;
 }

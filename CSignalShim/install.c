@@ -29,6 +29,7 @@ uint64_t aft_g_frames[AFT_MAX_FRAMES + AFT_UNWIND_SLACK];
 aft_image aft_g_images[AFT_MAX_IMAGES];
 aft_image aft_g_known_images[AFT_MAX_IMAGES];
 _Atomic uint32_t aft_g_known_image_count;
+aft_link_map_snapshot aft_g_known_link_map;
 
 static uint32_t aft_g_alt_stack_size = AFT_MIN_ALT_STACK;
 
@@ -111,6 +112,9 @@ uint32_t aft_current_stack(uint64_t *frames, uint32_t capacity, uint32_t skip) {
  * context, and every image's build id is kept so the crash path reads from memory only
  * images loaded later (dlopen). */
 static void aft_prepare_images(aft_context *context) {
+    aft_g_known_link_map.valid = 0;
+    uint64_t count_before = 0, hash_before = 0, count_after = 0, hash_after = 0;
+    int before = aft_async_link_map_signature(&count_before, &hash_before);
     int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (fd < 0) return;
     uint32_t truncated = 0;
@@ -118,6 +122,14 @@ static void aft_prepare_images(aft_context *context) {
                                          context->executable_path, &truncated);
     close(fd);
     aft_g_known_image_count = n;
+    /* Trust the snapshot only if no library came or went while maps were read. */
+    int after = aft_async_link_map_signature(&count_after, &hash_after);
+    if (before && after && count_before == count_after && hash_before == hash_after &&
+        !truncated && n > 0) {
+        aft_g_known_link_map.count = count_after;
+        aft_g_known_link_map.hash = hash_after;
+        aft_g_known_link_map.valid = 1;
+    }
     if (context->app_build_id_size > 0) return;
     for (uint32_t i = 0; i < n; i++) {
         if (aft_g_known_images[i].flags & AFT_IMAGE_MAIN_EXECUTABLE) {

@@ -97,15 +97,26 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
     if (aft_g_test_fault_in_writer) *(volatile int *)(uintptr_t)aft_g_test_fault_in_writer = 0;
 
     uint32_t image_count = 0, images_truncated = 0;
-    int maps = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-    if (maps >= 0) {
-        image_count = aft_async_images_from_fd(spec->scratch, maps, spec->images, AFT_MAX_IMAGES,
-                                               1, spec->context->executable_path,
-                                               &images_truncated);
-        close(maps);
+    const aft_image *images = spec->images;
+    uint64_t link_count = 0, link_hash = 0;
+    if (aft_g_known_link_map.valid &&
+        aft_async_link_map_signature(&link_count, &link_hash) &&
+        link_count == aft_g_known_link_map.count && link_hash == aft_g_known_link_map.hash) {
+        /* No library loaded or unloaded since install: the images read then still hold. */
+        images = aft_g_known_images;
+        image_count = atomic_load(&aft_g_known_image_count);
+    } else {
+        int maps = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+        if (maps >= 0) {
+            image_count = aft_async_images_from_fd(spec->scratch, maps, spec->images,
+                                                   AFT_MAX_IMAGES, 1,
+                                                   spec->context->executable_path,
+                                                   &images_truncated);
+            close(maps);
+        }
     }
     aft_async_emit_section(&w, AFT_SECTION_IMAGES, sizeof(aft_image), image_count,
-                           images_truncated ? AFT_SECTION_TRUNCATED : 0, spec->images);
+                           images_truncated ? AFT_SECTION_TRUNCATED : 0, images);
     aft_async_flush(&w);
 
     if (!w.error) {

@@ -76,6 +76,14 @@ uint32_t aft_async_images_from_fd(aft_maps_scratch *scratch, int fd, aft_image *
                                   uint32_t *truncated);
 uint32_t aft_async_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity,
                                uint64_t *load_bias);
+/* A signature of the loader's list of objects; 0 when it cannot be read or is changing. */
+int aft_async_link_map_signature(uint64_t *count, uint64_t *hash);
+/* The link map's signature when aft_g_known_images was read (valid == 0: do not trust it). */
+typedef struct aft_link_map_snapshot {
+    uint64_t count, hash;
+    int valid;
+} aft_link_map_snapshot;
+extern aft_link_map_snapshot aft_g_known_link_map;
 
 /* ---- unwinding (unwind_async.c) ---- */
 /* frames must have room for capacity + AFT_UNWIND_SLACK entries. */

@@ -151,3 +151,38 @@ struct HandlerFaultTests {
         try? FileManager.default.removeItem(atPath: directory)
     }
 }
+
+/// Images loaded after start (dlopen) are not in the install-time snapshot: the handler sees
+/// the loader's list changed and reads /proc/self/maps instead.
+@Suite("Images loaded after start")
+struct LateImageTests {
+    @Test("A library dlopen'ed after start is in the crash's images, with its build id")
+    func dlopenAfterStart() async throws {
+        let directory: String = FileManager.default.temporaryDirectory
+            .appendingPathComponent("aftermath-dlopen-\(UUID())").path
+        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
+            ExitStatusTests.childStart(directory)
+            guard dlopen("libz.so.1", RTLD_NOW) != nil else { _exit(97) }
+            UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
+        }
+        let crash = try #require(ReportCollector(directory: ReportDirectory(root: directory)).collect().reports.first?.crash)
+        let zlib = try #require(crash.images.first { $0.name.hasPrefix("libz.so") })
+        #expect(zlib.buildID.count == 40)
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    @Test("Without a dlopen the install-time images are used, and they match the process")
+    func snapshot() async throws {
+        let directory: String = FileManager.default.temporaryDirectory
+            .appendingPathComponent("aftermath-snapshot-\(UUID())").path
+        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
+            ExitStatusTests.childStart(directory)
+            UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
+        }
+        let crash = try #require(ReportCollector(directory: ReportDirectory(root: directory)).collect().reports.first?.crash)
+        #expect(crash.images.contains { $0.isMainExecutable && $0.buildID == crash.context.appBuildID })
+        #expect(crash.images.contains { $0.name == "libc.so.6" })
+        #expect(!crash.images.contains { $0.name.hasPrefix("libz.so") })
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
