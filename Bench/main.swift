@@ -6,6 +6,8 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first {
 case "crash": CrashBench.run(Array(arguments.dropFirst()))
 case "crash-child": CrashBench.child(Array(arguments.dropFirst()))
+case "hang": HangBench.run(Array(arguments.dropFirst()))
+case "error": ErrorBench.run(Array(arguments.dropFirst()))
 default:
     print("usage: aftermath-bench crash [--runs N]")
     exit(2)

@@ -1,1 +1,101 @@
-print("hang-harness: not built yet")
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// hang-harness: real child processes hang in known ways; their records are checked.
+//   hang-harness                       run every scenario, print a table, exit 1 on failure
+//   hang-harness child <scenario> <dir>  (internal) one child
+
+let arguments = CommandLine.arguments
+if arguments.count >= 4, arguments[1] == "child" {
+    Child.run(arguments[2], directory: arguments[3])
+}
+
+func live(_ name: String, _ function: String, state: String? = nil, range: ClosedRange<Int>? = 900...1100) -> () -> (String, [String]) {
+    {
+        let dir = Parent.makeDirectory(name)
+        let outcome = Parent.runChild(["child", name, dir])
+        var (seen, failures) = Scenario.checkHang(outcome, function: function, durationMs: range,
+                                                  unfinished: false, state: state)
+        if !Parent.hangFiles(dir).isEmpty { failures.append("hang file not deleted after export") }
+        return (seen, failures)
+    }
+}
+
+func none(_ name: String, launcher: [String] = [], onLine: @escaping @Sendable (String, pid_t) -> Void = { _, _ in },
+          extra: @escaping (ChildOutcome) -> [String] = { _ in [] }) -> () -> (String, [String]) {
+    {
+        let dir = Parent.makeDirectory(name)
+        let outcome = Parent.runChild(["child", name, dir], launcher: launcher, onLine: onLine)
+        var (seen, failures) = Scenario.checkNone(outcome, directory: dir)
+        failures += extra(outcome)
+        return (seen, failures)
+    }
+}
+
+let strace = ["/usr/bin/strace", "/bin/strace"].first { FileManager.default.isExecutableFile(atPath: $0) }
+
+let scenarios: [Scenario] = [
+    Scenario(name: "live1s", summary: "main thread blocked 1 s, recovers",
+             run: live("live1s", "hangHarnessWaitOnSemaphore")),
+    Scenario(name: "kill", summary: "blocked, SIGKILL after 2 s, next launch", run: {
+        let dir = Parent.makeDirectory("kill")
+        let first = Parent.runChild(["child", "kill", dir]) { line, pid in
+            if line == "BLOCKING" { DispatchQueue.global().asyncAfter(deadline: .now() + 2) { kill(pid, SIGKILL) } }
+        }
+        var failures: [String] = []
+        if first.killedBySignal != SIGKILL { failures.append("first child not killed") }
+        let second = Parent.runChild(["child", "collect", dir])
+        let (seen, more) = Scenario.checkHang(second, function: "hangHarnessBlockForever", durationMs: 1700...2300,
+                                              unfinished: true, ownSession: false)
+        failures += more
+        if !Parent.hangFiles(dir).isEmpty { failures.append("hang file not deleted after export") }
+        if let r = second.records.first(where: { Scenario.string($0, "_event") == "apsio.hang" }),
+           Scenario.string(r, "session.id") != first.session {
+            failures.append("session.id \(Scenario.string(r, "session.id")) is not the hung run's \(first.session)")
+        }
+        return (seen, failures)
+    }),
+    Scenario(name: "lock", summary: "blocked in a mutex held by another thread",
+             run: live("lock", "hangHarnessLockWait", state: "sleeping")),
+    Scenario(name: "sleep", summary: "blocked in usleep", run: live("sleep", "hangHarnessSleep", state: "sleeping")),
+    Scenario(name: "busy", summary: "busy loop 1 s", run: live("busy", "hangHarnessBusyLoop", state: "running")),
+    Scenario(name: "stall200", summary: "five stalls of 200 ms", run: none("stall200")),
+    Scenario(name: "sigstop", summary: "SIGSTOP 2 s, SIGCONT", run: none("sigstop", onLine: { line, pid in
+        if line == "READY" {
+            DispatchQueue.global().async {
+                usleep(200_000)
+                kill(pid, SIGSTOP)
+                usleep(2_000_000)
+                kill(pid, SIGCONT)
+            }
+        }
+    }, extra: { $0.stats.contains("late=0") ? ["no late tick seen"] : [] })),
+    Scenario(name: "tracer", summary: "blocked 1 s under strace -f", run: {
+        guard let strace else { return ("strace not installed", ["strace not installed (apt-get install strace)"]) }
+        return none("tracer", launcher: [strace, "-f", "-o", "/dev/null"],
+                    extra: { $0.stats.contains("ignored=0") ? ["stretch not ignored"] : [] })()
+    }),
+    Scenario(name: "heartbeat", summary: "own loop with heartbeat(), blocked 1 s",
+             run: live("heartbeat", "hangHarnessWaitOnSemaphore")),
+    Scenario(name: "dispatchmain", summary: "dispatchMain(), main-queue block 1 s",
+             run: live("dispatchmain", "hangHarnessWaitOnSemaphore")),
+]
+
+let only = arguments.count >= 2 ? Set(arguments.dropFirst()) : nil
+var passed = 0, failed = 0
+print("scenario      | what                                        | seen | result")
+print("--------------|---------------------------------------------|------|-------")
+let started = Date()
+for scenario in scenarios where only == nil || only!.contains(scenario.name) {
+    let (seen, failures) = scenario.run()
+    let ok = failures.isEmpty
+    if ok { passed += 1 } else { failed += 1 }
+    let name = scenario.name.padding(toLength: 13, withPad: " ", startingAt: 0)
+    let what = scenario.summary.padding(toLength: 43, withPad: " ", startingAt: 0)
+    print("\(name) | \(what) | \(seen) | \(ok ? "PASS" : "FAIL: " + failures.joined(separator: "; "))")
+}
+print(String(format: "(%.1f s)", Date().timeIntervalSince(started)))
+print("\(passed) passed, \(failed) failed")
+exit(failed == 0 ? 0 : 1)

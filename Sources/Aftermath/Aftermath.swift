@@ -51,6 +51,8 @@ public enum Aftermath {
         var installed = context
         installed.appBuildID = currentAppBuildID() ?? context.appBuildID
         state.withLock { $0 = Running(configuration: configuration, directory: directory, context: installed) }
+        startRun(configuration, directory: directory, context: installed)
+        try startHangDetection(configuration, directory: directory)
 
         let collector = ReportCollector(directory: directory, currentRunID: installed.runID)
         let resource = self.resource(for: configuration)

@@ -43,6 +43,9 @@ public struct ReportCollector: Sendable {
         // Order matters: later passes may look at what earlier ones found (a crash of a run
         // wins over an inferred abnormal exit of the same run).
         collectCrashes(&pass)
+        collectHangs(&pass)
+        collectErrors(&pass)
+        collectRuns(&pass)
         pass.reports.sort { $0.record.timeUnixNano < $1.record.timeUnixNano }
         return Collection(reports: pass.reports, skipped: pass.skipped)
     }

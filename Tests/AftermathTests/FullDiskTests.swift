@@ -36,7 +36,8 @@ struct FullDiskTests {
         let filler = try #require(FileHandle(forWritingAtPath: mountPoint + "/filler"))
         while (try? filler.write(contentsOf: Data(count: 4096))) != nil {}
         try? filler.close()
-        _ = Self.run(["truncate", "-s", "-4096", mountPoint + "/filler"]) // 4 KiB left
+        // 8 KiB left: one page for the run's record (written at start), one for the crash.
+        _ = Self.run(["truncate", "-s", "-8192", mountPoint + "/filler"])
 
         await #expect(processExitsWith: .signal(SIGSEGV)) { [reports = reports as String] in
             // An exporter that never acknowledges: the older report must stay (and keep the disk full).
@@ -53,7 +54,8 @@ struct FullDiskTests {
         // signal and stack (written first), without the images that did not fit.
         #expect(collection.reports.contains { $0.path == other })
         #expect(collection.skipped.isEmpty)
-        let partial = try #require(collection.reports.first { $0.path != other })
+        let partial = try #require(collection.reports.first { $0.path != other && $0.kind == .crash })
+        #expect(!collection.reports.contains { $0.kind == .abnormalExit }, "a crash report of the run wins")
         #expect(partial.crash?.isPartial == true)
         #expect(partial.crash?.frames.isEmpty == false)
         #expect(partial.record[attribute: "exception.type"]?.stringValue == "SIGSEGV (SEGV_MAPERR)")

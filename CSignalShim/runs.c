@@ -1,0 +1,552 @@
+/*
+ * runs.c: NORMAL-TIME CODE (never runs in a signal handler). The run record: creates and
+ * locks runs/<run id>.run at start, keeps its live block current from a background thread
+ * (about once a second) and on every change, marks normal termination in on_exit, installs
+ * the termination-signal recorder (runs_async.c), and reads the evidence files (cgroup OOM
+ * counters, /proc/vmstat, PSI, TracerPid, boot_id) for this run and for the next launch.
+ */
+#define AFT_RUNS_INTERNAL 1
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "CSignalShim.h"
+#include "shim_internal.h"
+
+aft_run_state aft_g_run = {.fd = -1};
+const int aft_g_run_signals[AFT_RUN_SIGNAL_COUNT] = {SIGTERM, SIGINT, SIGHUP};
+
+/* Normal-time state, guarded by aft_g_run_lock. */
+static pthread_mutex_t aft_g_run_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t aft_g_run_wake = PTHREAD_COND_INITIALIZER;
+static aft_run_info aft_g_run_info;
+static aft_run_live aft_g_run_live;
+static char aft_g_run_path[AFT_PATH_CAPACITY * 2];
+static char aft_g_run_proc[AFT_PATH_CAPACITY];
+static char aft_g_run_sys[AFT_PATH_CAPACITY];
+static pthread_t aft_g_run_thread;
+static int aft_g_run_thread_running;
+static int aft_g_run_thread_stop;
+static int aft_g_run_hooks_registered;
+static int aft_g_run_exited;
+
+static void aft_run_set_error(char *error, size_t capacity, const char *what, int err) {
+    if (error && capacity > 0) snprintf(error, capacity, "%s: %s", what, strerror(err));
+}
+
+uint32_t aft_run_check(const void *block, size_t size_before_check) {
+    return aft_async_run_check(block, size_before_check);
+}
+
+/* ---- evidence readers ---- */
+
+static ssize_t aft_run_read_file(const char *path, char *buf, size_t capacity) {
+    return aft_async_read_small_file(path, buf, capacity);
+}
+
+static int aft_run_parse_u64(const char *p, uint64_t *out) {
+    while (*p == ' ' || *p == '\t') p++;
+    if (*p < '0' || *p > '9') return 0;
+    uint64_t v = 0;
+    while (*p >= '0' && *p <= '9') {
+        uint64_t d = (uint64_t)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10) return 0; /* overflow: hostile */
+        v = v * 10 + d;
+        p++;
+    }
+    *out = v;
+    return 1;
+}
+
+uint64_t aft_read_counter(const char *path, const char *key) {
+    char buf[8192];
+    if (!path || !key || path[0] == '\0') return AFT_RUN_UNREAD;
+    if (aft_run_read_file(path, buf, sizeof(buf)) <= 0) return AFT_RUN_UNREAD;
+    size_t klen = strlen(key);
+    for (char *line = buf; line && *line;) {
+        char *next = strchr(line, '\n');
+        if (next) *next++ = '\0';
+        if (strncmp(line, key, klen) == 0 && (line[klen] == ' ' || line[klen] == '\t')) {
+            uint64_t v;
+            return aft_run_parse_u64(line + klen, &v) ? v : AFT_RUN_UNREAD;
+        }
+        line = next;
+    }
+    return AFT_RUN_UNREAD;
+}
+
+uint32_t aft_read_psi_avg10(const char *path, const char *prefix) {
+    char buf[1024];
+    if (aft_run_read_file(path, buf, sizeof(buf)) <= 0) return UINT32_MAX;
+    size_t plen = strlen(prefix);
+    for (char *line = buf; line && *line;) {
+        char *next = strchr(line, '\n');
+        if (next) *next++ = '\0';
+        if (strncmp(line, prefix, plen) == 0 && line[plen] == ' ') {
+            char *a = strstr(line, "avg10=");
+            if (!a) return UINT32_MAX;
+            uint64_t whole = 0, frac = 0;
+            if (!aft_run_parse_u64(a + 6, &whole) || whole > 100) return UINT32_MAX;
+            char *dot = strchr(a + 6, '.');
+            if (dot && dot[1] >= '0' && dot[1] <= '9') {
+                frac = (uint64_t)(dot[1] - '0') * 10;
+                if (dot[2] >= '0' && dot[2] <= '9') frac += (uint64_t)(dot[2] - '0');
+            }
+            return (uint32_t)(whole * 100 + frac);
+        }
+        line = next;
+    }
+    return UINT32_MAX;
+}
+
+int aft_read_line(const char *path, char *out, size_t capacity) {
+    char buf[256];
+    if (capacity == 0) return -1;
+    out[0] = '\0';
+    ssize_t n = aft_run_read_file(path, buf, sizeof(buf));
+    if (n <= 0) return -1;
+    size_t len = 0;
+    while (len < (size_t)n && buf[len] != '\n' && buf[len] != '\0') len++;
+    if (len >= capacity) len = capacity - 1;
+    memcpy(out, buf, len);
+    out[len] = '\0';
+    return (int)len;
+}
+
+static int aft_run_file_exists(const char *dir, const char *name) {
+    char path[AFT_PATH_CAPACITY + 64];
+    if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path)) return 0;
+    return access(path, R_OK) == 0;
+}
+
+/* base + path into out (AFT_PATH_CAPACITY); "" when too long or the counter file is absent. */
+static void aft_run_cgroup_dir(char *out, const char *base, const char *path, size_t path_len,
+                               const char *probe) {
+    out[0] = '\0';
+    char dir[AFT_PATH_CAPACITY];
+    if (path_len == 1 && path[0] == '/') path_len = 0; /* the root: no suffix */
+    int n = snprintf(dir, sizeof(dir), "%s%.*s", base, (int)path_len, path);
+    if (n < 0 || n >= (int)sizeof(dir)) return;
+    if (!aft_run_file_exists(dir, probe)) return;
+    memcpy(out, dir, (size_t)n + 1);
+}
+
+/* The parent of a cgroup path: its length without the last component; 0 when it has none. */
+static size_t aft_run_parent_len(const char *path, size_t len) {
+    while (len > 0 && path[len - 1] == '/') len--;
+    if (len == 0) return 0;
+    while (len > 0 && path[len - 1] != '/') len--;
+    if (len > 1) len--; /* drop the separator, keep "/" for the root */
+    return len;
+}
+
+void aft_find_cgroup_dirs(const char *proc_root, const char *sys_root,
+                          char dirs[AFT_CGROUP_DIRS][AFT_PATH_CAPACITY]) {
+    for (uint32_t i = 0; i < AFT_CGROUP_DIRS; i++) dirs[i][0] = '\0';
+    char path[AFT_PATH_CAPACITY + 32], buf[4096];
+    snprintf(path, sizeof(path), "%s/self/cgroup", proc_root);
+    if (aft_run_read_file(path, buf, sizeof(buf)) <= 0) return;
+    char v1_base[AFT_PATH_CAPACITY], v2_unified[AFT_PATH_CAPACITY], v2_base[AFT_PATH_CAPACITY];
+    snprintf(v1_base, sizeof(v1_base), "%s/fs/cgroup/memory", sys_root);
+    snprintf(v2_unified, sizeof(v2_unified), "%s/fs/cgroup/unified", sys_root);
+    snprintf(v2_base, sizeof(v2_base), "%s/fs/cgroup", sys_root);
+    for (char *line = buf; line && *line;) {
+        char *next = strchr(line, '\n');
+        if (next) *next++ = '\0';
+        /* hierarchy-ID:controller-list:cgroup-path */
+        char *c1 = strchr(line, ':');
+        char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (c1 && c2 && c2[1] == '/') {
+            const char *cg = c2 + 1;
+            size_t cg_len = strlen(cg);
+            size_t parent = aft_run_parent_len(cg, cg_len);
+            int is_v2 = (c1 - line == 1 && line[0] == '0' && c2 == c1 + 1);
+            int is_memory = 0;
+            for (char *p = c1 + 1; p < c2;) {
+                char *comma = memchr(p, ',', (size_t)(c2 - p));
+                char *end = comma ? comma : c2;
+                if (end - p == 6 && memcmp(p, "memory", 6) == 0) is_memory = 1;
+                p = end + 1;
+            }
+            if (is_memory) {
+                aft_run_cgroup_dir(dirs[AFT_CGROUP_V1_SELF], v1_base, cg, cg_len,
+                                   "memory.oom_control");
+                if (parent > 0)
+                    aft_run_cgroup_dir(dirs[AFT_CGROUP_V1_PARENT], v1_base, cg, parent,
+                                       "memory.oom_control");
+            } else if (is_v2) {
+                aft_run_cgroup_dir(dirs[AFT_CGROUP_V2_SELF], v2_unified, cg, cg_len,
+                                   "memory.events");
+                if (dirs[AFT_CGROUP_V2_SELF][0] == '\0')
+                    aft_run_cgroup_dir(dirs[AFT_CGROUP_V2_SELF], v2_base, cg, cg_len,
+                                       "memory.events");
+                if (parent > 0) {
+                    aft_run_cgroup_dir(dirs[AFT_CGROUP_V2_PARENT], v2_unified, cg, parent,
+                                       "memory.events");
+                    if (dirs[AFT_CGROUP_V2_PARENT][0] == '\0')
+                        aft_run_cgroup_dir(dirs[AFT_CGROUP_V2_PARENT], v2_base, cg, parent,
+                                           "memory.events");
+                }
+            }
+        }
+        line = next;
+    }
+}
+
+static uint64_t aft_run_counter_in(const char *dir, const char *file, const char *key) {
+    if (dir[0] == '\0') return AFT_RUN_UNREAD;
+    char path[AFT_PATH_CAPACITY + 32];
+    if (snprintf(path, sizeof(path), "%s/%s", dir, file) >= (int)sizeof(path))
+        return AFT_RUN_UNREAD;
+    return aft_read_counter(path, key);
+}
+
+void aft_read_oom_counters(const char dirs[AFT_CGROUP_DIRS][AFT_PATH_CAPACITY],
+                           uint64_t out[AFT_OOM_COUNTERS]) {
+    for (uint32_t i = 0; i < AFT_OOM_COUNTERS; i++) out[i] = AFT_RUN_UNREAD;
+    out[AFT_OOM_V1_SELF] = aft_run_counter_in(dirs[AFT_CGROUP_V1_SELF], "memory.oom_control", "oom_kill");
+    out[AFT_OOM_V1_PARENT] = aft_run_counter_in(dirs[AFT_CGROUP_V1_PARENT], "memory.oom_control", "oom_kill");
+    out[AFT_OOM_V2_SELF] = aft_run_counter_in(dirs[AFT_CGROUP_V2_SELF], "memory.events", "oom_kill");
+    out[AFT_OOM_V2_SELF_GROUP] = aft_run_counter_in(dirs[AFT_CGROUP_V2_SELF], "memory.events", "oom_group_kill");
+    out[AFT_OOM_V2_PARENT] = aft_run_counter_in(dirs[AFT_CGROUP_V2_PARENT], "memory.events", "oom_kill");
+    out[AFT_OOM_V2_PARENT_GROUP] = aft_run_counter_in(dirs[AFT_CGROUP_V2_PARENT], "memory.events", "oom_group_kill");
+}
+
+int aft_run_is_locked(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return -1;
+    int locked = 0;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        locked = (errno == EWOULDBLOCK) ? 1 : -1;
+    } else {
+        flock(fd, LOCK_UN);
+    }
+    close(fd);
+    return locked;
+}
+
+/* ---- the live block ---- */
+
+static void aft_run_path_in(char *out, size_t capacity, const char *root, const char *rest) {
+    snprintf(out, capacity, "%s/%s", root, rest);
+}
+
+void aft_run_read_oom_now(const aft_run_info *info, uint64_t *out) {
+    aft_read_oom_counters((const char (*)[AFT_PATH_CAPACITY])info->cgroup_dirs, out);
+}
+
+void aft_run_sample(const char *proc_root, const aft_run_info *info, aft_run_live *l) {
+    char path[AFT_PATH_CAPACITY + 64];
+    l->updated_realtime_ns = aft_async_now_ns(CLOCK_REALTIME);
+    l->updated_monotonic_ns = aft_async_now_ns(CLOCK_MONOTONIC);
+    l->updated_boottime_ns = aft_async_now_ns(CLOCK_BOOTTIME);
+    aft_run_path_in(path, sizeof(path), proc_root, "self/status");
+    uint64_t tracer = aft_read_counter(path, "TracerPid:");
+    if (tracer != AFT_RUN_UNREAD && tracer != 0) {
+        l->debugger_seen = 1;
+        l->tracer_pid = tracer;
+    }
+    aft_run_read_oom_now(info, l->oom);
+    aft_run_path_in(path, sizeof(path), proc_root, "vmstat");
+    l->vmstat_oom_kill = aft_read_counter(path, "oom_kill");
+    aft_run_path_in(path, sizeof(path), proc_root, "pressure/memory");
+    l->psi_some_avg10_centi = aft_read_psi_avg10(path, "some");
+    l->psi_full_avg10_centi = aft_read_psi_avg10(path, "full");
+    l->update_count++;
+}
+
+/* Writes the live block to the next slot. Caller holds the lock. */
+static int aft_run_write_live(void) {
+    if (aft_g_run.fd < 0) return EBADF;
+    aft_run_live *l = &aft_g_run_live;
+    l->sequence++;
+    l->check = aft_run_check(l, offsetof(aft_run_live, check));
+    off_t offset = (off_t)offsetof(aft_run_file, live) +
+                   (off_t)(l->sequence % AFT_RUN_LIVE_SLOTS) * (off_t)sizeof(aft_run_live);
+    return aft_async_pwrite_all(aft_g_run.fd, l, sizeof(*l), offset);
+}
+
+int aft_run_update_now(void) {
+    pthread_mutex_lock(&aft_g_run_lock);
+    int err = EBADF;
+    if (aft_g_run.fd >= 0 && !aft_g_run_exited) {
+        aft_g_run_live.foreground = (uint32_t)aft_watchdog_is_foreground();
+        aft_run_sample(aft_g_run_proc, &aft_g_run_info, &aft_g_run_live);
+        err = aft_run_write_live();
+    }
+    pthread_mutex_unlock(&aft_g_run_lock);
+    return err;
+}
+
+void aft_run_set_screen(const char *name) {
+    pthread_mutex_lock(&aft_g_run_lock);
+    size_t len = name ? strnlen(name, 4096) : 0;
+    char *screen = aft_g_run_live.screen;
+    memset(screen, 0, AFT_NAME_STRING);
+    if (len > AFT_NAME_STRING - 1) {
+        len = AFT_NAME_STRING - 1;
+        while (len > 0 && ((unsigned char)name[len] & 0xC0) == 0x80) len--; /* UTF-8 boundary */
+    }
+    if (len > 0) memcpy(screen, name, len);
+    if (aft_g_run.fd >= 0 && !aft_g_run_exited) {
+        aft_g_run_live.updated_realtime_ns = aft_async_now_ns(CLOCK_REALTIME);
+        aft_run_write_live();
+    }
+    pthread_mutex_unlock(&aft_g_run_lock);
+}
+
+void aft_run_set_session(const uint8_t session_id[AFT_ID_SIZE],
+                         const uint8_t previous_session_id[AFT_ID_SIZE]) {
+    pthread_mutex_lock(&aft_g_run_lock);
+    memcpy(aft_g_run_live.session_id, session_id, AFT_ID_SIZE);
+    if (previous_session_id)
+        memcpy(aft_g_run_live.previous_session_id, previous_session_id, AFT_ID_SIZE);
+    else
+        memset(aft_g_run_live.previous_session_id, 0, AFT_ID_SIZE);
+    if (aft_g_run.fd >= 0 && !aft_g_run_exited) {
+        aft_g_run_live.updated_realtime_ns = aft_async_now_ns(CLOCK_REALTIME);
+        aft_run_write_live();
+    }
+    pthread_mutex_unlock(&aft_g_run_lock);
+}
+
+void aft_run_current_path(char *out, size_t capacity) {
+    if (capacity == 0) return;
+    pthread_mutex_lock(&aft_g_run_lock);
+    snprintf(out, capacity, "%s", aft_g_run.fd >= 0 ? aft_g_run_path : "");
+    pthread_mutex_unlock(&aft_g_run_lock);
+}
+
+static void *aft_run_updater(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&aft_g_run_lock);
+    while (!aft_g_run_thread_stop) {
+        uint32_t ms = aft_g_run_info.update_interval_ms;
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += ms / 1000;
+        until.tv_nsec += (long)(ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        int rc = 0;
+        while (!aft_g_run_thread_stop && rc != ETIMEDOUT)
+            rc = pthread_cond_timedwait(&aft_g_run_wake, &aft_g_run_lock, &until);
+        if (aft_g_run_thread_stop) break;
+        if (aft_g_run.fd >= 0 && !aft_g_run_exited) {
+            aft_g_run_live.foreground = (uint32_t)aft_watchdog_is_foreground();
+        aft_run_sample(aft_g_run_proc, &aft_g_run_info, &aft_g_run_live);
+            aft_run_write_live();
+        }
+    }
+    pthread_mutex_unlock(&aft_g_run_lock);
+    return NULL;
+}
+
+/* ---- normal termination and fork ---- */
+
+static void aft_run_write_exit(int32_t status) {
+    if (aft_g_run.fd < 0) return;
+    aft_run_exit e;
+    memset(&e, 0, sizeof(e));
+    e.clean = AFT_RUN_CLEAN_MARKER;
+    e.status = status;
+    e.time_realtime_ns = aft_async_now_ns(CLOCK_REALTIME);
+    e.check = aft_run_check(&e, offsetof(aft_run_exit, check));
+    aft_async_pwrite_all(aft_g_run.fd, &e, sizeof(e), (off_t)offsetof(aft_run_file, exit));
+}
+
+void aft_run_mark_clean_exit(int32_t status) {
+    pthread_mutex_lock(&aft_g_run_lock);
+    aft_run_write_exit(status);
+    pthread_mutex_unlock(&aft_g_run_lock);
+}
+
+static void aft_run_on_exit(int status, void *arg) {
+    (void)arg;
+    /* No lock: exit() may run while the updater holds it. One pwrite of a fixed block. */
+    aft_g_run_exited = 1;
+    aft_run_write_exit(status);
+}
+
+static void aft_run_atfork_child(void) {
+    /* A forked child is not this run: it must not mark it ended or write to it. Closing our
+     * descriptor leaves the parent's lock in place (the parent still holds its own). */
+    if (aft_g_run.fd >= 0) close(aft_g_run.fd);
+    aft_g_run.fd = -1;
+    aft_g_run_thread_running = 0;
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    aft_g_run_lock = fresh;
+}
+
+/* ---- start and stop ---- */
+
+static void aft_run_install_handlers(void) {
+    struct sigaction action;
+    memset(&action, 0, sizeof(action));
+    action.sa_sigaction = aft_async_run_term_handler;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    sigemptyset(&action.sa_mask);
+    for (int i = 0; i < AFT_RUN_SIGNAL_COUNT; i++) {
+        struct sigaction previous;
+        if (sigaction(aft_g_run_signals[i], NULL, &previous) != 0) continue;
+        if (previous.sa_handler == SIG_IGN && !(previous.sa_flags & SA_SIGINFO)) {
+            /* Ignored (nohup, a shell's background job): leave it ignored, record nothing. */
+            if (!aft_g_run.handlers_installed) aft_g_run.previous[i] = previous;
+            continue;
+        }
+        if (previous.sa_sigaction == aft_async_run_term_handler) continue; /* already ours */
+        if (sigaction(aft_g_run_signals[i], &action, &previous) != 0) continue;
+        aft_g_run.previous[i] = previous;
+    }
+    aft_g_run.handlers_installed = 1;
+}
+
+static void aft_run_restore_handlers(void) {
+    if (!aft_g_run.handlers_installed) return;
+    for (int i = 0; i < AFT_RUN_SIGNAL_COUNT; i++) {
+        struct sigaction current;
+        if (sigaction(aft_g_run_signals[i], NULL, &current) != 0) continue;
+        if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == aft_async_run_term_handler)
+            sigaction(aft_g_run_signals[i], &aft_g_run.previous[i], NULL);
+    }
+    aft_g_run.handlers_installed = 0;
+}
+
+static void aft_run_stop_thread(void) {
+    if (!aft_g_run_thread_running) return;
+    pthread_mutex_lock(&aft_g_run_lock);
+    aft_g_run_thread_stop = 1;
+    pthread_cond_broadcast(&aft_g_run_wake);
+    pthread_mutex_unlock(&aft_g_run_lock);
+    pthread_join(aft_g_run_thread, NULL);
+    aft_g_run_thread_running = 0;
+}
+
+void aft_run_stop(void) {
+    aft_run_stop_thread();
+    aft_run_restore_handlers();
+    pthread_mutex_lock(&aft_g_run_lock);
+    int fd = aft_g_run.fd;
+    aft_g_run.fd = -1; /* the handler sees -1 from now on */
+    if (fd >= 0) close(fd);
+    pthread_mutex_unlock(&aft_g_run_lock);
+}
+
+int aft_run_prepare(const aft_run_options *o, aft_run_file *file) {
+    memset(file, 0, sizeof(*file));
+    aft_run_info *info = &file->info;
+    info->context = o->context;
+    info->start_monotonic_ns = aft_async_now_ns(CLOCK_MONOTONIC);
+    info->start_boottime_ns = aft_async_now_ns(CLOCK_BOOTTIME);
+    info->watchdog_usec = o->watchdog_usec;
+    info->parent_pid = (int64_t)getppid();
+    info->update_interval_ms = o->update_interval_ms ? o->update_interval_ms
+                                                     : AFT_RUN_DEFAULT_INTERVAL_MS;
+    char path[AFT_PATH_CAPACITY + 64];
+    snprintf(path, sizeof(path), "%s/sys/kernel/random/boot_id", o->proc_root);
+    aft_read_line(path, info->boot_id, AFT_BOOT_ID_CAPACITY);
+    aft_find_cgroup_dirs(o->proc_root, o->sys_root, info->cgroup_dirs);
+    aft_run_read_oom_now(info, info->oom_at_start);
+    snprintf(path, sizeof(path), "%s/vmstat", o->proc_root);
+    info->vmstat_oom_kill_at_start = aft_read_counter(path, "oom_kill");
+
+    aft_file_header *h = &file->header;
+    h->magic = AFT_MAGIC;
+    h->version = AFT_FORMAT_VERSION;
+    h->header_size = sizeof(aft_file_header);
+    h->kind = AFT_KIND_RUN;
+    h->body_size = sizeof(aft_run_info);
+    h->body_crc = aft_crc32(0, info, sizeof(aft_run_info));
+    h->commit = AFT_COMMIT_MARKER;
+
+    aft_run_live *l = &file->live[1];
+    memcpy(l->session_id, o->context.session_id, AFT_ID_SIZE);
+    l->foreground = o->foreground ? 1 : 0;
+    aft_run_sample(o->proc_root, info, l);
+    l->sequence = 1;
+    l->check = aft_run_check(l, offsetof(aft_run_live, check));
+    file->term.check = aft_run_check(&file->term, offsetof(aft_run_term, check));
+    file->exit.check = aft_run_check(&file->exit, offsetof(aft_run_exit, check));
+    return 0;
+}
+
+int aft_run_start(const aft_run_options *o, char *error, size_t error_capacity) {
+    if (!o || !o->runs_directory || !o->proc_root || !o->sys_root) {
+        aft_run_set_error(error, error_capacity, "aft_run_start", EINVAL);
+        return EINVAL;
+    }
+    aft_run_stop();
+
+    aft_run_file file;
+    aft_run_prepare(o, &file);
+
+    char name[AFT_FILE_NAME_CAPACITY], tmp[AFT_FILE_NAME_CAPACITY];
+    aft_async_id_file_name(name, sizeof(name), o->context.run_id, ".run");
+    aft_async_id_file_name(tmp, sizeof(tmp), o->context.run_id, ".run.tmp");
+    int dir = open(o->runs_directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0) {
+        int err = errno;
+        aft_run_set_error(error, error_capacity, "opening the runs directory", err);
+        return err;
+    }
+    int fd = openat(dir, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    int err = fd < 0 ? errno : 0;
+    /* Lock before the file has its final name: an unlocked .run always means a run that ended. */
+    if (!err && flock(fd, LOCK_EX | LOCK_NB) != 0) err = errno;
+
+    pthread_mutex_lock(&aft_g_run_lock);
+    aft_g_run_info = file.info;
+    aft_g_run_live = file.live[1];
+    aft_g_run_live.foreground = (uint32_t)aft_watchdog_is_foreground();
+    file.live[1].foreground = aft_g_run_live.foreground;
+    file.live[1].check = aft_run_check(&file.live[1], offsetof(aft_run_live, check));
+    snprintf(aft_g_run_proc, sizeof(aft_g_run_proc), "%s", o->proc_root);
+    snprintf(aft_g_run_sys, sizeof(aft_g_run_sys), "%s", o->sys_root);
+    aft_g_run_exited = 0;
+    if (!err) {
+        aft_g_run.fd = fd;
+        err = aft_async_pwrite_all(fd, &file, sizeof(file), 0);
+        if (!err && renameat(dir, tmp, dir, name) != 0) err = errno;
+        if (!err)
+            snprintf(aft_g_run_path, sizeof(aft_g_run_path), "%s/%s", o->runs_directory, name);
+        else
+            aft_g_run.fd = -1;
+    }
+    atomic_store(&aft_g_run.term_count, 0);
+    memset(&aft_g_run.term, 0, sizeof(aft_g_run.term));
+    pthread_mutex_unlock(&aft_g_run_lock);
+
+    if (err) {
+        if (fd >= 0) {
+            unlinkat(dir, tmp, 0);
+            close(fd);
+        }
+        close(dir);
+        aft_run_set_error(error, error_capacity, "creating the run file", err);
+        return err;
+    }
+    close(dir);
+
+    if (!aft_g_run_hooks_registered) {
+        on_exit(aft_run_on_exit, NULL);
+        pthread_atfork(NULL, NULL, aft_run_atfork_child);
+        aft_g_run_hooks_registered = 1;
+    }
+    if (o->catch_termination) aft_run_install_handlers();
+    if (o->start_updater) {
+        aft_g_run_thread_stop = 0;
+        if (pthread_create(&aft_g_run_thread, NULL, aft_run_updater, NULL) == 0)
+            aft_g_run_thread_running = 1;
+    }
+    return 0;
+}

@@ -1,0 +1,116 @@
+/*
+ * runs_async.c: SIGNAL-TIME CODE. Records a termination request (SIGTERM, SIGINT, SIGHUP) in
+ * the run file's term block, then lets the signal do exactly what it would have done.
+ * Contract: may call only async-signal-safe functions (signal-safety(7)): pwrite,
+ * clock_gettime, sigaction, sigprocmask, sigemptyset, sigaddset, syscall (gettid,
+ * rt_tgsigqueueinfo, tgkill), getpid, _exit, and aft_async_* helpers. Must not call malloc,
+ * stdio, locks, Swift: the interrupted thread may hold them. The fd and the previous actions
+ * were prepared by aft_run_start. Previous action default: reset, re-raise (siginfo kept),
+ * unblock, so the process dies of it; ignored: nothing recorded; a handler: called as is.
+ */
+#define AFT_RUNS_INTERNAL 1
+#include <errno.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shim_internal.h"
+#include "aft_runs.h"
+
+uint32_t aft_async_run_check(const void *block, size_t size_before_check) {
+    return aft_async_crc32(0, block, size_before_check) | 1u;
+}
+
+static int aft_async_run_index(int signo) {
+    for (int i = 0; i < AFT_RUN_SIGNAL_COUNT; i++)
+        if (aft_g_run_signals[i] == signo) return i;
+    return -1;
+}
+
+static void aft_async_run_write_term(void) {
+    int fd = aft_g_run.fd;
+    if (fd < 0) return;
+    aft_g_run.term.check =
+        aft_async_run_check(&aft_g_run.term, offsetof(aft_run_term, check));
+    (void)aft_async_pwrite_all(fd, &aft_g_run.term, sizeof(aft_run_term),
+                               (off_t)offsetof(aft_run_file, term));
+}
+
+void aft_async_run_term_handler(int signo, siginfo_t *info, void *ucontext) {
+    int saved_errno = errno;
+    int index = aft_async_run_index(signo);
+    struct sigaction previous;
+    if (index >= 0) {
+        previous = aft_g_run.previous[index];
+    } else {
+        aft_async_memset(&previous, 0, sizeof(previous));
+        previous.sa_handler = SIG_DFL;
+    }
+    int has_function = (previous.sa_flags & SA_SIGINFO)
+                           ? previous.sa_sigaction != NULL
+                           : (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN);
+    if (!has_function && previous.sa_handler == SIG_IGN && !(previous.sa_flags & SA_SIGINFO)) {
+        errno = saved_errno; /* ignored before us: ignored now, and not a termination */
+        return;
+    }
+
+    uint32_t count = atomic_fetch_add(&aft_g_run.term_count, 1) + 1;
+    if (count == 1) {
+        aft_run_term *t = &aft_g_run.term;
+        aft_async_memset(t, 0, sizeof(*t));
+        t->signal = signo;
+        t->code = info ? info->si_code : 0;
+        t->sender_pid = -1;
+        t->sender_uid = -1;
+        if (info && info->si_code <= 0) { /* sent by a process: kill, sigqueue, tgkill */
+            t->sender_pid = info->si_pid;
+            t->sender_uid = info->si_uid;
+        }
+        t->time_realtime_ns = aft_async_now_ns(CLOCK_REALTIME);
+        t->disposition = has_function ? AFT_TERM_HANDLER : AFT_TERM_DEFAULT;
+    }
+    aft_g_run.term.count = count;
+    aft_async_run_write_term();
+
+    if (has_function) {
+        if (previous.sa_flags & SA_RESETHAND) {
+            struct sigaction dfl;
+            aft_async_memset(&dfl, 0, sizeof(dfl));
+            dfl.sa_handler = SIG_DFL;
+            sigaction(signo, &dfl, NULL);
+        }
+        errno = saved_errno;
+        if (previous.sa_flags & SA_SIGINFO)
+            previous.sa_sigaction(signo, info, ucontext);
+        else
+            previous.sa_handler(signo);
+        return;
+    }
+
+    /* The default action: restore it and re-raise on this thread with the original siginfo,
+     * then unblock it so it is delivered now. */
+    sigaction(signo, &previous, NULL);
+    if (info == NULL || syscall(SYS_rt_tgsigqueueinfo, (long)getpid(),
+                                (long)aft_async_gettid(), (long)signo, info) != 0)
+        syscall(SYS_tgkill, (long)getpid(), (long)aft_async_gettid(), (long)signo);
+    sigset_t unblock;
+    sigemptyset(&unblock);
+    sigaddset(&unblock, signo);
+    sigprocmask(SIG_UNBLOCK, &unblock, NULL);
+
+    /* Still alive: the kernel dropped it (PID 1 of a PID namespace ignores default-action
+     * signals), as it would have without us. Withdraw the record and keep catching. */
+    if (count == 1) {
+        aft_async_memset(&aft_g_run.term, 0, sizeof(aft_run_term));
+        aft_async_run_write_term();
+        atomic_store(&aft_g_run.term_count, 0);
+    }
+    struct sigaction again;
+    aft_async_memset(&again, 0, sizeof(again));
+    again.sa_sigaction = aft_async_run_term_handler;
+    again.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    sigemptyset(&again.sa_mask);
+    sigaction(signo, &again, NULL);
+    errno = saved_errno;
+}

@@ -1,0 +1,388 @@
+/*
+ * watchdog.c: NORMAL-TIME CODE. The hang watchdog's thread and its controls: start/stop, the
+ * tick on CLOCK_MONOTONIC (at most 10 wakeups a second, none while paused, in the background or
+ * before the first heartbeat), stop detection (a late tick), pause/resume, foreground, the
+ * heartbeat's rare path and the main-queue ping. Everything it does once the watched thread is
+ * suspected stuck is in watchdog_async.c; the only call out of C (notify) is made while the
+ * watched thread is known to be running.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "CSignalShim.h"
+#include "watchdog_internal.h"
+
+aft_watchdog aft_g_watchdog = {.dir_fd = -1, .hang_fd = -1, .foreground = 1};
+uint64_t aft_g_heartbeat_beats;
+uint32_t aft_g_heartbeat_attention;
+
+static pthread_t aft_g_watchdog_thread;
+static int aft_g_watchdog_running;
+static int aft_g_watchdog_handler_installed;
+
+enum { AFT_STRETCH_NONE, AFT_STRETCH_HANG, AFT_STRETCH_IGNORED };
+
+static void aft_watchdog_wake(aft_watchdog *w) {
+    atomic_fetch_add(&w->wake, 1);
+    aft_async_futex_wake(&w->wake);
+}
+
+static int aft_watchdog_detecting(aft_watchdog *w) {
+    return atomic_load(&w->armed) && atomic_load(&w->pause_depth) <= 0 &&
+           atomic_load(&w->foreground);
+}
+
+static uint64_t aft_beats(void) {
+    return __atomic_load_n(&aft_g_heartbeat_beats, __ATOMIC_ACQUIRE);
+}
+
+/* Posts one main-queue ping; returns its time, or 0 when none was posted. */
+static uint64_t aft_watchdog_post_ping(aft_watchdog *w) {
+    if (w->mode != AFT_HEARTBEAT_MAIN_QUEUE || w->notify == NULL) return 0;
+    if (atomic_load(&w->ping_outstanding)) return 0;
+    uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC);
+    atomic_store(&w->ping_posted_ns, now);
+    atomic_store(&w->ping_outstanding, 1);
+    w->notify(AFT_WATCHDOG_EVENT_PING);
+    return now;
+}
+
+void aft_watchdog_ping_ran(void) {
+    aft_watchdog *w = &aft_g_watchdog;
+    uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC);
+    atomic_store(&w->watched_tid, aft_async_gettid());
+    atomic_store(&w->ping_ran_ns, now);
+    __atomic_fetch_add(&aft_g_heartbeat_beats, 1, __ATOMIC_RELEASE);
+    atomic_store(&w->ping_outstanding, 0);
+    int was_armed = atomic_exchange(&w->armed, 1);
+    if (!was_armed || atomic_load(&w->in_hang)) aft_watchdog_wake(w);
+}
+
+void aft_heartbeat_slow(void) {
+    aft_watchdog *w = &aft_g_watchdog;
+    uint32_t attention = __atomic_load_n(&aft_g_heartbeat_attention, __ATOMIC_ACQUIRE);
+    uint64_t tid = aft_async_gettid();
+    if (attention & AFT_ATTENTION_BIND) {
+        atomic_store(&w->watched_tid, tid);
+        __atomic_fetch_and(&aft_g_heartbeat_attention, ~AFT_ATTENTION_BIND, __ATOMIC_RELEASE);
+        if (!atomic_exchange(&w->armed, 1)) aft_watchdog_wake(w);
+    }
+    if ((attention & AFT_ATTENTION_HANG) && tid == atomic_load(&w->watched_tid)) {
+        uint64_t zero = 0;
+        atomic_compare_exchange_strong(&w->hang_end_ns, &zero, aft_async_now_ns(CLOCK_MONOTONIC));
+        __atomic_fetch_and(&aft_g_heartbeat_attention, ~AFT_ATTENTION_HANG, __ATOMIC_RELEASE);
+        aft_watchdog_wake(w);
+    }
+}
+
+/* The watched thread ran again: close the hang's file and tell the owner. */
+static void aft_watchdog_finish(aft_watchdog *w, uint64_t end_ns) {
+    aft_async_watchdog_update_hang(w, end_ns, 1);
+    atomic_store(&w->in_hang, 0);
+    __atomic_fetch_and(&aft_g_heartbeat_attention, ~AFT_ATTENTION_HANG, __ATOMIC_RELEASE);
+    atomic_store(&w->hang_end_ns, 0);
+    if (w->notify) w->notify(AFT_WATCHDOG_EVENT_HANG_FINISHED);
+}
+
+static void *aft_watchdog_main(void *arg) {
+    aft_watchdog *w = arg;
+    sigset_t mask;
+    sigfillset(&mask);
+    for (int i = 0; i < AFT_SIGNAL_COUNT; i++) sigdelset(&mask, aft_g_signals[i]);
+    pthread_sigmask(SIG_BLOCK, &mask, NULL);
+    atomic_store(&w->watchdog_tid, aft_async_gettid());
+
+    int stretch = AFT_STRETCH_NONE, rebase = 1;
+    uint64_t now = 0, deadline = 0, prev_tick = 0, last_beats = 0;
+    uint64_t blocked_since = 0;  /* no sign of life since: the hang's lower bound */
+    uint64_t earliest_onset = 0; /* alive at or after this: the hang began after it */
+    while (!atomic_load(&w->stop)) {
+        uint32_t seen = atomic_load(&w->wake);
+        if (stretch != AFT_STRETCH_HANG && !aft_watchdog_detecting(w)) {
+            /* Paused, in the background, or never heard from: sleep until told otherwise.
+             * In main-queue mode one ping is outstanding, and its running arms us. */
+            if (!atomic_load(&w->armed)) aft_watchdog_post_ping(w);
+            if (atomic_load(&w->wake) == seen && !aft_watchdog_detecting(w))
+                aft_async_futex_wait_until(&w->wake, seen, 0);
+            atomic_fetch_add(&w->wakeups, 1);
+            stretch = AFT_STRETCH_NONE;
+            rebase = 1;
+            continue;
+        }
+        if (rebase) {
+            now = aft_async_now_ns(CLOCK_MONOTONIC);
+            last_beats = aft_beats();
+            prev_tick = blocked_since = earliest_onset = now;
+            /* A ping still waiting from before (a pause) counts from now, like a new one. */
+            aft_watchdog_post_ping(w);
+            deadline = now + AFT_WATCHDOG_TICK_NS;
+            rebase = 0;
+        }
+        aft_async_futex_wait_until(&w->wake, seen, deadline);
+        atomic_fetch_add(&w->wakeups, 1);
+        if (atomic_load(&w->stop)) break;
+        now = aft_async_now_ns(CLOCK_MONOTONIC);
+        if (now < deadline) {
+            /* Woken early: a hang's end is handled now; anything else (pause, resume,
+             * foreground, a restart of the clock) starts a fresh baseline. */
+            int ended = stretch == AFT_STRETCH_HANG &&
+                        (w->mode == AFT_HEARTBEAT_MAIN_QUEUE ? !atomic_load(&w->ping_outstanding)
+                                                             : atomic_load(&w->hang_end_ns) != 0);
+            if (!ended) {
+                if (stretch != AFT_STRETCH_HANG) rebase = 1;
+                continue;
+            }
+        }
+        uint64_t late = now > deadline ? now - deadline : 0;
+        uint64_t beats = aft_beats();
+        int alive = beats != last_beats;
+        last_beats = beats;
+
+        if (late > AFT_WATCHDOG_LATE_NS) {
+            /* Our own sleep overshot: the process was stopped (SIGSTOP, freezer) or starved.
+             * That time is nobody's hang. */
+            atomic_fetch_add(&w->late_ticks, 1);
+            if (stretch == AFT_STRETCH_HANG) {
+                w->hang_stopped_ns += late;
+            } else {
+                prev_tick = blocked_since = earliest_onset = now;
+                deadline = now + AFT_WATCHDOG_TICK_NS;
+                continue;
+            }
+        }
+
+        if (stretch == AFT_STRETCH_HANG) {
+            uint64_t end = 0;
+            if (w->mode == AFT_HEARTBEAT_MAIN_QUEUE) {
+                if (!atomic_load(&w->ping_outstanding)) end = atomic_load(&w->ping_ran_ns);
+            } else if (atomic_load(&w->hang_end_ns) != 0) {
+                end = atomic_load(&w->hang_end_ns);
+            } else if (alive) {
+                end = prev_tick + (now - prev_tick) / 2;
+            }
+            if (end != 0) {
+                aft_watchdog_finish(w, end);
+                stretch = AFT_STRETCH_NONE;
+                alive = 1;
+                earliest_onset = end;
+                blocked_since = now;
+            } else if (now + 5000000ull >= w->hang_last_live_ns + AFT_WATCHDOG_LIVE_NS) {
+                aft_async_watchdog_update_hang(w, now, 0);
+            }
+        } else if (stretch == AFT_STRETCH_IGNORED && alive) {
+            stretch = AFT_STRETCH_NONE;
+        }
+
+        if (stretch == AFT_STRETCH_NONE) {
+            if (w->mode == AFT_HEARTBEAT_MANUAL && alive) {
+                earliest_onset = prev_tick;
+                blocked_since = now;
+            } else if (w->mode == AFT_HEARTBEAT_MAIN_QUEUE && !atomic_load(&w->ping_outstanding)) {
+                uint64_t ran = atomic_load(&w->ping_ran_ns);
+                uint64_t posted = aft_watchdog_post_ping(w);
+                if (posted != 0) {
+                    earliest_onset = ran > earliest_onset ? ran : earliest_onset;
+                    blocked_since = posted;
+                }
+            } else if (now - blocked_since > w->threshold_ns) {
+                uint64_t tid = atomic_load(&w->watched_tid);
+                char state = aft_async_watchdog_thread_state(w, tid);
+                if (aft_async_watchdog_traced(w) || state == 'T' || state == 't') {
+                    /* Under a debugger, or the thread is stopped: not a hang. */
+                    atomic_fetch_add(&w->ignored, 1);
+                    stretch = AFT_STRETCH_IGNORED;
+                } else {
+                    uint64_t onset = earliest_onset + (blocked_since - earliest_onset) / 2;
+                    atomic_store(&w->hang_end_ns, 0);
+                    atomic_store(&w->in_hang, 1);
+                    if (w->mode == AFT_HEARTBEAT_MANUAL)
+                        __atomic_fetch_or(&aft_g_heartbeat_attention, AFT_ATTENTION_HANG,
+                                          __ATOMIC_RELEASE);
+                    aft_async_watchdog_begin_hang(w, tid, onset, now);
+                    stretch = AFT_STRETCH_HANG;
+                }
+            }
+        }
+
+        prev_tick = now;
+        now = aft_async_now_ns(CLOCK_MONOTONIC);
+        deadline = now + AFT_WATCHDOG_TICK_NS;
+        uint64_t next = 0;
+        if (stretch == AFT_STRETCH_NONE) next = blocked_since + w->threshold_ns + 1000000ull;
+        if (stretch == AFT_STRETCH_HANG) next = w->hang_last_live_ns + AFT_WATCHDOG_LIVE_NS;
+        if (next > now && next < deadline) deadline = next;
+    }
+    return NULL;
+}
+
+static void aft_watchdog_set_error(char *error, size_t capacity, const char *what, int err) {
+    if (error && capacity > 0) snprintf(error, capacity, "%s: %s", what, strerror(err));
+}
+
+static void aft_watchdog_install_signal(aft_watchdog *w, int signo) {
+    struct sigaction current;
+    w->capture_signal = signo;
+    w->signal_usable = 0;
+    if (signo <= 0 || signo >= 65 || sigaction(signo, NULL, &current) != 0) return;
+    int ours = (current.sa_flags & SA_SIGINFO) &&
+               current.sa_sigaction == aft_async_watchdog_capture_handler;
+    int app_handles = !ours && ((current.sa_flags & SA_SIGINFO) ||
+                                (current.sa_handler != SIG_DFL && current.sa_handler != SIG_IGN));
+    if (app_handles) return; /* never take a signal the app uses: /proc capture only */
+    if (!ours) {
+        struct sigaction action;
+        memset(&action, 0, sizeof(action));
+        action.sa_sigaction = aft_async_watchdog_capture_handler;
+        action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+        sigemptyset(&action.sa_mask);
+        if (sigaction(signo, &action, &w->previous_action) != 0) return;
+        aft_g_watchdog_handler_installed = signo;
+    }
+    w->signal_usable = 1;
+}
+
+int aft_watchdog_start(const aft_watchdog_options *options, char *error, size_t error_capacity) {
+    if (!options || !options->hang_directory) {
+        aft_watchdog_set_error(error, error_capacity, "aft_watchdog_start", EINVAL);
+        return EINVAL;
+    }
+    aft_watchdog_stop();
+    aft_watchdog *w = &aft_g_watchdog;
+    int dir_fd = open(options->hang_directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir_fd < 0) {
+        int err = errno;
+        aft_watchdog_set_error(error, error_capacity, "opening the hang directory", err);
+        return err;
+    }
+    w->dir_fd = dir_fd;
+    w->threshold_ms = options->threshold_ms ? options->threshold_ms : 250u;
+    w->threshold_ns = (uint64_t)w->threshold_ms * 1000000ull;
+    w->mode = options->heartbeat_mode == AFT_HEARTBEAT_MANUAL ? AFT_HEARTBEAT_MANUAL
+                                                              : AFT_HEARTBEAT_MAIN_QUEUE;
+    w->notify = options->notify;
+    w->hang_fd = -1;
+    atomic_store(&w->stop, 0);
+    atomic_store(&w->in_hang, 0);
+    atomic_store(&w->hang_end_ns, 0);
+    atomic_store(&w->ping_outstanding, 0);
+    atomic_store(&w->capture_state, AFT_CAPTURE_IDLE);
+    __atomic_fetch_and(&aft_g_heartbeat_attention, ~AFT_ATTENTION_HANG, __ATOMIC_RELEASE);
+    if (w->mode == AFT_HEARTBEAT_MANUAL) {
+        /* A loop that already beat keeps its thread; otherwise its first heartbeat binds. */
+        if (atomic_load(&w->watched_tid) == 0 || !atomic_load(&w->armed)) {
+            atomic_store(&w->armed, 0);
+            __atomic_fetch_or(&aft_g_heartbeat_attention, AFT_ATTENTION_BIND, __ATOMIC_RELEASE);
+        }
+    } else {
+        atomic_store(&w->armed, 0);
+        atomic_store(&w->watched_tid, 0);
+        __atomic_fetch_and(&aft_g_heartbeat_attention, ~AFT_ATTENTION_BIND, __ATOMIC_RELEASE);
+    }
+    aft_watchdog_install_signal(w, options->capture_signal ? options->capture_signal : SIGURG);
+
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256u * 1024u);
+    int err = pthread_create(&aft_g_watchdog_thread, &attr, aft_watchdog_main, w);
+    pthread_attr_destroy(&attr);
+    if (err != 0) {
+        close(dir_fd);
+        w->dir_fd = -1;
+        aft_watchdog_set_error(error, error_capacity, "creating the watchdog thread", err);
+        return err;
+    }
+    pthread_setname_np(aft_g_watchdog_thread, "aftermath.hang");
+    aft_g_watchdog_running = 1;
+    return 0;
+}
+
+void aft_watchdog_stop(void) {
+    aft_watchdog *w = &aft_g_watchdog;
+    if (!aft_g_watchdog_running) return;
+    atomic_store(&w->stop, 1);
+    aft_watchdog_wake(w);
+    pthread_join(aft_g_watchdog_thread, NULL);
+    aft_g_watchdog_running = 0;
+    if (w->hang_fd >= 0) { /* unfinished: the next launch reports its last duration */
+        close(w->hang_fd);
+        w->hang_fd = -1;
+    }
+    atomic_store(&w->in_hang, 0);
+    if (aft_g_watchdog_handler_installed) {
+        sigaction(aft_g_watchdog_handler_installed, &w->previous_action, NULL);
+        aft_g_watchdog_handler_installed = 0;
+    }
+    w->signal_usable = 0;
+    close(w->dir_fd);
+    w->dir_fd = -1;
+}
+
+void aft_watchdog_pause(void) {
+    atomic_fetch_add(&aft_g_watchdog.pause_depth, 1);
+    aft_watchdog_wake(&aft_g_watchdog);
+}
+
+void aft_watchdog_resume(void) {
+    _Atomic int32_t *word = &aft_g_watchdog.pause_depth;
+    int32_t depth = atomic_load(word);
+    while (depth > 0 && !atomic_compare_exchange_weak(word, &depth, depth - 1)) {
+    }
+    aft_watchdog_wake(&aft_g_watchdog);
+}
+
+void aft_watchdog_set_foreground(int32_t foreground) {
+    atomic_store(&aft_g_watchdog.foreground, foreground != 0);
+    aft_watchdog_wake(&aft_g_watchdog);
+}
+
+int32_t aft_watchdog_is_foreground(void) { return atomic_load(&aft_g_watchdog.foreground) ? 1 : 0; }
+
+void aft_watchdog_watch_next_heartbeat_thread(void) {
+    __atomic_fetch_or(&aft_g_heartbeat_attention, AFT_ATTENTION_BIND, __ATOMIC_RELEASE);
+}
+
+void aft_watchdog_get_stats(aft_watchdog_stats *out) {
+    aft_watchdog *w = &aft_g_watchdog;
+    memset(out, 0, sizeof(*out));
+    out->wakeups = atomic_load(&w->wakeups);
+    out->hangs = atomic_load(&w->hangs);
+    out->ignored_stretches = atomic_load(&w->ignored);
+    out->late_ticks = atomic_load(&w->late_ticks);
+    out->last_detection_latency_ns = atomic_load(&w->detection_latency_ns);
+    out->last_detection_ns = atomic_load(&w->detection_ns);
+    out->last_capture_pause_ns = w->hang_info.capture_pause_ns;
+    out->last_capture_method = atomic_load(&w->last_capture_method);
+    out->signal_usable = (uint32_t)w->signal_usable;
+    out->watched_tid = atomic_load(&w->armed) ? atomic_load(&w->watched_tid) : 0;
+    out->watchdog_tid = atomic_load(&w->watchdog_tid);
+}
+
+char aft_proc_stat_state(const char *text, size_t length) {
+    return text ? aft_async_stat_state(text, length) : '?';
+}
+
+int aft_proc_syscall_parse(const char *text, size_t length, int64_t *nr, uint64_t *sp,
+                           uint64_t *pc) {
+    if (!text || !nr || !sp || !pc) return 0;
+    return aft_async_syscall_parse(text, length, nr, sp, pc);
+}
+
+int aft_syscall_interrupted_by_handler(int64_t nr) { return aft_async_syscall_interrupted(nr); }
+
+int64_t aft_proc_status_tracer(const char *text, size_t length) {
+    uint64_t v = 0;
+    if (!text || !aft_async_status_field(text, length, "TracerPid", 0, &v)) return 0;
+    return (int64_t)v;
+}
+
+int aft_proc_status_blocks(const char *text, size_t length, int signo) {
+    uint64_t mask = 0;
+    if (!text || signo < 1 || signo > 64) return -1;
+    if (!aft_async_status_field(text, length, "SigBlk", 1, &mask)) return -1;
+    return (int)((mask >> (signo - 1)) & 1);
+}

@@ -1,0 +1,505 @@
+/*
+ * watchdog_async.c: HANG-TIME CODE. Runs while the watched thread is stuck (it may hold the
+ * heap's or the loader's lock): the capture signal's handler, /proc reads, the hang file and its
+ * live block. Contract: may call only async-signal-safe functions: open, openat, read, close,
+ * pwrite, clock_gettime, getpid, sigaction, syscall (tgkill, futex, flock, getrandom,
+ * process_vm_readv) and the aft_async_* helpers. Must not call malloc, stdio, snprintf, locks,
+ * pthread or Swift. All memory is aft_g_watchdog's (BSS), prepared at start. A capture signal
+ * that arrives late (after the 200 ms budget) or from elsewhere finds no request and returns.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/file.h>
+#include <signal.h>
+#include <stddef.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "watchdog_internal.h"
+
+/* ---- futex ---- */
+
+void aft_async_futex_wake(_Atomic uint32_t *word) {
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
+}
+
+void aft_async_futex_wait_until(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_ns) {
+    if (deadline_ns == 0) {
+        syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+        return;
+    }
+    struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000ull),
+                          .tv_nsec = (long)(deadline_ns % 1000000000ull)};
+    /* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline. */
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_BITSET_PRIVATE, expected, &ts, NULL,
+            FUTEX_BITSET_MATCH_ANY);
+}
+
+/* ---- /proc parsers ---- */
+
+char aft_async_stat_state(const char *text, size_t length) {
+    /* "tid (comm) S ...": comm may hold spaces and ')', so use the last ')'. */
+    size_t close = length;
+    for (size_t i = 0; i < length; i++)
+        if (text[i] == ')') close = i;
+    if (close == length || close + 2 >= length || text[close + 1] != ' ') return '?';
+    char c = text[close + 2];
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ? c : '?';
+}
+
+static const char *aft_async_token(const char *p, const char *end, const char **token_end) {
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\t')) p++;
+    const char *q = p;
+    while (q < end && *q != ' ' && *q != '\n' && *q != '\t' && *q != '\0') q++;
+    *token_end = q;
+    return p;
+}
+
+static int aft_async_parse_number(const char *p, const char *end, int hex, uint64_t *out) {
+    uint64_t v = 0;
+    int digits = 0;
+    if (hex && end - p >= 2 && p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) p += 2;
+    for (; p < end; p++) {
+        char c = *p;
+        uint64_t d;
+        if (c >= '0' && c <= '9') d = (uint64_t)(c - '0');
+        else if (hex && c >= 'a' && c <= 'f') d = (uint64_t)(c - 'a' + 10);
+        else if (hex && c >= 'A' && c <= 'F') d = (uint64_t)(c - 'A' + 10);
+        else return 0;
+        v = hex ? (v << 4) | d : v * 10 + d;
+        if (++digits > 20) return 0;
+    }
+    *out = v;
+    return digits > 0;
+}
+
+int aft_async_syscall_parse(const char *text, size_t length, int64_t *nr, uint64_t *sp,
+                            uint64_t *pc) {
+    /* "nr a1 a2 a3 a4 a5 a6 sp pc", "-1 sp pc" (blocked, not in a syscall), or "running". */
+    const char *end = text + length, *te;
+    const char *t = aft_async_token(text, end, &te);
+    if (t == te) return 0;
+    int negative = *t == '-';
+    uint64_t n;
+    if (!aft_async_parse_number(t + negative, te, 0, &n)) return 0;
+    *nr = negative ? -(int64_t)n : (int64_t)n;
+    uint64_t values[8];
+    int count = 0;
+    for (t = aft_async_token(te, end, &te); t < te && count < 8;
+         t = aft_async_token(te, end, &te)) {
+        if (!aft_async_parse_number(t, te, 1, &values[count])) return 0;
+        count++;
+    }
+    int expected = *nr >= 0 ? 8 : 2;
+    if (count != expected) return 0;
+    *sp = values[expected - 2];
+    *pc = values[expected - 1];
+    return 1;
+}
+
+int aft_async_syscall_interrupted(int64_t nr) {
+    /* signal(7): never restarted after a handler, whatever SA_RESTART says. */
+    static const long never_restarted[] = {
+#ifdef SYS_nanosleep
+        SYS_nanosleep,
+#endif
+#ifdef SYS_clock_nanosleep
+        SYS_clock_nanosleep,
+#endif
+#ifdef SYS_poll
+        SYS_poll,
+#endif
+#ifdef SYS_ppoll
+        SYS_ppoll,
+#endif
+#ifdef SYS_select
+        SYS_select,
+#endif
+#ifdef SYS_pselect6
+        SYS_pselect6,
+#endif
+#ifdef SYS_epoll_wait
+        SYS_epoll_wait,
+#endif
+#ifdef SYS_epoll_pwait
+        SYS_epoll_pwait,
+#endif
+#ifdef SYS_epoll_pwait2
+        SYS_epoll_pwait2,
+#endif
+#ifdef SYS_msgrcv
+        SYS_msgrcv,
+#endif
+#ifdef SYS_msgsnd
+        SYS_msgsnd,
+#endif
+#ifdef SYS_semop
+        SYS_semop,
+#endif
+#ifdef SYS_semtimedop
+        SYS_semtimedop,
+#endif
+#ifdef SYS_io_getevents
+        SYS_io_getevents,
+#endif
+#ifdef SYS_io_pgetevents
+        SYS_io_pgetevents,
+#endif
+#ifdef SYS_rt_sigtimedwait
+        SYS_rt_sigtimedwait,
+#endif
+#ifdef SYS_rt_sigsuspend
+        SYS_rt_sigsuspend,
+#endif
+#ifdef SYS_pause
+        SYS_pause,
+#endif
+        -1,
+    };
+    for (size_t i = 0; never_restarted[i] != -1; i++)
+        if (never_restarted[i] == nr) return 1;
+    return 0;
+}
+
+int aft_async_status_field(const char *text, size_t length, const char *key, int hex,
+                           uint64_t *out) {
+    size_t key_len = aft_async_strlen(key, 64);
+    for (size_t i = 0; i + key_len + 1 < length; i++) {
+        if (i > 0 && text[i - 1] != '\n') continue;
+        size_t k = 0;
+        while (k < key_len && text[i + k] == key[k]) k++;
+        if (k != key_len || text[i + k] != ':') continue;
+        const char *end = text + length, *te;
+        const char *t = aft_async_token(text + i + k + 1, end, &te);
+        return aft_async_parse_number(t, te, hex, out);
+    }
+    return 0;
+}
+
+/* ---- reading the watched thread ---- */
+
+/* "/proc/self/task/<tid>/<leaf>" into w->path_buf. */
+static const char *aft_async_task_path(aft_watchdog *w, uint64_t tid, const char *leaf) {
+    static const char prefix[] = "/proc/self/task/";
+    char *p = w->path_buf;
+    size_t n = sizeof(prefix) - 1;
+    aft_async_memcpy(p, prefix, n);
+    n += aft_async_u64_to_dec(tid, p + n);
+    p[n++] = '/';
+    size_t leaf_len = aft_async_strlen(leaf, 32);
+    aft_async_memcpy(p + n, leaf, leaf_len);
+    p[n + leaf_len] = '\0';
+    return p;
+}
+
+static ssize_t aft_async_read_task_file(aft_watchdog *w, uint64_t tid, const char *leaf) {
+    return aft_async_read_small_file(aft_async_task_path(w, tid, leaf), w->proc_buf,
+                                     sizeof(w->proc_buf));
+}
+
+int aft_async_watchdog_traced(aft_watchdog *w) {
+    ssize_t n = aft_async_read_small_file("/proc/self/status", w->proc_buf, sizeof(w->proc_buf));
+    uint64_t tracer = 0;
+    if (n <= 0) return 0;
+    return aft_async_status_field(w->proc_buf, (size_t)n, "TracerPid", 0, &tracer) && tracer != 0;
+}
+
+char aft_async_watchdog_thread_state(aft_watchdog *w, uint64_t tid) {
+    ssize_t n = aft_async_read_task_file(w, tid, "stat");
+    return n > 0 ? aft_async_stat_state(w->proc_buf, (size_t)n) : '?';
+}
+
+/* Copies a one-line /proc file (comm, wchan) without its newline. */
+static void aft_async_read_line(aft_watchdog *w, uint64_t tid, const char *leaf, char *out,
+                                size_t capacity) {
+    ssize_t n = aft_async_read_task_file(w, tid, leaf);
+    if (n <= 0) {
+        out[0] = '\0';
+        return;
+    }
+    size_t len = (size_t)n;
+    while (len > 0 && (w->proc_buf[len - 1] == '\n' || w->proc_buf[len - 1] == '\0')) len--;
+    aft_async_copy_tail(out, capacity, w->proc_buf, len);
+}
+
+/* ---- the capture signal ---- */
+
+void aft_async_watchdog_capture_handler(int signo, siginfo_t *info, void *ucontext) {
+    int saved_errno = errno;
+    aft_watchdog *w = &aft_g_watchdog;
+    uint32_t state = atomic_load(&w->capture_state);
+    int ours = info != NULL && info->si_code == SI_TKILL && info->si_pid == getpid();
+    if (!ours) {
+        /* Not a capture: behave as the previous action would. SIGURG's default is to ignore;
+         * for a signal whose default kills, hand it back to that default. */
+        struct sigaction prev = w->previous_action;
+        if (!(prev.sa_flags & SA_SIGINFO) && prev.sa_handler == SIG_DFL && signo != SIGURG &&
+            signo != SIGWINCH && signo != SIGCHLD && signo != SIGCONT) {
+            sigaction(signo, &prev, NULL);
+            syscall(SYS_tgkill, (long)getpid(), (long)aft_async_gettid(), (long)signo);
+        }
+        errno = saved_errno;
+        return;
+    }
+    if ((state & 0xffu) != AFT_CAPTURE_REQUESTED ||
+        atomic_load(&w->capture_tid) != aft_async_gettid()) {
+        errno = saved_errno; /* a late or stray capture signal */
+        return;
+    }
+    uint32_t running = (state & ~0xffu) | AFT_CAPTURE_RUNNING;
+    if (!atomic_compare_exchange_strong(&w->capture_state, &state, running)) {
+        errno = saved_errno; /* the watchdog gave up waiting */
+        return;
+    }
+    uint64_t entry = aft_async_now_ns(CLOCK_MONOTONIC);
+    uint32_t unwinder = 0, truncated = 0;
+    w->capture_frame_count = aft_async_unwind_context(ucontext, w->capture_frames, AFT_MAX_FRAMES,
+                                                      &unwinder, &truncated);
+    w->capture_truncated = truncated;
+    w->capture_pause_ns = aft_async_now_ns(CLOCK_MONOTONIC) - entry;
+    atomic_store(&w->capture_state, (state & ~0xffu) | AFT_CAPTURE_DONE);
+    aft_async_futex_wake(&w->capture_state);
+    errno = saved_errno;
+}
+
+/* Asks the handler on tid for its stack; 1 when it answered within the budget. */
+static int aft_async_signal_capture(aft_watchdog *w, uint64_t tid) {
+    uint32_t gen = (uint32_t)(w->hang_counter & 0xffffffu) << 8;
+    atomic_store(&w->capture_tid, tid);
+    atomic_store(&w->capture_state, gen | AFT_CAPTURE_REQUESTED);
+    if (syscall(SYS_tgkill, (long)getpid(), (long)tid, (long)w->capture_signal) != 0) {
+        atomic_store(&w->capture_state, gen | AFT_CAPTURE_CANCELLED);
+        return 0;
+    }
+    uint64_t deadline = aft_async_now_ns(CLOCK_MONOTONIC) + AFT_WATCHDOG_CAPTURE_NS;
+    int extended = 0;
+    for (;;) {
+        uint32_t s = atomic_load(&w->capture_state);
+        if ((s & 0xffu) == AFT_CAPTURE_DONE) return 1;
+        if (aft_async_now_ns(CLOCK_MONOTONIC) >= deadline) {
+            uint32_t expected = gen | AFT_CAPTURE_REQUESTED;
+            if (atomic_compare_exchange_strong(&w->capture_state, &expected,
+                                               gen | AFT_CAPTURE_CANCELLED))
+                return 0; /* not delivered: the handler will find no request */
+            if (extended) return 0; /* a handler that runs for a second: leave its buffer */
+            extended = 1;           /* it is running now: give it a moment to finish */
+            deadline += 1000000000ull;
+            continue;
+        }
+        aft_async_futex_wait_until(&w->capture_state, s, deadline);
+    }
+}
+
+/* ---- the /proc fallback: pc, then return addresses found on the stack ---- */
+
+static int aft_async_in_image(aft_watchdog *w, uint32_t count, uint64_t address) {
+    for (uint32_t i = 0; i < count; i++)
+        if (address >= w->images[i].start && address < w->images[i].end) return 1;
+    return 0;
+}
+
+/* Whether the bytes before address end with an x86-64 call instruction. */
+static int aft_async_follows_call(uint64_t address) {
+#if defined(__x86_64__)
+    uint8_t b[8];
+    if (address < 8 || aft_async_read_memory(address - 8, b, sizeof(b)) != 0) return 0;
+    if (b[3] == 0xE8) return 1; /* call rel32 */
+    /* call r/m64: FF /2, optionally after a REX prefix. */
+    for (int at = 0; at <= 6; at++) {
+        if (b[at] != 0xFF) continue;
+        uint8_t modrm = b[at + 1];
+        if (((modrm >> 3) & 7) != 2) continue;
+        uint32_t mod = modrm >> 6, rm = modrm & 7, len = 2;
+        if (mod == 0) {
+            if (rm == 4) {
+                if (at + 2 > 7) continue;
+                len += 1 + ((b[at + 2] & 7) == 5 ? 4 : 0);
+            } else if (rm == 5) {
+                len += 4;
+            }
+        } else if (mod == 1) {
+            len += 1 + (rm == 4);
+        } else if (mod == 2) {
+            len += 4 + (rm == 4);
+        }
+        if ((uint32_t)(8 - at) == len) return 1; /* a REX prefix before FF changes nothing */
+    }
+    return 0;
+#else
+    (void)address;
+    return 1;
+#endif
+}
+
+static uint32_t aft_async_scan_stack(aft_watchdog *w, uint64_t pc, uint64_t sp,
+                                     uint32_t *truncated) {
+    uint32_t n = 0;
+    *truncated = 0;
+    if (pc != 0) w->scan_frames[n++] = pc;
+    if (sp == 0) return n;
+    uint32_t images = 0, images_truncated = 0;
+    int maps = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (maps >= 0) {
+        images = aft_async_images_from_fd(&w->scratch, maps, w->images, AFT_MAX_IMAGES, 0,
+                                          w->hang_context.executable_path, &images_truncated);
+        close(maps);
+    }
+    uint64_t at = sp & ~7ull;
+    for (uint32_t read = 0; read < AFT_WATCHDOG_SCAN_BYTES; read += sizeof(w->stack_chunk)) {
+        if (aft_async_read_memory(at + read, w->stack_chunk, sizeof(w->stack_chunk)) != 0) break;
+        for (uint32_t i = 0; i < sizeof(w->stack_chunk) / 8; i++) {
+            uint64_t word = w->stack_chunk[i];
+            if (!aft_async_in_image(w, images, word) || !aft_async_follows_call(word)) continue;
+            if (n == AFT_WATCHDOG_SCAN_FRAMES) {
+                *truncated = 1;
+                return n;
+            }
+            w->scan_frames[n++] = word;
+        }
+    }
+    return n;
+}
+
+/* ---- persisting ---- */
+
+static void aft_async_new_hang_id(aft_watchdog *w, uint8_t id[AFT_ID_SIZE]) {
+    long got = syscall(SYS_getrandom, id, (long)AFT_ID_SIZE, 1L /* GRND_NONBLOCK */);
+    if (got != (long)AFT_ID_SIZE) {
+        /* No entropy yet: the run id, the hang's number and the clock make it unique. */
+        uint64_t mix = aft_async_now_ns(CLOCK_MONOTONIC) ^
+                       (w->hang_counter * 0x9E3779B97F4A7C15ull);
+        for (uint32_t i = 0; i < AFT_ID_SIZE; i++)
+            id[i] = w->hang_context.run_id[i] ^ (uint8_t)(mix >> ((i % 8) * 8));
+    }
+    id[6] = (uint8_t)((id[6] & 0x0F) | 0x40); /* UUID version 4 */
+    id[8] = (uint8_t)((id[8] & 0x3F) | 0x80); /* RFC 4122 variant */
+}
+
+int aft_async_watchdog_begin_hang(aft_watchdog *w, uint64_t tid, uint64_t onset_ns,
+                                  uint64_t now_ns) {
+    w->hang_counter++;
+    aft_hang_info *h = &w->hang_info;
+    aft_async_memset(h, 0, sizeof(*h));
+    aft_async_memcpy(&w->hang_context, &aft_g_state.context, sizeof(aft_context));
+    uint64_t real_now = aft_async_now_ns(CLOCK_REALTIME);
+    uint64_t mono_now = aft_async_now_ns(CLOCK_MONOTONIC);
+    h->begin_monotonic_ns = onset_ns;
+    h->begin_realtime_ns = real_now - (mono_now > onset_ns ? mono_now - onset_ns : 0);
+    h->thread_id = tid;
+    h->threshold_ms = w->threshold_ms;
+    h->syscall_number = UINT64_MAX;
+
+    /* What the kernel says first: the signal would make the thread runnable for a moment. */
+    h->thread_state = aft_async_watchdog_thread_state(w, tid);
+    int64_t nr = -1;
+    uint64_t sp = 0, pc = 0;
+    ssize_t n = aft_async_read_task_file(w, tid, "syscall");
+    int have_regs = n > 0 && aft_async_syscall_parse(w->proc_buf, (size_t)n, &nr, &sp, &pc);
+    if (have_regs && nr >= 0) h->syscall_number = (uint64_t)nr;
+    aft_async_read_line(w, tid, "wchan", h->wait_channel, sizeof(h->wait_channel));
+    if (h->wait_channel[0] == '0' && h->wait_channel[1] == '\0') h->wait_channel[0] = '\0';
+    aft_async_read_line(w, tid, "comm", h->thread_name, sizeof(h->thread_name));
+
+    /* The signal only where it changes nothing for the app: our handler still installed, not
+     * blocked by the thread, and not a sleep or poll that a handler would cut short (EINTR). */
+    int use_signal = w->signal_usable && h->thread_state != 'T' && h->thread_state != 't' &&
+                     h->thread_state != 'Z' && h->thread_state != 'X' &&
+                     !(have_regs && nr >= 0 && aft_async_syscall_interrupted(nr));
+    if (use_signal) {
+        struct sigaction current;
+        if (sigaction(w->capture_signal, NULL, &current) != 0 ||
+            !(current.sa_flags & SA_SIGINFO) ||
+            current.sa_sigaction != aft_async_watchdog_capture_handler)
+            use_signal = 0;
+    }
+    if (use_signal) {
+        n = aft_async_read_task_file(w, tid, "status");
+        uint64_t blocked = 0;
+        if (n > 0 && aft_async_status_field(w->proc_buf, (size_t)n, "SigBlk", 1, &blocked) &&
+            (blocked >> (w->capture_signal - 1)) & 1)
+            use_signal = 0;
+    }
+    const uint64_t *frames = w->scan_frames;
+    uint32_t frame_count = 0, truncated = 0;
+    if (use_signal && aft_async_signal_capture(w, tid)) {
+        h->capture_method = AFT_CAPTURE_SIGNAL;
+        h->capture_pause_ns = w->capture_pause_ns;
+        frames = w->capture_frames;
+        frame_count = w->capture_frame_count;
+        truncated = w->capture_truncated;
+    } else {
+        h->capture_method = AFT_CAPTURE_PROC;
+        if (!have_regs) { /* the state may have changed: read again */
+            n = aft_async_read_task_file(w, tid, "syscall");
+            have_regs = n > 0 && aft_async_syscall_parse(w->proc_buf, (size_t)n, &nr, &sp, &pc);
+        }
+        if (have_regs) frame_count = aft_async_scan_stack(w, pc, sp, &truncated);
+    }
+
+    /* The hang's own report id; never overwrite an earlier hang's file. */
+    for (int attempt = 0; attempt < 4; attempt++) {
+        aft_async_new_hang_id(w, w->hang_context.report_id);
+        aft_async_id_file_name(w->tmp_name, AFT_FILE_NAME_CAPACITY, w->hang_context.report_id,
+                               ".hang.tmp");
+        aft_async_id_file_name(w->final_name, AFT_FILE_NAME_CAPACITY,
+                               w->hang_context.report_id, ".hang");
+        int exists = openat(w->dir_fd, w->final_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (exists < 0) break;
+        close(exists);
+        w->hang_counter++;
+    }
+    aft_report_spec spec = {
+        .kind = AFT_KIND_HANG,
+        .context = &w->hang_context,
+        .event_type = AFT_SECTION_HANG,
+        .event = h,
+        .event_size = sizeof(*h),
+        .frames = frames,
+        .frame_count = frame_count,
+        .frames_truncated = truncated,
+        .scratch = &w->scratch,
+        .images = w->images,
+        .fsync_file = 0,
+        .keep_open = 1,
+    };
+    int fd = -1;
+    int err = aft_async_write_report(w->dir_fd, w->tmp_name, w->final_name, &spec, &fd);
+    w->hang_fd = err == 0 ? fd : -1;
+    /* Held until the hang ends (or the process does): a live hang is not a dead run's. */
+    if (err == 0) syscall(SYS_flock, (long)fd, (long)(LOCK_EX | LOCK_NB));
+    w->hang_onset_ns = onset_ns;
+    w->hang_stopped_ns = 0;
+    atomic_store(&w->last_capture_method, h->capture_method);
+    atomic_store(&w->detection_latency_ns, now_ns > onset_ns ? now_ns - onset_ns : 0);
+    atomic_store(&w->detection_ns, now_ns);
+    if (err == 0) {
+        atomic_fetch_add(&w->hangs, 1);
+        aft_async_watchdog_update_hang(w, aft_async_now_ns(CLOCK_MONOTONIC), 0);
+    }
+    return err;
+}
+
+void aft_async_watchdog_update_hang(aft_watchdog *w, uint64_t end_ns, int finished) {
+    if (w->hang_fd < 0) return;
+    uint64_t elapsed = end_ns > w->hang_onset_ns ? end_ns - w->hang_onset_ns : 0;
+    elapsed = elapsed > w->hang_stopped_ns ? elapsed - w->hang_stopped_ns : 0;
+    struct {
+        uint64_t value, updated_ns;
+        uint32_t check, flags;
+    } live;
+    live.value = elapsed / 1000000ull;
+    live.updated_ns = aft_async_now_ns(CLOCK_REALTIME);
+    live.check = aft_live_check(live.value, live.updated_ns);
+    live.flags = finished ? AFT_FLAG_HANG_FINISHED : 0;
+    _Static_assert(sizeof(live) == 24, "live block size");
+    _Static_assert(offsetof(aft_file_header, live_flags) == 52, "live block layout");
+    aft_async_pwrite_all(w->hang_fd, &live, sizeof(live), offsetof(aft_file_header, live_value));
+    w->hang_last_live_ns = aft_async_now_ns(CLOCK_MONOTONIC);
+    if (finished) {
+        close(w->hang_fd);
+        w->hang_fd = -1;
+    }
+}

@@ -1,0 +1,115 @@
+/*
+ * watchdog_internal.h: the hang watchdog's state, shared by watchdog.c (normal time: the thread,
+ * its clock, pause and foreground) and watchdog_async.c (the hang path: capture, persist, live
+ * updates). Not imported by Swift. Everything the hang path touches is prepared at start.
+ */
+#ifndef AFT_WATCHDOG_INTERNAL_H
+#define AFT_WATCHDOG_INTERNAL_H
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "aft_watchdog.h"
+#include "shim_internal.h"
+
+#define AFT_WATCHDOG_TICK_NS (100ull * 1000 * 1000)      /* at most 10 wakeups a second */
+#define AFT_WATCHDOG_LIVE_NS (250ull * 1000 * 1000)      /* live block update period */
+#define AFT_WATCHDOG_LATE_NS (100ull * 1000 * 1000)      /* a tick this late: we were stopped */
+#define AFT_WATCHDOG_CAPTURE_NS (200ull * 1000 * 1000)   /* the signal's delivery budget */
+#define AFT_WATCHDOG_SCAN_FRAMES 128u
+#define AFT_WATCHDOG_SCAN_BYTES (256u * 1024u)
+
+/* capture_state values (low 8 bits; the generation is in the upper bits). */
+#define AFT_CAPTURE_IDLE 0u
+#define AFT_CAPTURE_REQUESTED 1u
+#define AFT_CAPTURE_RUNNING 2u
+#define AFT_CAPTURE_DONE 3u
+#define AFT_CAPTURE_CANCELLED 4u
+
+typedef struct aft_watchdog {
+    /* Prepared at start, read-only while the thread runs. */
+    int dir_fd;
+    uint64_t threshold_ns;
+    uint32_t threshold_ms;
+    int capture_signal;
+    int signal_usable;                 /* our handler is installed for capture_signal */
+    struct sigaction previous_action;  /* capture_signal's action before us */
+    uint32_t mode;                     /* AFT_HEARTBEAT_* */
+    void (*notify)(uint32_t event);
+
+    /* Shared with other threads. */
+    _Atomic uint32_t wake;             /* futex word: bumped by pause/resume/ping/stop/... */
+    _Atomic int stop;
+    _Atomic int32_t pause_depth;
+    _Atomic int foreground;
+    _Atomic int armed;
+    _Atomic uint64_t watched_tid;
+    _Atomic int ping_outstanding;
+    _Atomic uint64_t ping_posted_ns;   /* CLOCK_MONOTONIC */
+    _Atomic uint64_t ping_ran_ns;
+    _Atomic int in_hang;               /* a hang is being tracked */
+    _Atomic uint64_t hang_end_ns;      /* set by the heartbeat that ended a hang (manual mode) */
+    _Atomic uint32_t capture_state;    /* generation << 8 | AFT_CAPTURE_* */
+    _Atomic uint64_t capture_tid;
+
+    /* The signal handler's results (valid when capture_state is DONE). */
+    uint64_t capture_frames[AFT_MAX_FRAMES];
+    uint32_t capture_frame_count;
+    uint32_t capture_truncated;
+    uint64_t capture_pause_ns;
+
+    /* The hang in progress (watchdog thread only). */
+    int hang_fd;                       /* the committed file, kept open for live updates */
+    uint64_t hang_onset_ns;            /* CLOCK_MONOTONIC estimate */
+    uint64_t hang_stopped_ns;          /* time the process spent stopped during the hang */
+    uint64_t hang_last_live_ns;
+    uint64_t hang_counter;
+    aft_context hang_context;
+    aft_hang_info hang_info;
+    uint64_t scan_frames[AFT_WATCHDOG_SCAN_FRAMES];
+    uint64_t stack_chunk[512];
+    char proc_buf[4096];
+    char path_buf[96];
+    char tmp_name[AFT_FILE_NAME_CAPACITY];
+    char final_name[AFT_FILE_NAME_CAPACITY];
+    aft_maps_scratch scratch;
+    aft_image images[AFT_MAX_IMAGES];
+
+    /* Counters (aft_watchdog_stats). */
+    _Atomic uint64_t wakeups, hangs, ignored, late_ticks, detection_latency_ns, detection_ns;
+    _Atomic uint64_t watchdog_tid;
+    _Atomic uint32_t last_capture_method;
+} aft_watchdog;
+
+extern aft_watchdog aft_g_watchdog;
+
+/* ---- the hang path (watchdog_async.c) ---- */
+/* The capture signal's handler, run on the watched thread. */
+void aft_async_watchdog_capture_handler(int signo, siginfo_t *info, void *ucontext);
+/* 1 when the process is traced (TracerPid != 0). */
+int aft_async_watchdog_traced(aft_watchdog *w);
+/* The watched thread's state letter from /proc ('?' when unknown). */
+char aft_async_watchdog_thread_state(aft_watchdog *w, uint64_t tid);
+/* Captures the watched thread and persists the hang. Returns 0 or an errno value. */
+int aft_async_watchdog_begin_hang(aft_watchdog *w, uint64_t tid, uint64_t onset_ns,
+                                  uint64_t now_ns);
+/* Rewrites the live block with the duration so far (and the finished flag). */
+void aft_async_watchdog_update_hang(aft_watchdog *w, uint64_t end_ns, int finished);
+/* Futex helpers. */
+void aft_async_futex_wake(_Atomic uint32_t *word);
+/* Waits while *word == expected, until the absolute CLOCK_MONOTONIC deadline (0 = forever). */
+void aft_async_futex_wait_until(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_ns);
+
+/* Parsers shared with the test entry points. */
+char aft_async_stat_state(const char *text, size_t length);
+int aft_async_syscall_parse(const char *text, size_t length, int64_t *nr, uint64_t *sp,
+                            uint64_t *pc);
+int aft_async_syscall_interrupted(int64_t nr);
+/* Finds "key:" at a line start in a /proc status text and parses its value (decimal, or hex
+ * when hex != 0) into *out. Returns 1 when found. */
+int aft_async_status_field(const char *text, size_t length, const char *key, int hex,
+                           uint64_t *out);
+
+#endif

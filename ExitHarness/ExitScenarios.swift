@@ -1,0 +1,213 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The harness's rows: each ends a real child in one way, then runs a next launch and checks
+/// what it reported.
+enum ExitScenarios {
+    enum Result { case pass, fail, skipped(String) }
+    struct Row: Sendable { var name: String; var expected: String; var run: @Sendable () -> (got: String, ok: Bool?) }
+
+    static let created = Mutex<[String]>([])
+
+    static func tempDir(_ tag: String) -> String {
+        var template = Array("/tmp/exit-harness-\(tag)-XXXXXX".utf8CString)
+        guard let p = mkdtemp(&template) else { return "/tmp/exit-harness-\(tag)-\(getpid())" }
+        let dir = String(cString: p)
+        created.withLock { $0.append(dir) }
+        return dir
+    }
+
+    /// A next launch over dir; its records.
+    static func nextLaunch(_ dir: String, _ extra: [String] = []) -> [[String: String]] {
+        guard let c = try? ChildProcess(["report", dir] + extra) else { return [] }
+        _ = c.waitForLine("REPORTED")
+        _ = c.finish()
+        return c.records
+    }
+
+    static func abnormal(_ records: [[String: String]]) -> [[String: String]] {
+        records.filter { $0["eventName"] == "app.abnormal_exit" }
+    }
+
+    static func describe(_ r: [String: String]) -> String {
+        "\(r["apsio.exit.reason"] ?? "?")/\(r["apsio.exit.source"] ?? "?")"
+    }
+
+    /// Starts a waiting child; returns it with (current session, first session).
+    static func waitingChild(_ dir: String, env: [String: String] = [:]) -> (ChildProcess, String, String)? {
+        guard let c = try? ChildProcess(["wait", dir], environment: env),
+              let ready = c.waitForLine("READY") else { return nil }
+        let parts = ready.split(separator: " ").map(String.init)
+        guard parts.count == 3 else { return nil }
+        return (c, parts[1], parts[2])
+    }
+
+    static let rows: [Row] = [
+        Row(name: "clean exit", expected: "nothing") {
+            let dir = tempDir("clean")
+            guard let c = try? ChildProcess(["clean", dir]) else { return ("spawn failed", false) }
+            let status = c.finish()
+            let a = abnormal(nextLaunch(dir))
+            return ("\(status); \(a.isEmpty ? "nothing" : describe(a[0]))", status == "exit 0" && a.isEmpty)
+        },
+        Row(name: "SIGKILL from outside", expected: "unknown/inferred, session+screen") {
+            let dir = tempDir("kill")
+            guard let (c, session, first) = waitingChild(dir) else { return ("child not ready", false) }
+            c.signal(SIGKILL)
+            let status = c.finish()
+            let a = abnormal(nextLaunch(dir))
+            guard a.count == 1 else { return ("\(status); \(a.count) abnormal exits", false) }
+            let r = a[0]
+            let sessionOK = r["session.id"] == session && r["session.previous_id"] == first
+            let ok = status == "signal 9" && describe(r) == "unknown/inferred" && sessionOK
+                && r["app.screen.name"] == "checkout" && r["apsio.exit.foreground"] == "true"
+            return ("\(status); \(describe(r)), session \(sessionOK ? "ok" : "WRONG"), screen \(r["app.screen.name"] ?? "-")", ok)
+        },
+        Row(name: "SIGTERM, not handled", expected: "dies of it; signal/platform") {
+            let dir = tempDir("term")
+            guard let (c, _, _) = waitingChild(dir) else { return ("child not ready", false) }
+            c.signal(SIGTERM)
+            let status = c.finish()
+            let a = abnormal(nextLaunch(dir))
+            guard a.count == 1 else { return ("\(status); \(a.count) abnormal exits", false) }
+            let evidence = a[0]["apsio.exit.evidence"] ?? ""
+            let ok = status == "signal 15" && describe(a[0]) == "signal/platform"
+                && evidence.contains("SIGTERM from pid \(getpid())")
+            return ("\(status); \(describe(a[0])) \"\(evidence)\"", ok)
+        },
+        Row(name: "SIGTERM, app's own handler exits", expected: "handler runs; nothing") {
+            let dir = tempDir("handled")
+            guard let c = try? ChildProcess(["handle-term", dir]), c.waitForLine("READY") != nil else {
+                return ("child not ready", false)
+            }
+            c.signal(SIGTERM)
+            let status = c.finish()
+            let ran = c.waitForLine("APP-HANDLER", timeout: 1) != nil
+            let a = abnormal(nextLaunch(dir))
+            return ("\(status); handler \(ran ? "ran" : "LOST"); \(a.isEmpty ? "nothing" : describe(a[0]))",
+                    status == "exit 0" && ran && a.isEmpty)
+        },
+        Row(name: "update between runs (1.0 -> 2.0)", expected: "nothing") {
+            let dir = tempDir("update")
+            guard let (c, _, _) = waitingChild(dir) else { return ("child not ready", false) }
+            c.signal(SIGKILL)
+            let status = c.finish()
+            let a = abnormal(nextLaunch(dir, ["--version", "2.0"]))
+            return ("\(status); \(a.isEmpty ? "nothing" : describe(a[0]))", status == "signal 9" && a.isEmpty)
+        },
+        Row(name: "reboot between runs (boot_id)", expected: "nothing") {
+            let dir = tempDir("reboot")
+            guard let (c, _, _) = waitingChild(dir) else { return ("child not ready", false) }
+            c.signal(SIGKILL)
+            let status = c.finish()
+            let proc = tempDir("proc")
+            try? FileManager.default.createDirectory(atPath: proc + "/sys/kernel/random", withIntermediateDirectories: true)
+            try? (UUID().uuidString.lowercased() + "\n").write(toFile: proc + "/sys/kernel/random/boot_id", atomically: true, encoding: .utf8)
+            let a = abnormal(nextLaunch(dir, ["--proc", proc]))
+            return ("\(status); \(a.isEmpty ? "nothing" : describe(a[0]))", status == "signal 9" && a.isEmpty)
+        },
+        Row(name: "handled error, then crash", expected: "error + app.crash, one session") {
+            let dir = tempDir("errcrash")
+            guard let c = try? ChildProcess(["error-crash", dir]), let ready = c.waitForLine("READY") else {
+                return ("child not ready", false)
+            }
+            let session = String(ready.split(separator: " ").last ?? "")
+            let status = c.finish()
+            let records = nextLaunch(dir)
+            let errors = records.filter { $0["severity"] == "17" && $0["eventName"] == "" }
+            let crashes = records.filter { $0["eventName"] == "app.crash" }
+            let sameSession = (errors + crashes).allSatisfy { $0["session.id"] == session }
+            let typeOK = errors.first?["exception.type"]?.hasSuffix("HarnessError") ?? false
+            let ok = status == "signal 11" && errors.count == 1 && crashes.count == 1 && sameSession && typeOK
+                && errors[0]["apsio.error.fingerprint"] == "payment-declined" && abnormal(records).isEmpty
+            return ("\(status); \(errors.count) error, \(crashes.count) crash, session \(sameSession ? "same" : "DIFFERENT")", ok)
+        },
+        Row(name: "two instances at once", expected: "nothing, then nothing") {
+            let dir = tempDir("two")
+            guard let (a, _, _) = waitingChild(dir) else { return ("child not ready", false) }
+            let during = abnormal(nextLaunch(dir))
+            a.closeInput()
+            let status = a.finish()
+            let after = abnormal(nextLaunch(dir))
+            return ("while alive: \(during.count), \(status), after: \(after.count)",
+                    during.isEmpty && after.isEmpty && status == "exit 0")
+        },
+        Row(name: "OOM kill in a 50M cgroup (v1)", expected: "memory/platform") { oomRow() },
+        Row(name: "unfinished hang, then SIGKILL", expected: "anr/inferred + apsio.hang") { hangRow(watchdog: false) },
+        Row(name: "unfinished hang, systemd watchdog", expected: "watchdog/inferred") { hangRow(watchdog: true) },
+    ]
+
+    static func oomRow() -> (got: String, ok: Bool?) {
+        let base = "/sys/fs/cgroup/memory"
+        guard geteuid() == 0 else { return ("SKIPPED: not root", nil) }
+        guard access(base + "/cgroup.procs", W_OK) == 0 else { return ("SKIPPED: no writable v1 memory controller at \(base)", nil) }
+        let cg = base + "/aftermath-exit-\(getpid())"
+        guard mkdir(cg, 0o755) == 0 || errno == EEXIST else { return ("SKIPPED: mkdir \(cg): \(String(cString: strerror(errno)))", nil) }
+        defer { for _ in 0..<50 { if rmdir(cg) == 0 || errno == ENOENT { break }; usleep(100_000) } }
+        func put(_ file: String, _ value: String) -> Bool {
+            (try? value.write(toFile: cg + "/" + file, atomically: false, encoding: .utf8)) != nil
+        }
+        guard put("memory.limit_in_bytes", "52428800") else { return ("SKIPPED: cannot set memory.limit_in_bytes", nil) }
+        if access(cg + "/memory.memsw.limit_in_bytes", W_OK) == 0 { _ = put("memory.memsw.limit_in_bytes", "52428800") }
+        let dir = tempDir("oom")
+        guard let c = try? ChildProcess(["oom", dir], shellPrefix: "echo $$ > \(cg)/cgroup.procs") else {
+            return ("spawn failed", false)
+        }
+        let status = c.finish(timeout: 60)
+        let a = abnormal(nextLaunch(dir))
+        guard a.count == 1 else { return ("\(status); \(a.count) abnormal exits", false) }
+        let evidence = a[0]["apsio.exit.evidence"] ?? ""
+        return ("\(status); \(describe(a[0])) \"\(evidence)\"",
+                status == "signal 9" && describe(a[0]) == "memory/platform" && evidence.contains("memory.oom_control"))
+    }
+
+    static func hangRow(watchdog: Bool) -> (got: String, ok: Bool?) {
+        let dir = tempDir(watchdog ? "watchdog" : "anr")
+        guard let c = try? ChildProcess(["hang", dir], environment: watchdog ? ["WATCHDOG_USEC": "3000000"] : [:]),
+              c.waitForLine("READY") != nil else { return ("child not ready", false) }
+        let deadline = Date().addingTimeInterval(5)
+        var hangFiles: [String] = []
+        while Date() < deadline && hangFiles.isEmpty {
+            usleep(100_000)
+            hangFiles = ((try? FileManager.default.contentsOfDirectory(atPath: dir + "/hangs")) ?? []).filter { $0.hasSuffix(".hang") }
+        }
+        usleep(400_000)
+        c.signal(SIGKILL)
+        let status = c.finish()
+        let records = nextLaunch(dir)
+        let a = abnormal(records)
+        let hangs = records.filter { $0["eventName"] == "apsio.hang" }
+        guard a.count == 1 else { return ("\(status); \(hangFiles.count) hang file(s); \(a.count) abnormal exits", false) }
+        let want = watchdog ? "watchdog/inferred" : "anr/inferred"
+        return ("\(status); \(describe(a[0])), \(hangs.count) apsio.hang", describe(a[0]) == want && hangs.count == 1)
+    }
+
+    /// Runs every row (or those whose name contains filter); prints the table. True when none failed.
+    static func runAll(filter: String?) -> Bool {
+        var passed = 0, failed = 0, skipped = 0
+        let selected = rows.filter { filter == nil || $0.name.contains(filter!) }
+        func pad(_ s: String, _ n: Int) -> String { s.count >= n ? s : s + String(repeating: " ", count: n - s.count) }
+        print(pad("scenario", 36) + pad("expected", 34) + pad("result", 8) + "got")
+        print(String(repeating: "-", count: 130))
+        for row in selected {
+            let start = Date()
+            let (got, ok) = row.run()
+            let verdict: String
+            switch ok {
+            case true?: passed += 1; verdict = "PASS"
+            case false?: failed += 1; verdict = "FAIL"
+            case nil: skipped += 1; verdict = "SKIPPED"
+            }
+            print(pad(row.name, 36) + pad(row.expected, 34) + pad(verdict, 8) + got
+                  + String(format: "  (%.1fs)", Date().timeIntervalSince(start)))
+            fflush(nil)
+        }
+        if failed == 0 { for dir in created.withLock({ $0 }) { try? FileManager.default.removeItem(atPath: dir) } }
+        if skipped > 0 { print("\(skipped) skipped") }
+        print("\(passed) passed, \(failed) failed")
+        return failed == 0
+    }
+}

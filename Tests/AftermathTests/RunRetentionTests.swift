@@ -1,0 +1,107 @@
+import CSignalShim
+import Foundation
+import Testing
+@testable import Aftermath
+
+/// runs/ on the next launch: locks, retention, bad files.
+@Suite("Run retention")
+struct RunRetentionTests {
+    static func write(_ file: aft_run_file, _ path: String, age: Double = 0) throws {
+        try TestSupport.write(RunBytes.of(file), to: path)
+        if age > 0 {
+            try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-age)], ofItemAtPath: path)
+        }
+    }
+
+    static func name(_ file: aft_run_file) -> String {
+        var f = file
+        return Hex.encode(UUID(bytes: &f.info.context.run_id).bytes)
+    }
+
+    @Test func keepsAtMost64NoneOlderThan7DaysAndRemovesHalfWritten() throws {
+        let system = try CraftedSystem()
+        let directory = try TestSupport.reportsDirectory()
+        for i in 0..<70 {
+            var f = system.runFile()
+            f.exit.clean = AFT_RUN_CLEAN_MARKER
+            RunBytes.sealExit(&f.exit)
+            try Self.write(f, directory.runs + "/\(Self.name(f)).run", age: Double(70 - i) * 60)
+        }
+        let old = system.runFile()
+        try Self.write(old, directory.runs + "/\(Self.name(old)).ended", age: 8 * 24 * 3600)
+        try TestSupport.write(Array(RunBytes.of(system.runFile()).prefix(500)), to: directory.runs + "/dead.run.tmp")
+        // A live instance: its file is locked.
+        let live = system.runFile()
+        let livePath = directory.runs + "/\(Self.name(live)).run"
+        try Self.write(live, livePath)
+        let fd = open(livePath, O_RDONLY)
+        #expect(flock(fd, LOCK_EX) == 0)
+        defer { close(fd) }
+        // One that ended abnormally: reported, kept until acknowledged.
+        let dead = system.runFile()
+        let deadPath = directory.runs + "/\(Self.name(dead)).run"
+        try Self.write(dead, deadPath)
+
+        let collection = ExitEnvironment.$override.withValue(system.environment()) {
+            ReportCollector(directory: directory).collect()
+        }
+        let exits = collection.reports.filter { $0.kind == .abnormalExit }
+        #expect(exits.count == 1 && exits.first?.path == deadPath)
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.runs)
+        #expect(names.count == 64)
+        #expect(names.contains((livePath as NSString).lastPathComponent))
+        #expect(names.contains((deadPath as NSString).lastPathComponent))
+        #expect(!names.contains("dead.run.tmp"))
+        #expect(!names.contains("\(Self.name(old)).ended"))
+        #expect(names.filter { $0.hasSuffix(".ended") }.count == 62)
+    }
+
+    @Test func aLockedRunIsNeverJudgedAndAUnlockedOneIs() throws {
+        let system = try CraftedSystem()
+        let directory = try TestSupport.reportsDirectory()
+        let run = system.runFile()
+        let path = directory.runs + "/\(Self.name(run)).run"
+        try Self.write(run, path)
+        let fd = open(path, O_RDONLY)
+        #expect(flock(fd, LOCK_EX) == 0)
+        let whileLocked = ExitEnvironment.$override.withValue(system.environment()) {
+            ReportCollector(directory: directory).collect()
+        }
+        #expect(!whileLocked.reports.contains { $0.kind == .abnormalExit })
+        close(fd)
+        let afterwards = ExitEnvironment.$override.withValue(system.environment()) {
+            ReportCollector(directory: directory).collect()
+        }
+        #expect(afterwards.reports.filter { $0.kind == .abnormalExit }.count == 1)
+    }
+
+    @Test func aBadRunFileIsSetAsideAndOthersStillReported() throws {
+        let system = try CraftedSystem()
+        let directory = try TestSupport.reportsDirectory()
+        let good = system.runFile()
+        try Self.write(good, directory.runs + "/\(Self.name(good)).run")
+        var torn = RunBytes.of(system.runFile())
+        torn[700] ^= 0x55
+        try TestSupport.write(torn, to: directory.runs + "/torn.run")
+        try TestSupport.write(Array(RunBytes.of(system.runFile()).prefix(40)), to: directory.runs + "/short.run")
+        let collection = ExitEnvironment.$override.withValue(system.environment()) {
+            ReportCollector(directory: directory).collect()
+        }
+        #expect(collection.reports.filter { $0.kind == .abnormalExit }.count == 1)
+        #expect(Set(collection.skipped.map { ($0.path as NSString).lastPathComponent }) == ["torn.run", "short.run"])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.rejected).contains("torn.run"))
+    }
+
+    @Test func aDumpReportsButChangesNothing() throws {
+        let system = try CraftedSystem()
+        let directory = try TestSupport.reportsDirectory()
+        let run = system.runFile()
+        let path = directory.runs + "/\(Self.name(run)).run"
+        try Self.write(run, path)
+        let dump = ExitEnvironment.$override.withValue(system.environment()) {
+            ReportCollector(directory: directory).collect(quarantine: false)
+        }
+        #expect(dump.reports.count == 1)
+        #expect(FileManager.default.fileExists(atPath: path))
+    }
+}
