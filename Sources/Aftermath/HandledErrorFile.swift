@@ -55,21 +55,10 @@ enum HandledErrorFile {
 
     /// Decodes a file's bytes.
     static func decode(_ bytes: [UInt8]) throws(ReportFileError) -> HandledError {
-        let headerSize = MemoryLayout<aft_file_header>.size
-        guard bytes.count <= maximumSize else { throw .tooLarge(bytes: bytes.count) }
-        guard bytes.count >= headerSize else { throw .truncatedHeader(bytes: bytes.count) }
-        let h = bytes.withUnsafeBytes { $0.loadUnaligned(as: aft_file_header.self) }
-        guard h.magic == AFT_MAGIC else { throw .badMagic(h.magic) }
-        guard h.version == AFT_FORMAT_VERSION else { throw .unsupportedVersion(h.version) }
-        guard Int(h.header_size) >= headerSize, Int(h.header_size) <= bytes.count else { throw .badHeaderSize(h.header_size) }
-        guard h.kind == AFT_KIND_ERROR else { throw .unexpectedKind(h.kind) }
+        let h = try FileHeader.validate(bytes, kinds: [UInt32(AFT_KIND_ERROR)], maximumSize: maximumSize)
         guard h.commit == AFT_COMMIT_MARKER else { throw .notCommitted }
         let start = Int(h.header_size)
-        guard h.body_size == UInt64(bytes.count - start) else {
-            throw .bodySizeMismatch(expected: h.body_size, actual: bytes.count - start)
-        }
-        let crc = bytes.withUnsafeBytes { aft_crc32(0, $0.baseAddress! + start, bytes.count - start) }
-        guard crc == h.body_crc else { throw .checksumMismatch(expected: h.body_crc, actual: crc) }
+        try FileHeader.verifyBody(bytes, header: h, start: start, length: bytes.count - start)
 
         var context: aft_context?, info: aft_error_info?, text: [UInt8] = []
         var frames: [UInt64] = [], images: [aft_image] = []

@@ -24,33 +24,16 @@ struct ReportFile {
     /// Decodes a file's bytes. A file that was never committed is decoded only when
     /// salvage is true (a leftover .tmp), and then only as far as it is whole.
     static func decode(_ bytes: [UInt8], salvage: Bool = false) throws(ReportFileError) -> ReportFile {
-        let headerSize = MemoryLayout<aft_file_header>.size
-        guard bytes.count <= maximumSize else { throw .tooLarge(bytes: bytes.count) }
-        guard bytes.count >= headerSize else { throw .truncatedHeader(bytes: bytes.count) }
-        let h = bytes.withUnsafeBytes { $0.loadUnaligned(as: aft_file_header.self) }
-        guard h.magic == AFT_MAGIC else { throw .badMagic(h.magic) }
-        guard h.version == AFT_FORMAT_VERSION else { throw .unsupportedVersion(h.version) }
-        guard Int(h.header_size) >= headerSize, Int(h.header_size) <= bytes.count else {
-            throw .badHeaderSize(h.header_size)
-        }
-        guard h.kind == AFT_KIND_CRASH || h.kind == AFT_KIND_HANG else { throw .unknownKind(h.kind) }
+        let h = try FileHeader.validate(bytes, kinds: [UInt32(AFT_KIND_CRASH), UInt32(AFT_KIND_HANG)],
+                                        maximumSize: maximumSize)
         let committed = h.commit == AFT_COMMIT_MARKER
         let bodyStart = Int(h.header_size)
-        var bodyEnd = bytes.count
         if committed {
-            let actual = bytes.count - bodyStart
-            guard h.body_size == UInt64(actual) else {
-                throw .bodySizeMismatch(expected: h.body_size, actual: actual)
-            }
-            let crc = bytes.withUnsafeBytes { raw in
-                aft_crc32(0, raw.baseAddress! + bodyStart, actual)
-            }
-            guard crc == h.body_crc else { throw .checksumMismatch(expected: h.body_crc, actual: crc) }
+            try FileHeader.verifyBody(bytes, header: h, start: bodyStart, length: bytes.count - bodyStart)
         } else if !salvage {
             throw .notCommitted
-        } else {
-            bodyEnd = bytes.count
         }
+        let bodyEnd = bytes.count
 
         var file = ReportFile(kind: h.kind, flags: h.flags, committed: committed,
                               liveValue: nil, liveUpdatedNs: 0, liveFlags: 0)

@@ -66,22 +66,12 @@ struct RunFile: Sendable {
     static func decode(_ bytes: [UInt8]) throws(ReportFileError) -> RunFile {
         let headerSize = MemoryLayout<aft_file_header>.size
         let infoSize = MemoryLayout<aft_run_info>.size
-        guard bytes.count <= maximumSize else { throw .tooLarge(bytes: bytes.count) }
-        guard bytes.count >= headerSize else { throw .truncatedHeader(bytes: bytes.count) }
-        let h = bytes.withUnsafeBytes { $0.loadUnaligned(as: aft_file_header.self) }
-        guard h.magic == AFT_MAGIC else { throw .badMagic(h.magic) }
-        guard h.version == AFT_FORMAT_VERSION else { throw .unsupportedVersion(h.version) }
+        let h = try FileHeader.validate(bytes, kinds: [UInt32(AFT_KIND_RUN)], maximumSize: maximumSize)
         guard Int(h.header_size) == headerSize else { throw .badHeaderSize(h.header_size) }
-        guard h.kind == AFT_KIND_RUN else { throw .unexpectedKind(h.kind) }
         guard h.commit == AFT_COMMIT_MARKER else { throw .notCommitted }
-        guard h.body_size == UInt64(infoSize) else {
-            throw .bodySizeMismatch(expected: h.body_size, actual: bytes.count - headerSize)
-        }
-        guard bytes.count >= headerSize + infoSize else {
-            throw .bodySizeMismatch(expected: h.body_size, actual: bytes.count - headerSize)
-        }
-        let crc = bytes.withUnsafeBytes { aft_crc32(0, $0.baseAddress! + headerSize, infoSize) }
-        guard crc == h.body_crc else { throw .checksumMismatch(expected: h.body_crc, actual: crc) }
+        // The CRC covers the fixed info only; the live slots and the termination and exit
+        // blocks after it change in place and carry their own checks.
+        try FileHeader.verifyBody(bytes, header: h, start: headerSize, length: infoSize)
 
         return bytes.withUnsafeBytes { raw in
             func block<T>(_ type: T.Type, at offset: Int, checkAt checkOffset: Int) -> T? {
