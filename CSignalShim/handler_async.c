@@ -21,6 +21,8 @@
 static _Atomic uint64_t aft_g_crashing_tid;
 static _Atomic int aft_g_crash_written;
 
+int aft_async_crash_in_progress(void) { return atomic_load(&aft_g_crashing_tid) != 0; }
+
 static aft_crash_info aft_g_crash_info;
 static aft_maps_scratch aft_g_crash_scratch;
 static uint8_t aft_g_crash_staging[48 * 1024];

@@ -129,5 +129,7 @@ void aft_async_id_file_name(char *out, size_t capacity, const uint8_t id[AFT_ID_
 int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t entry_ns,
                           int reserved_fd, const char *tmp_name);
 void aft_async_handler(int signo, siginfo_t *info, void *ucontext);
+/* A crash handler has started in this process (the first crashing thread is set). */
+int aft_async_crash_in_progress(void);
 
 #endif

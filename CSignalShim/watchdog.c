@@ -192,8 +192,11 @@ static void *aft_watchdog_main(void *arg) {
             } else if (now - blocked_since > w->threshold_ns) {
                 uint64_t tid = atomic_load(&w->watched_tid);
                 char state = aft_async_watchdog_thread_state(w, tid);
-                if (aft_async_watchdog_traced(w) || state == 'T' || state == 't') {
-                    /* Under a debugger, or the thread is stopped: not a hang. */
+                if (aft_async_crash_in_progress() || aft_async_watchdog_traced(w) ||
+                    state == 'T' || state == 't') {
+                    /* The process is crashing (its handlers, ours and the Swift runtime's
+                     * backtracer, hold the threads), under a debugger, or the thread is
+                     * stopped: not a hang. */
                     atomic_fetch_add(&w->ignored, 1);
                     stretch = AFT_STRETCH_IGNORED;
                 } else {

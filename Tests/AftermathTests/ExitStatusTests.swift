@@ -90,8 +90,10 @@ struct ExitStatusTests {
         let exporter = InMemoryExporter()
         let delivery = ReportCollector(directory: ReportDirectory(root: directory)).deliver(to: exporter, resource: Resource())
         #expect(delivery.skipped.isEmpty)
-        let record = try #require(exporter.records.first)
-        #expect(exporter.records.count == 1)
+        let crashes = exporter.records.filter { $0.eventName == "app.crash" }
+        let record = try #require(crashes.first)
+        #expect(crashes.count == 1)
+        #expect(!exporter.records.contains { $0.eventName == "apsio.hang" }, "a crash is not a hang")
         let type = try #require(record[attribute: "exception.type"]?.stringValue)
         #expect(type.hasPrefix(SignalDescription.name(fault.signal) + " ("))
         #expect(record[attribute: "service.version"]?.stringValue == "9.9.9")
