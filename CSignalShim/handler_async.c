@@ -2,13 +2,15 @@
  * handler_async.c: CRASH-TIME CODE. The signal handler: record the crash, then let the process
  * die exactly as it would have without Aftermath.
  * Contract: may call only async-signal-safe functions (signal-safety(7)): sigaction,
- * sigprocmask, syscall (gettid, rt_tgsigqueueinfo), getpid, nanosleep, clock_gettime, _exit,
- * and the aft_async_* helpers. Must not call malloc, stdio, locks, Swift or Foundation: the
+ * sigprocmask, syscall (gettid, rt_tgsigqueueinfo), getpid, nanosleep, clock_gettime, alarm,
+ * _exit, sigsetjmp/siglongjmp (out of a fault in our own writer), and the aft_async_* helpers. Must not call malloc, stdio, locks, Swift or Foundation: the
  * crashed thread may hold the heap's lock. Everything it reads was prepared by aft_install.
  * The first crashing thread wins (an atomic tid); a second crashing thread waits, bounded;
- * a fault inside the handler restores the previous handlers and lets the fault re-fire.
+ * a fault inside the writer jumps back and the original crash is chained; a 10 s alarm bounds
+ * the write.
  */
 #include <errno.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -20,6 +22,10 @@
 
 static _Atomic uint64_t aft_g_crashing_tid;
 static _Atomic int aft_g_crash_written;
+static _Atomic int aft_g_writing;        /* the first crashing thread is inside the writer */
+static sigjmp_buf aft_g_writer_jump;     /* where a fault inside the writer comes back to */
+
+#define AFT_HANDLER_DEADLINE_SECONDS 10u
 
 int aft_async_crash_in_progress(void) { return atomic_load(&aft_g_crashing_tid) != 0; }
 
@@ -31,12 +37,6 @@ static int aft_async_signal_index(int signo) {
     for (int i = 0; i < AFT_SIGNAL_COUNT; i++)
         if (aft_g_signals[i] == signo) return i;
     return -1;
-}
-
-static void aft_async_restore_all(void) {
-    if (!aft_g_state.installed) return;
-    for (int i = 0; i < AFT_SIGNAL_COUNT; i++)
-        sigaction(aft_g_signals[i], &aft_g_state.previous[i], NULL);
 }
 
 /* The calling thread's name: prctl(PR_GET_NAME) is one syscall, no file to open. */
@@ -143,17 +143,51 @@ static int aft_async_fault_refires(int signo, const siginfo_t *info) {
     }
 }
 
-static void aft_async_chain(int signo, siginfo_t *info) {
+static int aft_async_is_function(const struct sigaction *a) {
+    if (a->sa_flags & SA_SIGINFO) return a->sa_sigaction != NULL;
+    return a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN;
+}
+
+static struct sigaction aft_async_previous(int signo) {
     int index = aft_async_signal_index(signo);
     struct sigaction previous;
-    if (index >= 0) {
-        previous = aft_g_state.previous[index];
-    } else {
+    if (index >= 0 && aft_g_state.installed) return aft_g_state.previous[index];
+    aft_async_memset(&previous, 0, sizeof(previous));
+    previous.sa_handler = SIG_DFL;
+    return previous;
+}
+
+/* Hands the signal to what was there before, so the process ends exactly as it would have. */
+static void aft_async_chain(int signo, siginfo_t *info, void *ucontext) {
+    struct sigaction previous = aft_async_previous(signo);
+    int kernel = info != NULL && info->si_code > 0;
+    if (kernel && !aft_async_is_function(&previous) && previous.sa_handler == SIG_IGN) {
+        /* The kernel forces the default action of a synchronous signal the process ignores. */
         aft_async_memset(&previous, 0, sizeof(previous));
         previous.sa_handler = SIG_DFL;
     }
     sigaction(signo, &previous, NULL);
     if (aft_async_fault_refires(signo, info)) return;
+
+    if (kernel && aft_async_is_function(&previous)) {
+        /* A kernel signal that does not fire again (x86 int3, seccomp's SIGSYS): the previous
+         * handler gets exactly what the kernel gave us, the original siginfo and context. */
+        if (previous.sa_flags & SA_RESETHAND) {
+            struct sigaction dfl;
+            aft_async_memset(&dfl, 0, sizeof(dfl));
+            dfl.sa_handler = SIG_DFL;
+            sigaction(signo, &dfl, NULL);
+        }
+        sigset_t saved;
+        sigprocmask(SIG_BLOCK, &previous.sa_mask, &saved);
+        if (previous.sa_flags & SA_SIGINFO) {
+            previous.sa_sigaction(signo, info, ucontext);
+        } else {
+            previous.sa_handler(signo);
+        }
+        sigprocmask(SIG_SETMASK, &saved, NULL);
+        return;
+    }
 
     /* Re-raise on this thread with the original siginfo (sender pid/uid kept), then unblock
      * it so it is delivered now, to the previous handler or the default action. */
@@ -165,27 +199,64 @@ static void aft_async_chain(int signo, siginfo_t *info) {
     sigaddset(&unblock, signo);
     sigprocmask(SIG_UNBLOCK, &unblock, NULL);
 
-    /* Still alive. With a default disposition that means the kernel dropped the signal
-     * (PID 1 of a PID namespace): end the process as the signal would have. A previous
-     * handler that returned is the app's choice: return to it. */
-    if (!(previous.sa_flags & SA_SIGINFO) && previous.sa_handler == SIG_DFL) _exit(128 + signo);
+    /* Still alive. With a default disposition the kernel dropped the signal: PID 1 of a PID
+     * namespace ignores default-action signals it sends itself. A signal the process raised
+     * itself (abort, raise) or the kernel's would have ended it: end it the same way. One
+     * sent by another process is ignored there with or without Aftermath. A previous handler
+     * that returned is the app's choice: return to it. */
+    if (!aft_async_is_function(&previous) && previous.sa_handler == SIG_DFL &&
+        (kernel || info == NULL || info->si_pid == getpid()))
+        _exit(128 + signo);
+}
+
+/* Marks the half-written report of a handler that faulted: the next launch says so. */
+static void aft_async_mark_handler_fault(void) {
+    int fd = aft_g_state.reserved_fd;
+    if (fd < 0) return;
+    uint32_t flags = AFT_FLAG_NESTED_FAULT | (aft_g_state.fsync_reports ? AFT_FLAG_FSYNCED : 0);
+    (void)aft_async_pwrite_all(fd, &flags, sizeof(flags), (off_t)offsetof(aft_file_header, flags));
 }
 
 void aft_async_handler(int signo, siginfo_t *info, void *ucontext) {
     int saved_errno = errno;
     uint64_t entry_ns = aft_async_now_ns(CLOCK_MONOTONIC);
+    struct sigaction previous = aft_async_previous(signo);
+    if (info != NULL && info->si_code <= 0 && !aft_async_is_function(&previous) &&
+        previous.sa_handler == SIG_IGN) {
+        /* A sent signal the process ignored before Aftermath: ignored now, not a crash. */
+        errno = saved_errno;
+        return;
+    }
     uint64_t tid = aft_async_gettid();
     uint64_t expected = 0;
     if (atomic_compare_exchange_strong(&aft_g_crashing_tid, &expected, tid)) {
-        aft_async_write_crash(signo, info, ucontext, entry_ns, aft_g_state.reserved_fd,
-                              aft_g_state.tmp_name);
+        /* A deadline for the whole write: should the unwinder wait forever on a lock the
+         * crashed program holds (the loader's), SIGALRM's default action ends the process. */
+        struct sigaction alarm_default, alarm_previous;
+        aft_async_memset(&alarm_default, 0, sizeof(alarm_default));
+        alarm_default.sa_handler = SIG_DFL;
+        sigaction(SIGALRM, &alarm_default, &alarm_previous);
+        unsigned int alarm_pending = alarm(AFT_HANDLER_DEADLINE_SECONDS);
+        atomic_store(&aft_g_writing, 1);
+        if (sigsetjmp(aft_g_writer_jump, 1) == 0) {
+            aft_async_write_crash(signo, info, ucontext, entry_ns, aft_g_state.reserved_fd,
+                                  aft_g_state.tmp_name);
+        } else {
+            aft_async_mark_handler_fault(); /* back here from a fault inside the writer */
+        }
+        atomic_store(&aft_g_writing, 0);
+        alarm(alarm_pending);
+        sigaction(SIGALRM, &alarm_previous, NULL);
         atomic_store(&aft_g_crash_written, 1);
     } else if (expected == tid) {
-        /* A fault inside our own handler: never loop. The previous handlers take over and
-         * the fault re-fires under them. */
-        aft_async_restore_all();
-        errno = saved_errno;
-        return;
+        if (atomic_load(&aft_g_writing)) {
+            /* A fault inside our own writer (another signal than the crash's): abandon the
+             * write and chain the ORIGINAL crash, so the process dies of what killed it. A
+             * fault of the same signal cannot get here: it is blocked, and the kernel ends
+             * the process with it, which is the same death. */
+            siglongjmp(aft_g_writer_jump, 1);
+        }
+        /* A later signal on the thread that crashed: hand it on like any other. */
     } else {
         /* Another thread is writing its crash: wait for it (bounded, 2 s), then fall through
          * so this thread dies as it would have. */
@@ -193,6 +264,6 @@ void aft_async_handler(int signo, siginfo_t *info, void *ucontext) {
         for (int i = 0; i < 200 && !atomic_load(&aft_g_crash_written); i++)
             nanosleep(&ten_ms, NULL);
     }
-    aft_async_chain(signo, info);
+    aft_async_chain(signo, info, ucontext);
     errno = saved_errno;
 }

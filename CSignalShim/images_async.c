@@ -106,6 +106,7 @@ static int aft_async_starts_with(const char *s, size_t len, const char *prefix, 
 typedef struct aft_images_builder {
     aft_image *images;
     uint32_t capacity, count, truncated;
+    int open;              /* images[count-1] is still collecting mappings */
     int last_executable;   /* whether images[count-1] has an executable mapping yet */
     uint64_t last_inode;
     const char *main_path;
@@ -114,7 +115,8 @@ typedef struct aft_images_builder {
 
 /* Closes the current image: drops it when it had no executable mapping (a data file). */
 static void aft_async_close_image(aft_images_builder *b) {
-    if (b->count > 0 && !b->last_executable) b->count--;
+    if (b->open && !b->last_executable) b->count--;
+    b->open = 0;
     b->last_executable = 0;
 }
 
@@ -136,7 +138,7 @@ static void aft_async_add_entry(aft_images_builder *b, aft_maps_entry *e) {
     }
     if (aft_async_starts_with(path, len, "/memfd:", 7)) flags |= AFT_IMAGE_ANONYMOUS;
 
-    if (b->count > 0) {
+    if (b->open) {
         aft_image *last = &b->images[b->count - 1];
         if (e->inode == b->last_inode && aft_async_same_path(last, e, path, len) &&
             e->start >= last->start) {
@@ -161,6 +163,7 @@ static void aft_async_add_entry(aft_images_builder *b, aft_maps_entry *e) {
     if (b->main_len > 0 && b->main_len == len && !(img->flags & AFT_IMAGE_VDSO) &&
         aft_async_starts_with(path, len, b->main_path, b->main_len))
         img->flags |= AFT_IMAGE_MAIN_EXECUTABLE;
+    b->open = 1;
     b->last_executable = e->executable;
     b->last_inode = e->inode;
 }

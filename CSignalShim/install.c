@@ -140,6 +140,26 @@ static void aft_prepare_images(aft_context *context) {
     }
 }
 
+/* In a forked child: the parent's reserved file (with its shared offset and lock) and its
+ * names are not the child's. Give the child its own report id, derived from the parent's and
+ * its pid, and let a crash create its file by name. Only async-signal-safe calls: the parent
+ * may have had other threads. */
+static void aft_after_fork_in_child(void) {
+    if (!aft_g_state.installed) return;
+    if (aft_g_state.reserved_fd >= 0) close(aft_g_state.reserved_fd);
+    aft_g_state.reserved_fd = -1;
+    uint64_t pid = (uint64_t)getpid();
+    for (uint32_t i = 0; i < 8; i++) aft_g_state.context.report_id[8 + i] ^= (uint8_t)(pid >> (8 * i));
+    aft_g_state.context.pid = pid;
+    aft_async_id_file_name(aft_g_state.tmp_name, AFT_FILE_NAME_CAPACITY,
+                           aft_g_state.context.report_id, ".crash.tmp");
+    aft_async_id_file_name(aft_g_state.final_name, AFT_FILE_NAME_CAPACITY,
+                           aft_g_state.context.report_id, ".crash");
+}
+
+static pthread_once_t aft_g_atfork_once = PTHREAD_ONCE_INIT;
+static void aft_register_atfork(void) { pthread_atfork(NULL, NULL, aft_after_fork_in_child); }
+
 int aft_install(const aft_install_options *options, char *error, size_t error_capacity) {
     if (!options || !options->crash_directory) {
         aft_set_error(error, error_capacity, "aft_install", EINVAL);
@@ -183,7 +203,8 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
 
     int old_fd = aft_g_state.crash_dir_fd;
     aft_g_state.context = options->context;
-    aft_g_known_image_count = 0; /* the crash path reads memory while this is rebuilt */
+    aft_g_known_link_map.valid = 0; /* first: the crash path reads maps while this is rebuilt */
+    aft_g_known_image_count = 0;
     aft_prepare_images(&aft_g_state.context);
     aft_g_state.crash_dir_fd = dir_fd;
     aft_g_state.reserved_fd = reserved;
@@ -202,11 +223,14 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
     for (int i = 0; i < AFT_SIGNAL_COUNT; i++) {
         struct sigaction previous;
         if (sigaction(aft_g_signals[i], &action, &previous) != 0) continue;
-        /* Installing twice must not make us our own previous handler. */
-        if (!aft_g_state.installed) aft_g_state.previous[i] = previous;
+        /* Installing twice must not make us our own previous handler; a handler the app
+         * installed in between is the new previous one. */
+        if (previous.sa_sigaction != aft_async_handler || !(previous.sa_flags & SA_SIGINFO))
+            aft_g_state.previous[i] = previous;
     }
     aft_g_state.installed = 1;
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    pthread_once(&aft_g_atfork_once, aft_register_atfork);
     atomic_store(&aft_g_thread_stacks_enabled, 1);
     if (old_reserved >= 0) {
         if (old_fd >= 0 && strcmp(old_tmp, aft_g_state.tmp_name) != 0) unlinkat(old_fd, old_tmp, 0);

@@ -394,7 +394,6 @@ static void aft_run_install_handlers(void) {
     struct sigaction action;
     memset(&action, 0, sizeof(action));
     action.sa_sigaction = aft_async_run_term_handler;
-    action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
     sigemptyset(&action.sa_mask);
     for (int i = 0; i < AFT_RUN_SIGNAL_COUNT; i++) {
         struct sigaction previous;
@@ -405,6 +404,9 @@ static void aft_run_install_handlers(void) {
             continue;
         }
         if (previous.sa_sigaction == aft_async_run_term_handler) continue; /* already ours */
+        /* The app's handler runs from ours: on the stack it asked for (its own alternate
+         * stack only with SA_ONSTACK), never on the crash handler's. */
+        action.sa_flags = SA_SIGINFO | SA_RESTART | (previous.sa_flags & SA_ONSTACK);
         if (sigaction(aft_g_run_signals[i], &action, &previous) != 0) continue;
         aft_g_run.previous[i] = previous;
     }

@@ -80,6 +80,8 @@ void aft_async_run_term_handler(int signo, siginfo_t *info, void *ucontext) {
             dfl.sa_handler = SIG_DFL;
             sigaction(signo, &dfl, NULL);
         }
+        /* The mask the app asked for while its handler runs (sigreturn restores ours). */
+        sigprocmask(SIG_BLOCK, &previous.sa_mask, NULL);
         errno = saved_errno;
         if (previous.sa_flags & SA_SIGINFO)
             previous.sa_sigaction(signo, info, ucontext);
@@ -109,7 +111,7 @@ void aft_async_run_term_handler(int signo, siginfo_t *info, void *ucontext) {
     struct sigaction again;
     aft_async_memset(&again, 0, sizeof(again));
     again.sa_sigaction = aft_async_run_term_handler;
-    again.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    again.sa_flags = SA_SIGINFO | SA_RESTART | (previous.sa_flags & SA_ONSTACK);
     sigemptyset(&again.sa_mask);
     sigaction(signo, &again, NULL);
     errno = saved_errno;

@@ -256,6 +256,8 @@ void aft_async_watchdog_capture_handler(int signo, siginfo_t *info, void *uconte
     }
     uint64_t entry = aft_async_now_ns(CLOCK_MONOTONIC);
     uint32_t unwinder = 0, truncated = 0;
+    _Static_assert(sizeof(w->capture_frames) >= (AFT_MAX_FRAMES + AFT_UNWIND_SLACK) * sizeof(uint64_t),
+                   "the unwinder writes capacity + AFT_UNWIND_SLACK frames");
     w->capture_frame_count = aft_async_unwind_context(ucontext, w->capture_frames, AFT_MAX_FRAMES,
                                                       &unwinder, &truncated);
     w->capture_truncated = truncated;

@@ -55,7 +55,7 @@ typedef struct aft_watchdog {
     _Atomic uint64_t capture_tid;
 
     /* The signal handler's results (valid when capture_state is DONE). */
-    uint64_t capture_frames[AFT_MAX_FRAMES];
+    uint64_t capture_frames[AFT_MAX_FRAMES + AFT_UNWIND_SLACK]; /* the unwinder needs the slack */
     uint32_t capture_frame_count;
     uint32_t capture_truncated;
     uint64_t capture_pause_ns;

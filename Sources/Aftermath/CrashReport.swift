@@ -41,6 +41,8 @@ public struct CrashReport: Sendable, Hashable {
     public var imagesTruncated: Bool
     /// The file was not committed (the handler died while writing): salvaged what was there.
     public var isPartial: Bool
+    /// The handler itself faulted while writing (and the original crash was then chained).
+    public var handlerFaulted: Bool = false
 }
 
 extension CrashReport {

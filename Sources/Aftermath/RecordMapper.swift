@@ -47,6 +47,7 @@ enum RecordMapper {
         if let uid = r.senderUID { a.append(Attribute("apsio.crash.sender_uid", .int(uid))) }
         if r.framesTruncated { a.append(Attribute("apsio.crash.frames_truncated", .bool(true))) }
         if r.isPartial { a.append(Attribute("apsio.crash.partial", .bool(true))) }
+        if r.handlerFaulted { a.append(Attribute("apsio.crash.handler_fault", .bool(true))) }
         return LogRecord(timeUnixNano: r.timeUnixNano, observedTimeUnixNano: observedTimeUnixNano,
                          severityNumber: .fatal, eventName: "app.crash", attributes: a)
     }

@@ -91,9 +91,11 @@ struct ReportFile {
     func crashReport() throws(ReportFileError) -> CrashReport {
         guard kind == AFT_KIND_CRASH else { throw .unexpectedKind(kind) }
         guard let context, let crash else { throw .missingSection("crash") }
-        return CrashReport(context: ReportContext(context), info: crash, frames: frames,
-                           framesTruncated: framesTruncated, images: images.map(LoadedImage.init),
-                           imagesTruncated: imagesTruncated, isPartial: !committed)
+        var report = CrashReport(context: ReportContext(context), info: crash, frames: frames,
+                                 framesTruncated: framesTruncated, images: images.map(LoadedImage.init),
+                                 imagesTruncated: imagesTruncated, isPartial: !committed)
+        report.handlerFaulted = flags & UInt32(AFT_FLAG_NESTED_FAULT) != 0
+        return report
     }
 }
 

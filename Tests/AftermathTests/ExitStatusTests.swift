@@ -117,16 +117,17 @@ struct ExitStatusTests {
     }
 }
 
-/// A fault inside the crash handler itself must neither hang nor loop: the previous handlers
-/// take over and the process dies; what the handler had flushed is salvaged.
+/// A fault inside the crash handler itself must neither hang nor loop, and must not change how
+/// the process dies: the writer is abandoned, the original crash is chained; what the handler
+/// had flushed is salvaged and marked.
 @Suite("Fault inside the handler")
 struct HandlerFaultTests {
-    @Test("A different signal inside the handler: the process dies, the partial file is reported")
+    @Test("A different signal inside the handler: the process dies of the original crash")
     func nestedFault() async throws {
         let directory: String = FileManager.default.temporaryDirectory
             .appendingPathComponent("aftermath-nested-\(UUID())").path
         // The app's crash is SIGILL; the handler then faults with SIGSEGV while writing.
-        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
+        await #expect(processExitsWith: .signal(SIGILL)) { [directory = directory as String] in
             ExitStatusTests.childStart(directory)
             aft_test_fault_inside_handler(1)
             aft_test_illegal_instruction()
@@ -136,6 +137,7 @@ struct HandlerFaultTests {
         #expect(crash.isPartial)
         #expect(crash.signal == SIGILL, "the original crash, as far as it was written")
         #expect(!crash.frames.isEmpty)
+        #expect(crash.handlerFaulted)
         try? FileManager.default.removeItem(atPath: directory)
     }
 
@@ -185,6 +187,63 @@ struct LateImageTests {
         #expect(crash.images.contains { $0.isMainExecutable && $0.buildID == crash.context.appBuildID })
         #expect(crash.images.contains { $0.name == "libc.so.6" })
         #expect(!crash.images.contains { $0.name.hasPrefix("libz.so") })
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
+/// Dispositions around the crash: forks, ignored signals, forced signals.
+@Suite("Signal dispositions")
+struct DispositionTests {
+    static func collect(_ directory: String) -> [CrashReport] {
+        ReportCollector(directory: ReportDirectory(root: directory)).collect().reports.compactMap(\.crash)
+    }
+
+    @Test("A forked child's crash and its parent's: two whole reports, neither overwrites the other")
+    func forkedChild() async throws {
+        let directory: String = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-fork-\(UUID())").path
+        await #expect(processExitsWith: .signal(SIGILL)) { [directory = directory as String] in
+            ExitStatusTests.childStart(directory)
+            let pid = fork()
+            if pid == 0 { UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1 }
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+            aft_test_illegal_instruction()
+        }
+        let crashes = Self.collect(directory)
+        #expect(crashes.count == 2)
+        #expect(Set(crashes.map(\.signal)) == [SIGSEGV, SIGILL])
+        #expect(crashes.allSatisfy { !$0.isPartial })
+        #expect(Set(crashes.map(\.context.reportID)).count == 2)
+        #expect(Set(crashes.map(\.context.pid)).count == 2, "each report names the process that crashed")
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    @Test("A breakpoint trap the app ignores still kills (the kernel forces it), with a report")
+    func ignoredForcedTrap() async throws {
+        let directory: String = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-trap-\(UUID())").path
+        await #expect(processExitsWith: .signal(SIGTRAP)) {
+            signal(SIGTRAP, SIG_IGN)
+            aft_test_breakpoint()
+        }
+        await #expect(processExitsWith: .signal(SIGTRAP)) { [directory = directory as String] in
+            signal(SIGTRAP, SIG_IGN)
+            ExitStatusTests.childStart(directory)
+            aft_test_breakpoint()
+        }
+        #expect(Self.collect(directory).map(\.signal) == [SIGTRAP])
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    @Test("A sent signal the app ignores: the process lives on, and no crash is reported")
+    func ignoredSentSignal() async throws {
+        let directory: String = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-ign-\(UUID())").path
+        await #expect(processExitsWith: .success) { [directory = directory as String] in
+            signal(SIGTRAP, SIG_IGN)
+            ExitStatusTests.childStart(directory)
+            raise(SIGTRAP)
+            exit(0)
+        }
+        #expect(Self.collect(directory).isEmpty)
         try? FileManager.default.removeItem(atPath: directory)
     }
 }

@@ -78,6 +78,22 @@ struct MapsParserTests {
         #expect(truncated)
     }
 
+    @Test("At capacity, later images are reported as truncated, never swapped in")
+    func capacityWithDataSegments() throws {
+        let maps = """
+        7f0000000000-7f0000001000 r--p 00000000 fd:01 1 /lib/a.so
+        7f0000001000-7f0000002000 r-xp 00001000 fd:01 1 /lib/a.so
+        7f0000002000-7f0000003000 r--p 00000000 fd:01 2 /lib/b.so
+        7f0000003000-7f0000004000 r-xp 00001000 fd:01 2 /lib/b.so
+        7f0000005000-7f0000006000 r--p 00000000 fd:01 3 /lib/c.so
+        7f0000006000-7f0000008000 r-xp 00001000 fd:01 3 /lib/c.so
+        """
+        let (images, truncated) = try parse(maps, capacity: 2)
+        #expect(images.map(\.path) == ["/lib/a.so", "/lib/b.so"])
+        #expect(images[1].start == 0x7f00_0000_2000 && images[1].end == 0x7f00_0000_4000)
+        #expect(truncated)
+    }
+
     @Test("This process: build ids read from memory equal the ones in the files on disk")
     func liveBuildIDs() throws {
         let fd = open("/proc/self/maps", O_RDONLY)
