@@ -160,3 +160,21 @@ struct CrashFileTests {
         #expect(throws: ReportFileError.notCommitted) { try ReportFile.decode(tooShort, salvage: true) }
     }
 }
+
+/// The record of a real crash, through the exporter, against the official OTLP schema.
+@Suite("Crash record schema")
+struct CrashRecordSchemaTests {
+    @Test("A real crash's ExportLogsServiceRequest passes the strict OTLP/JSON validator")
+    func realCrashValidates() throws {
+        let crash = try ReportFile.decode(TestSupport.fixture("v1/sigsegv-null-depth12.crash")).crashReport()
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-schema-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let batch = LogBatch(resource: Aftermath.resource(serviceName: "schema", serviceVersion: "1"),
+                             scopeName: Aftermath.scopeName, scopeVersion: Aftermath.version,
+                             records: [RecordMapper.crash(crash, observedTimeUnixNano: 1_800_000_000_000_000_000)])
+        try FileExporter(directory: dir).export(batch)
+        let file = try #require(try FileManager.default.contentsOfDirectory(atPath: dir).first { $0.hasSuffix(".json") })
+        let (status, output) = try OTLPFixtures.validate(dir + "/" + file)
+        #expect(status == 0, "\(output)")
+    }
+}
