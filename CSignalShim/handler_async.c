@@ -191,13 +191,7 @@ static void aft_async_chain(int signo, siginfo_t *info, void *ucontext) {
 
     /* Re-raise on this thread with the original siginfo (sender pid/uid kept), then unblock
      * it so it is delivered now, to the previous handler or the default action. */
-    if (info == NULL || syscall(SYS_rt_tgsigqueueinfo, (long)getpid(),
-                                (long)aft_async_gettid(), (long)signo, info) != 0)
-        syscall(SYS_tgkill, (long)getpid(), (long)aft_async_gettid(), (long)signo);
-    sigset_t unblock;
-    sigemptyset(&unblock);
-    sigaddset(&unblock, signo);
-    sigprocmask(SIG_UNBLOCK, &unblock, NULL);
+    aft_async_reraise(signo, info);
 
     /* Still alive. With a default disposition the kernel dropped the signal: PID 1 of a PID
      * namespace ignores default-action signals it sends itself. A signal the process raised

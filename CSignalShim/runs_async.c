@@ -93,13 +93,7 @@ void aft_async_run_term_handler(int signo, siginfo_t *info, void *ucontext) {
     /* The default action: restore it and re-raise on this thread with the original siginfo,
      * then unblock it so it is delivered now. */
     sigaction(signo, &previous, NULL);
-    if (info == NULL || syscall(SYS_rt_tgsigqueueinfo, (long)getpid(),
-                                (long)aft_async_gettid(), (long)signo, info) != 0)
-        syscall(SYS_tgkill, (long)getpid(), (long)aft_async_gettid(), (long)signo);
-    sigset_t unblock;
-    sigemptyset(&unblock);
-    sigaddset(&unblock, signo);
-    sigprocmask(SIG_UNBLOCK, &unblock, NULL);
+    aft_async_reraise(signo, info);
 
     /* Still alive: the kernel dropped it (PID 1 of a PID namespace ignores default-action
      * signals), as it would have without us. Withdraw the record and keep catching. */

@@ -1,12 +1,13 @@
 /*
  * safe_io_async.c: CRASH-TIME CODE. Byte, string and I/O helpers for the signal handler.
  * Contract: may call only async-signal-safe functions (signal-safety(7)): open, read, write,
- * pwrite, close, clock_gettime, syscall. Must not call malloc, stdio, snprintf, strerror,
+ * pwrite, close, clock_gettime, syscall, getpid, sigprocmask. Must not call malloc, stdio, snprintf, strerror,
  * locks or anything that may take a lock: the crashed thread may hold it. No libc string
  * functions either (memcpy/strlen may be ifunc'ed or instrumented): plain loops here.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -146,4 +147,14 @@ size_t aft_async_u64_to_dec(uint64_t v, char *buf) {
     for (size_t i = 0; i < n; i++) buf[i] = tmp[n - 1 - i];
     buf[n] = '\0';
     return n;
+}
+
+void aft_async_reraise(int signo, siginfo_t *info) {
+    if (info == NULL || syscall(SYS_rt_tgsigqueueinfo, (long)getpid(),
+                                (long)aft_async_gettid(), (long)signo, info) != 0)
+        syscall(SYS_tgkill, (long)getpid(), (long)aft_async_gettid(), (long)signo);
+    sigset_t unblock;
+    sigemptyset(&unblock);
+    sigaddset(&unblock, signo);
+    sigprocmask(SIG_UNBLOCK, &unblock, NULL);
 }

@@ -59,6 +59,9 @@ uint64_t aft_async_now_ns(clockid_t clock);
 int aft_async_read_memory(uint64_t address, void *out, size_t size);
 /* Reads a small file whole into buf (NUL-terminated). Returns bytes read or -1. */
 ssize_t aft_async_read_small_file(const char *path, char *buf, size_t capacity);
+/* Re-raises signo on this thread with its original siginfo (sender kept; tgkill when the
+ * kernel refuses that), then unblocks it so it is delivered now. */
+void aft_async_reraise(int signo, siginfo_t *info);
 /* Writes the decimal form of v into buf; returns its length. buf needs 21 bytes. */
 size_t aft_async_u64_to_dec(uint64_t v, char *buf);
 
