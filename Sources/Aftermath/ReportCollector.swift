@@ -62,6 +62,7 @@ public struct ReportCollector: Sendable {
 
     /// crashes/: committed crash files, and the .tmp of a handler that died while writing.
     func collectCrashes(_ pass: inout Pass) {
+        if pass.quarantine { enforceCrashRetention(&pass) }
         for name in listing(directory.crashes) {
             let path = (directory.crashes as NSString).appendingPathComponent(name)
             let salvage: Bool
@@ -115,6 +116,23 @@ public struct ReportCollector: Sendable {
         ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? [])
             .filter { !$0.hasPrefix(".") }
             .sorted()
+    }
+
+    /// Pending crash files kept at most: a crash loop with no exporter reachable must not
+    /// fill the disk. The oldest beyond it are set aside with the reason.
+    static let maximumPendingCrashes = 64
+
+    private func enforceCrashRetention(_ pass: inout Pass) {
+        let names = listing(directory.crashes).filter { $0.hasSuffix(".crash") }
+        guard names.count > Self.maximumPendingCrashes else { return }
+        let dated = names.map { name -> (String, Int) in
+            let path = (directory.crashes as NSString).appendingPathComponent(name)
+            var st = stat()
+            return (path, lstat(path, &st) == 0 ? Int(st.st_mtim.tv_sec) : 0)
+        }.sorted { $0.1 < $1.1 }
+        for (path, _) in dated.prefix(names.count - Self.maximumPendingCrashes) {
+            pass.skipped.append(setAside(path, reason: "retention: more than \(Self.maximumPendingCrashes) pending crash reports, the oldest set aside", quarantine: true))
+        }
     }
 
     enum ReserveState { case heldByLiveRun, emptyOfDeadRun, writtenByDeadRun }

@@ -105,6 +105,23 @@ struct ReportCollectorTests {
         #expect(FileManager.default.fileExists(atPath: dir.crashes + "/b.crash"))
     }
 
+    @Test("More than 64 pending crashes: the oldest are set aside with the reason, the rest reported")
+    func retention() throws {
+        let dir = try TestSupport.reportsDirectory()
+        let golden = try TestSupport.fixture("v1/sigsegv-null-depth12.crash")
+        for i in 0..<70 {
+            let path = dir.crashes + "/c\(i).crash"
+            try TestSupport.write(golden, to: path)
+            var times = [timespec(tv_sec: 1_700_000_000 + i, tv_nsec: 0), timespec(tv_sec: 1_700_000_000 + i, tv_nsec: 0)]
+            #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
+        }
+        let collection = ReportCollector(directory: dir).collect()
+        #expect(collection.reports.count == 64)
+        #expect(collection.skipped.count == 6)
+        #expect(collection.skipped.allSatisfy { $0.reason.hasPrefix("retention") })
+        #expect(Set(collection.skipped.map { ($0.path as NSString).lastPathComponent }) == Set((0..<6).map { "c\($0).crash" }))
+    }
+
     @Test("start() refuses a reports directory it cannot use, with the reason")
     func unusableDirectory() throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-file-\(UUID())").path
