@@ -67,9 +67,14 @@ struct ExitStatusTests {
         return withUnsafeBytes(of: &buffer) { Int($0[0]) } &+ below
     }
 
+    /// Starts Aftermath in a child. Its exporter never acknowledges, so the child's own
+    /// background delivery cannot take away a report the test reads afterwards (a forked
+    /// grandchild's crash is a dead process's report the child would otherwise deliver).
     static func childStart(_ directory: String) {
+        let refusing = InMemoryExporter()
+        refusing.failNext(Int.max)
         let config = Aftermath.Configuration(serviceName: "exit-tests", serviceVersion: "9.9.9",
-                                             exporter: InMemoryExporter(), reportsDirectory: directory,
+                                             exporter: refusing, reportsDirectory: directory,
                                              fsyncReports: false)
         do { try Aftermath.start(config) } catch { _exit(98) }
     }
