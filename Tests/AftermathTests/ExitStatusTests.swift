@@ -1,5 +1,6 @@
 import CSignalShim
 import Foundation
+import Synchronization
 import Testing
 import Aftermath
 
@@ -196,6 +197,9 @@ struct LateImageTests {
     }
 }
 
+/// Opens the gate for the threads of the concurrent-crash test all at once.
+let raceGate = Atomic<Int>(0)
+
 /// Dispositions around the crash: forks, ignored signals, forced signals.
 @Suite("Signal dispositions")
 struct DispositionTests {
@@ -220,6 +224,27 @@ struct DispositionTests {
         #expect(crashes.allSatisfy { !$0.isPartial })
         #expect(Set(crashes.map(\.context.reportID)).count == 2)
         #expect(Set(crashes.map(\.context.pid)).count == 2, "each report names the process that crashed")
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    @Test("Eight threads crash at once: one report (the first thread wins), the process dies of it")
+    func concurrentCrashes() async throws {
+        let directory: String = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-race-\(UUID())").path
+        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
+            ExitStatusTests.childStart(directory)
+            for _ in 0..<8 {
+                Thread.detachNewThread {
+                    while raceGate.load(ordering: .acquiring) == 0 {}
+                    UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
+                }
+            }
+            usleep(50_000)
+            raceGate.store(1, ordering: .releasing)
+            sleep(10)
+        }
+        let crashes = Self.collect(directory)
+        #expect(crashes.count == 1)
+        #expect(crashes.first.map { !$0.isPartial && !$0.isMainThread } == true)
         try? FileManager.default.removeItem(atPath: directory)
     }
 
