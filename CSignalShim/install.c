@@ -149,7 +149,10 @@ static void aft_after_fork_in_child(void) {
     if (aft_g_state.reserved_fd >= 0) close(aft_g_state.reserved_fd);
     aft_g_state.reserved_fd = -1;
     uint64_t pid = (uint64_t)getpid();
-    for (uint32_t i = 0; i < 8; i++) aft_g_state.context.report_id[8 + i] ^= (uint8_t)(pid >> (8 * i));
+    for (uint32_t i = 0; i < 8; i++) {
+        aft_g_state.context.report_id[8 + i] ^= (uint8_t)(pid >> (8 * i));
+        aft_g_state.context.run_id[8 + i] ^= (uint8_t)(pid >> (8 * i)); /* not the parent's run */
+    }
     aft_g_state.context.pid = pid;
     aft_async_id_file_name(aft_g_state.tmp_name, AFT_FILE_NAME_CAPACITY,
                            aft_g_state.context.report_id, ".crash.tmp");
@@ -189,11 +192,18 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
     /* Reserve the crash file now: creating a file costs ~50 µs the crash path need not pay.
      * The flock tells the next launch that this run is alive; a dead run's empty reserve is
      * removed then. */
-    char tmp_name[AFT_FILE_NAME_CAPACITY];
+    char tmp_name[AFT_FILE_NAME_CAPACITY], hidden_name[AFT_FILE_NAME_CAPACITY + 1];
     aft_async_id_file_name(tmp_name, sizeof(tmp_name), options->context.report_id, ".crash.tmp");
-    int reserved = openat(dir_fd, tmp_name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+    hidden_name[0] = '.';
+    aft_async_id_file_name(hidden_name + 1, sizeof(hidden_name) - 1, options->context.report_id,
+                           ".reserve");
+    /* Created under a hidden name, locked, then renamed into place: another instance's next
+     * launch never sees it empty and unlocked, and so never removes it. */
+    int reserved = openat(dir_fd, hidden_name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
                           0600);
-    if (reserved >= 0 && flock(reserved, LOCK_EX | LOCK_NB) != 0) {
+    if (reserved >= 0 && (flock(reserved, LOCK_EX | LOCK_NB) != 0 ||
+                          renameat(dir_fd, hidden_name, dir_fd, tmp_name) != 0)) {
+        unlinkat(dir_fd, hidden_name, 0);
         close(reserved);
         reserved = -1;
     }

@@ -487,6 +487,9 @@ int aft_run_start(const aft_run_options *o, char *error, size_t error_capacity) 
         aft_run_set_error(error, error_capacity, "aft_run_start", EINVAL);
         return EINVAL;
     }
+    /* Started again in the same process: the run so far ended here, cleanly. Without the mark
+     * the new run's delivery would take this live process for a dead one. */
+    aft_run_mark_clean_exit(0);
     aft_run_stop();
 
     aft_run_file file;

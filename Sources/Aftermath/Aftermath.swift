@@ -20,7 +20,10 @@ public enum Aftermath {
     }
 
     static let state = Mutex<Running?>(nil)
-    static let deliveries = Mutex<[Thread]>([])
+    static let hangDetectionProblem = Mutex<String?>(nil)
+
+    /// Why hang detection is off in this run (the watchdog could not start), or nil.
+    public static var hangDetectionError: String? { hangDetectionProblem.withLock { $0 } }
 
     /// Installs the crash handlers for this run and reports what earlier runs left behind.
     ///
@@ -30,7 +33,8 @@ public enum Aftermath {
     /// ``Configuration/deliverPendingReportsSynchronously`` is set. Calling it again replaces
     /// the configuration and starts a new run context.
     /// - Throws: ``ReportStoreError`` when the reports directory cannot be used or the handlers
-    ///   cannot be installed. The app keeps running either way.
+    ///   cannot be installed. The app keeps running either way. A watchdog that cannot start
+    ///   does not throw: see ``hangDetectionError``.
     public static func start(_ configuration: Configuration) throws(ReportStoreError) {
         let directory = ReportDirectory(root: configuration.reportsDirectory)
         try directory.prepare()
@@ -52,7 +56,14 @@ public enum Aftermath {
         installed.appBuildID = currentAppBuildID() ?? context.appBuildID
         state.withLock { $0 = Running(configuration: configuration, directory: directory, context: installed) }
         startRun(configuration, directory: directory, context: installed)
-        try startHangDetection(configuration, directory: directory)
+        // Crash capture is on by now: a watchdog that cannot start must not undo that, nor
+        // hold back the delivery of earlier reports. The app can read why.
+        do {
+            try startHangDetection(configuration, directory: directory)
+            hangDetectionProblem.withLock { $0 = nil }
+        } catch {
+            hangDetectionProblem.withLock { $0 = error.description }
+        }
 
         let collector = ReportCollector(directory: directory, currentRunID: installed.runID)
         let resource = self.resource(for: configuration)
@@ -107,12 +118,18 @@ public enum Aftermath {
         let os = OSInfo.current()
         let exe = executablePath()
         let root = c.appRoot ?? (exe as NSString).deletingLastPathComponent
+        // Every string as its fixed-size field keeps it, so what this run compares and sends
+        // equals what a later launch reads back from the files (a long service.version must
+        // not look like an update).
+        func clip(_ s: String, _ capacity: UInt32) -> String { CString.clipped(s, capacity: Int(capacity)) }
         return ReportContext(
             reportID: UUID(), sessionID: UUID(), runID: UUID(), pid: Int64(getpid()),
-            startTimeUnixNano: Clock.realtimeNanoseconds(), serviceName: c.serviceName,
-            serviceVersion: c.serviceVersion, appBuildID: "", osName: os.name, osVersion: os.version,
-            kernelRelease: os.kernelRelease, architecture: Architecture.name(Architecture.current),
-            executablePath: exe, appRoot: root)
+            startTimeUnixNano: Clock.realtimeNanoseconds(), serviceName: clip(c.serviceName, AFT_NAME_STRING),
+            serviceVersion: clip(c.serviceVersion, AFT_SHORT_STRING), appBuildID: "",
+            osName: clip(os.name, AFT_SHORT_STRING), osVersion: clip(os.version, AFT_SHORT_STRING),
+            kernelRelease: clip(os.kernelRelease, AFT_SHORT_STRING),
+            architecture: Architecture.name(Architecture.current),
+            executablePath: clip(exe, AFT_PATH_CAPACITY), appRoot: clip(root, AFT_PATH_CAPACITY))
     }
 
     static func cContext(_ c: ReportContext) -> aft_context {

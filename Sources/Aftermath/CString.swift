@@ -14,12 +14,21 @@ enum CString {
         withUnsafeMutableBytes(of: &field) { raw in
             raw.initializeMemory(as: UInt8.self, repeating: 0)
             guard raw.count > 0 else { return }
-            let full = Array(s.utf8)
-            var end = min(full.count, raw.count - 1)
-            // Do not cut a multi-byte character in half.
-            while end > 0, end < full.count, full[end] & 0xC0 == 0x80 { end -= 1 }
-            let utf8 = full[..<end]
-            raw.copyBytes(from: utf8)
+            raw.copyBytes(from: clippedUTF8(s, capacity: raw.count))
         }
+    }
+
+    /// s as a field of capacity bytes (NUL included) keeps it: what a later read gives back.
+    /// Values compared across runs (service.version) are clipped once, so both sides agree.
+    static func clipped(_ s: String, capacity: Int) -> String {
+        String(decoding: clippedUTF8(s, capacity: capacity), as: UTF8.self)
+    }
+
+    private static func clippedUTF8(_ s: String, capacity: Int) -> ArraySlice<UInt8> {
+        let full = Array(s.utf8)
+        var end = min(full.count, max(0, capacity - 1))
+        // Do not cut a multi-byte character in half.
+        while end > 0, end < full.count, full[end] & 0xC0 == 0x80 { end -= 1 }
+        return full[..<end]
     }
 }

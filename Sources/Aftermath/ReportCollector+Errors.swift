@@ -5,8 +5,8 @@ import Glibc
 
 extension ReportCollector {
     /// errors/: handled errors. A file with its final name is whole (written to .tmp, then
-    /// renamed); a .tmp is reported if it decodes, removed when older than a minute (a writer
-    /// that died before the rename), and left alone while it may still be written.
+    /// renamed). A .tmp is left alone for a minute (its writer may still rename it); after that
+    /// it is reported if it decodes (the writer died between write and rename), else removed.
     func collectErrors(_ pass: inout Pass) {
         for name in listing(directory.errors) {
             let path = (directory.errors as NSString).appendingPathComponent(name)
@@ -15,6 +15,8 @@ extension ReportCollector {
                 pass.skipped.append(setAside(path, reason: "unexpected file in errors/", quarantine: pass.quarantine))
                 continue
             }
+            // A .tmp younger than a minute may be renamed into place by its writer any moment.
+            if isTemporary, Self.secondsSinceModified(path) <= 60 { continue }
             do {
                 let error = try HandledErrorFile.decode(FileReader.read(path, maximumSize: HandledErrorFile.maximumSize))
                 pass.reports.append(PendingReport(kind: .error, path: path,

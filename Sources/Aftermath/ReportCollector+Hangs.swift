@@ -17,6 +17,7 @@ extension ReportCollector {
     ///   `apsio.hang.run_crashed = true`. Both records, see ``HangRecordMapper``.
     /// - Bad files are set aside with their reason.
     func collectHangs(_ pass: inout Pass) {
+        if pass.quarantine { enforceRetention(&pass, in: directory.hangs, suffix: ".hang", what: "hang") }
         for name in listing(directory.hangs) {
             let path = (directory.hangs as NSString).appendingPathComponent(name)
             let salvage: Bool
@@ -33,6 +34,8 @@ extension ReportCollector {
                 let file = try ReportFile.decode(FileReader.read(path), salvage: salvage)
                 let hang = try HangReport(file: file)
                 if let currentRunID, hang.context.runID == currentRunID { continue }
+                // A live instance reports its own hangs, finished or not: its run file is locked.
+                if runIsAlive(hang.context.runID) { continue }
                 if !hang.isFinished, hangFileInUse(path, tmp: false) { continue }
                 pass.reports.append(PendingReport(
                     kind: .hang, path: path,
@@ -43,6 +46,12 @@ extension ReportCollector {
                 pass.skipped.append(setAside(path, reason: error.description, quarantine: pass.quarantine))
             }
         }
+    }
+
+    /// The run's file is locked: its process is alive.
+    func runIsAlive(_ runID: UUID) -> Bool {
+        let path = (directory.runs as NSString).appendingPathComponent(Hex.encode(runID.bytes) + ".run")
+        return aft_run_is_locked(path) == 1
     }
 
     /// A hang file a live process is still writing: a `.tmp` younger than 10 s (the watchdog

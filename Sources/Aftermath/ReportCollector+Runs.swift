@@ -43,10 +43,8 @@ extension ReportCollector {
                 continue
             }
             if run.runID == currentRunID { retained += 1; continue }
-            if Self.secondsSinceModified(path) > limits.age {
-                if pass.quarantine { unlink(path) }
-                continue
-            }
+            // However old, a dead run is judged once (an app opened weekly still learns how its
+            // last run ended); the age limit applies to judged (.ended) runs.
             tagWatchdogCrash(&pass, run: run)
             let verdict = judge.judge(run, crashed: pass.crashedRuns.contains(run.runID),
                                       unfinishedHangMilliseconds: hangs[run.runID])

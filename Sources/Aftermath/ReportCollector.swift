@@ -1,5 +1,6 @@
 import CSignalShim
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -62,7 +63,7 @@ public struct ReportCollector: Sendable {
 
     /// crashes/: committed crash files, and the .tmp of a handler that died while writing.
     func collectCrashes(_ pass: inout Pass) {
-        if pass.quarantine { enforceCrashRetention(&pass) }
+        if pass.quarantine { enforceRetention(&pass, in: directory.crashes, suffix: ".crash", what: "crash") }
         for name in listing(directory.crashes) {
             let path = (directory.crashes as NSString).appendingPathComponent(name)
             let salvage: Bool
@@ -93,22 +94,47 @@ public struct ReportCollector: Sendable {
         }
     }
 
-    /// Collects, exports everything in one batch, and deletes the files of an acknowledged
-    /// batch. A refused batch keeps every file for the next attempt.
+    /// Records per exported batch: a refused batch holds back no more than this many.
+    public static let batchSize = 50
+
+    /// One delivery at a time in this process.
+    private static let inProcess = Mutex<Int>(0)
+
+    /// Collects, then exports in batches of at most ``batchSize`` records, deleting the files of
+    /// each acknowledged batch. A refused batch keeps its files for the next attempt and does
+    /// not stop the batches after it. One delivery at a time per reports directory, across
+    /// processes too (a lock file), so two instances never send the same report twice.
     public func deliver(to exporter: any LogExporter, resource: Resource) -> Delivery {
-        let collection = collect(quarantine: true)
-        guard !collection.reports.isEmpty else {
-            return Delivery(exported: 0, skipped: collection.skipped, exportError: nil)
+        Self.inProcess.withLock { _ in
+            let lockPath = (directory.root as NSString).appendingPathComponent(".deliver.lock")
+            let lock = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+            guard lock >= 0 else {
+                return Delivery(exported: 0, skipped: [], exportError: "cannot open \(lockPath): \(String(cString: strerror(errno)))")
+            }
+            defer { close(lock) }
+            guard flock(lock, LOCK_EX | LOCK_NB) == 0 else {
+                return Delivery(exported: 0, skipped: [], exportError: "another process is delivering these reports")
+            }
+            let collection = collect(quarantine: true)
+            var exported = 0
+            var firstError: String?
+            var start = 0
+            while start < collection.reports.count {
+                let chunk = Array(collection.reports[start..<min(start + Self.batchSize, collection.reports.count)])
+                start += chunk.count
+                let batch = LogBatch(resource: resource, scopeName: Aftermath.scopeName,
+                                     scopeVersion: Aftermath.version, records: chunk.map(\.record))
+                do {
+                    try exporter.export(batch)
+                } catch {
+                    firstError = firstError ?? String(describing: error)
+                    continue
+                }
+                for report in chunk { unlink(report.path) }
+                exported += chunk.count
+            }
+            return Delivery(exported: exported, skipped: collection.skipped, exportError: firstError)
         }
-        let batch = LogBatch(resource: resource, scopeName: Aftermath.scopeName,
-                             scopeVersion: Aftermath.version, records: collection.reports.map(\.record))
-        do {
-            try exporter.export(batch)
-        } catch {
-            return Delivery(exported: 0, skipped: collection.skipped, exportError: String(describing: error))
-        }
-        for report in collection.reports { unlink(report.path) }
-        return Delivery(exported: collection.reports.count, skipped: collection.skipped, exportError: nil)
     }
 
     /// Names in dir, sorted; hidden files ignored.
@@ -118,20 +144,20 @@ public struct ReportCollector: Sendable {
             .sorted()
     }
 
-    /// Pending crash files kept at most: a crash loop with no exporter reachable must not
-    /// fill the disk. The oldest beyond it are set aside with the reason.
+    /// Pending files of one kind kept at most: a crash or hang loop with no exporter reachable
+    /// must not fill the disk. The oldest beyond it are set aside with the reason.
     static let maximumPendingCrashes = 64
 
-    private func enforceCrashRetention(_ pass: inout Pass) {
-        let names = listing(directory.crashes).filter { $0.hasSuffix(".crash") }
+    func enforceRetention(_ pass: inout Pass, in dir: String, suffix: String, what: String) {
+        let names = listing(dir).filter { $0.hasSuffix(suffix) }
         guard names.count > Self.maximumPendingCrashes else { return }
         let dated = names.map { name -> (String, Int) in
-            let path = (directory.crashes as NSString).appendingPathComponent(name)
+            let path = (dir as NSString).appendingPathComponent(name)
             var st = stat()
             return (path, lstat(path, &st) == 0 ? Int(st.st_mtim.tv_sec) : 0)
         }.sorted { $0.1 < $1.1 }
         for (path, _) in dated.prefix(names.count - Self.maximumPendingCrashes) {
-            pass.skipped.append(setAside(path, reason: "retention: more than \(Self.maximumPendingCrashes) pending crash reports, the oldest set aside", quarantine: true))
+            pass.skipped.append(setAside(path, reason: "retention: more than \(Self.maximumPendingCrashes) pending \(what) reports, the oldest set aside", quarantine: true))
         }
     }
 

@@ -172,12 +172,12 @@ struct LateImageTests {
             .appendingPathComponent("aftermath-dlopen-\(UUID())").path
         await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
             ExitStatusTests.childStart(directory)
-            guard dlopen("libz.so.1", RTLD_NOW) != nil else { _exit(97) }
+            guard dlopen("libBrokenLocale.so.1", RTLD_NOW) != nil else { _exit(97) }
             UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
         }
         let crash = try #require(ReportCollector(directory: ReportDirectory(root: directory)).collect().reports.first?.crash)
-        let zlib = try #require(crash.images.first { $0.name.hasPrefix("libz.so") })
-        #expect(zlib.buildID.count == 40)
+        let late = try #require(crash.images.first { $0.name.hasPrefix("libBrokenLocale.so") })
+        #expect(late.buildID.count == 40)
         try? FileManager.default.removeItem(atPath: directory)
     }
 
@@ -192,7 +192,7 @@ struct LateImageTests {
         let crash = try #require(ReportCollector(directory: ReportDirectory(root: directory)).collect().reports.first?.crash)
         #expect(crash.images.contains { $0.isMainExecutable && $0.buildID == crash.context.appBuildID })
         #expect(crash.images.contains { $0.name == "libc.so.6" })
-        #expect(!crash.images.contains { $0.name.hasPrefix("libz.so") })
+        #expect(!crash.images.contains { $0.name.hasPrefix("libBrokenLocale.so") })
         try? FileManager.default.removeItem(atPath: directory)
     }
 }

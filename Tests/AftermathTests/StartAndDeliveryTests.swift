@@ -1,0 +1,77 @@
+import CSignalShim
+import Foundation
+import Testing
+@testable import Aftermath
+
+/// start() called twice, deliveries that overlap, and values longer than their file fields.
+@Suite("Start and delivery")
+struct StartAndDeliveryTests {
+    /// An exporter that takes its time and counts what it was given.
+    final class SlowCountingExporter: LogExporter, @unchecked Sendable {
+        let lock = NSLock()
+        var uids: [String] = []
+        func export(_ batch: LogBatch) throws {
+            Thread.sleep(forTimeInterval: 0.2)
+            lock.withLock { uids += batch.records.compactMap { $0[attribute: "log.record.uid"]?.stringValue } }
+        }
+    }
+
+    @Test("Two deliveries at once send each report once")
+    func overlappingDeliveries() throws {
+        let dir = try TestSupport.reportsDirectory()
+        let golden = try TestSupport.fixture("v1/sigsegv-null-depth12.crash")
+        try TestSupport.write(golden, to: dir.crashes + "/a.crash")
+        let exporter = SlowCountingExporter()
+        let group = DispatchGroup()
+        for _ in 0..<2 {
+            group.enter()
+            Thread.detachNewThread {
+                _ = ReportCollector(directory: dir).deliver(to: exporter, resource: Resource())
+                group.leave()
+            }
+        }
+        group.wait()
+        #expect(exporter.uids.count == 1)
+        #expect(!FileManager.default.fileExists(atPath: dir.crashes + "/a.crash"))
+    }
+
+    @Test("A refused batch does not hold back the batches after it")
+    func batches() throws {
+        let dir = try TestSupport.reportsDirectory()
+        let golden = try TestSupport.fixture("v1/sigsegv-null-depth12.crash")
+        for i in 0..<(ReportCollector.batchSize + 5) { try TestSupport.write(golden, to: dir.crashes + "/c\(i).crash") }
+        let exporter = InMemoryExporter()
+        exporter.failNext(1)
+        let delivery = ReportCollector(directory: dir).deliver(to: exporter, resource: Resource())
+        #expect(delivery.exported == 5)
+        #expect(delivery.exportError != nil)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.crashes).filter { $0.hasSuffix(".crash") }.count
+                == ReportCollector.batchSize)
+    }
+
+    @Test("start() twice in one process: the first run is not taken for a dead one")
+    func startTwice() async throws {
+        let directory: String = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-twice-\(UUID())").path
+        await #expect(processExitsWith: .success) { [directory = directory as String] in
+            let exporter = InMemoryExporter()
+            for version in ["1.0", "1.0"] {
+                let config = Aftermath.Configuration(serviceName: "twice", serviceVersion: version, exporter: exporter,
+                                                     reportsDirectory: directory, deliverPendingReportsSynchronously: true)
+                do { try Aftermath.start(config) } catch { exit(2) }
+            }
+            exit(exporter.records.contains { $0.eventName == "app.abnormal_exit" } ? 1 : 0)
+        }
+    }
+
+    @Test("A service.version longer than its field is clipped once, the same in memory and on disk")
+    func longValues() {
+        let long = String(repeating: "1.2.3-beta+", count: 7) + "é"
+        let config = Aftermath.Configuration(serviceName: String(repeating: "n", count: 300), serviceVersion: long,
+                                             exporter: InMemoryExporter(), reportsDirectory: "/tmp/unused")
+        let context = Aftermath.makeContext(config)
+        #expect(context.serviceVersion.utf8.count <= 63)
+        #expect(long.hasPrefix(context.serviceVersion))
+        #expect(ReportContext(Aftermath.cContext(context)).serviceVersion == context.serviceVersion)
+        #expect(ReportContext(Aftermath.cContext(context)).serviceName == context.serviceName)
+    }
+}
