@@ -6,9 +6,11 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first {
 case "crash": CrashBench.run(Array(arguments.dropFirst()))
 case "crash-child": CrashBench.child(Array(arguments.dropFirst()))
+case "start": StartBench.run(Array(arguments.dropFirst()))
+case "start-child": StartBench.child(Array(arguments.dropFirst()))
 case "hang": HangBench.run(Array(arguments.dropFirst()))
 case "error": ErrorBench.run(Array(arguments.dropFirst()))
 default:
-    print("usage: aftermath-bench crash [--runs N]")
+    print("usage: aftermath-bench crash [--runs N] | hang [--window S] [--hangs N] | error [--calls N] | start [--runs N]")
     exit(2)
 }

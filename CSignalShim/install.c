@@ -254,6 +254,15 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
     return 0;
 }
 
+uint32_t aft_installed_images(aft_image *images, uint32_t capacity) {
+    uint32_t n = atomic_load(&aft_g_known_image_count);
+    if (n > capacity) n = capacity;
+    memcpy(images, aft_g_known_images, (size_t)n * sizeof(aft_image));
+    return n;
+}
+
+void aft_installed_context(aft_context *context) { *context = aft_g_state.context; }
+
 void aft_uninstall(void) {
     if (!aft_g_state.installed) return;
     for (int i = 0; i < AFT_SIGNAL_COUNT; i++)

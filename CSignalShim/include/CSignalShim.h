@@ -33,6 +33,12 @@ typedef struct aft_install_options {
  * message in error (NUL-terminated). Calling it again replaces the context and directory. */
 int aft_install(const aft_install_options *options, char *error, size_t error_capacity);
 
+/* The images read at install (with build ids), in address order; returns their number. */
+uint32_t aft_installed_images(aft_image *images, uint32_t capacity);
+
+/* The context the handler writes (with the app build id read at install). */
+void aft_installed_context(aft_context *context);
+
 /* Restores the handlers that were there before aft_install (tests and benchmarks). */
 void aft_uninstall(void);
 

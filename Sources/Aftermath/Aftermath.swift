@@ -147,6 +147,13 @@ public enum Aftermath {
         CString.write(c.executablePath, into: &out.executable_path)
         CString.write(c.appRoot, into: &out.app_root)
         out.arch = Architecture.current
+        if let buildID = Hex.decode(c.appBuildID) {
+            withUnsafeMutableBytes(of: &out.app_build_id) { raw in
+                let bytes = buildID.prefix(raw.count)
+                raw.copyBytes(from: bytes)
+                out.app_build_id_size = UInt32(bytes.count)
+            }
+        }
         return out
     }
 
@@ -155,15 +162,11 @@ public enum Aftermath {
         (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments.first ?? ""
     }
 
-    /// The main executable's GNU build id, read from memory.
+    /// The main executable's GNU build id, as the handler read it from memory at install.
     static func currentAppBuildID() -> String? {
-        let exe = executablePath()
-        let fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var images = [aft_image](repeating: aft_image(), count: Int(AFT_MAX_IMAGES))
-        var truncated: UInt32 = 0
-        let n = exe.withCString { aft_images_from_maps_fd(fd, &images, UInt32(images.count), 1, $0, &truncated) }
-        return images.prefix(Int(n)).map(LoadedImage.init).first { $0.isMainExecutable }?.buildID
+        var context = aft_context()
+        aft_installed_context(&context)
+        let id = ReportContext(context).appBuildID
+        return id.isEmpty ? nil : id
     }
 }

@@ -19,13 +19,8 @@ enum HandledErrorRecorder {
 
     /// Prepares the recorder for a run: its directory, context and the loaded images.
     static func prepare(directory: String, context: ReportContext, maxPending: Int) {
-        var c = Aftermath.cContext(context)
-        withUnsafeMutableBytes(of: &c.app_build_id) { raw in
-            let bytes = RunRecorder.hexBytes(context.appBuildID).prefix(raw.count)
-            raw.copyBytes(from: bytes)
-            c.app_build_id_size = UInt32(bytes.count)
-        }
-        let images = loadImages()
+        let c = Aftermath.cContext(context)
+        let images = installedImages()
         let pending = countPending(directory)
         state.withLock {
             $0.directory = directory
@@ -123,6 +118,13 @@ enum HandledErrorRecorder {
             if !used.contains(where: { $0.start == image.start }) { used.append(image) }
         }
         return used
+    }
+
+    /// The images the crash handler read at install: no second read of /proc/self/maps at start.
+    static func installedImages() -> [aft_image] {
+        var images = [aft_image](repeating: aft_image(), count: Int(AFT_MAX_IMAGES))
+        let n = aft_installed_images(&images, UInt32(images.count))
+        return n > 0 ? images.prefix(Int(n)).sorted { $0.start < $1.start } : loadImages()
     }
 
     static func loadImages() -> [aft_image] {

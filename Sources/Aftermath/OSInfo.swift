@@ -19,8 +19,8 @@ public struct OSInfo: Sendable, Hashable {
         var fields: [String: String] = [:]
         for candidate in ["etc/os-release", "usr/lib/os-release"] {
             let path = (root as NSString).appendingPathComponent(candidate)
-            if let text = try? String(contentsOfFile: path, encoding: .utf8) {
-                fields = parseOSRelease(text)
+            if let bytes = try? FileReader.read(path, maximumSize: 64 * 1024) {
+                fields = parseOSRelease(String(decoding: bytes, as: UTF8.self))
                 break
             }
         }

@@ -43,13 +43,18 @@ public struct ReportDirectory: Sendable, Hashable {
     /// Creates the directories (mode 0700) that do not exist yet.
     public func prepare() throws(ReportStoreError) {
         for dir in [root, crashes, hangs, runs, errors, rejected] {
-            do {
-                try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,
-                                                        attributes: [.posixPermissions: 0o700])
-            } catch {
-                throw .cannotCreate(path: dir, reason: String(describing: error))
-            }
             var st = stat()
+            if lstat(dir, &st) != 0 {
+                // mkdir(2) directly: this runs in start(), on the app's launch path.
+                if mkdir(dir, 0o700) != 0 && errno != EEXIST {
+                    do {
+                        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,
+                                                                attributes: [.posixPermissions: 0o700])
+                    } catch {
+                        throw .cannotCreate(path: dir, reason: String(describing: error))
+                    }
+                }
+            }
             guard lstat(dir, &st) == 0, st.st_mode & S_IFMT == S_IFDIR else {
                 throw .cannotCreate(path: dir, reason: "not a directory")
             }

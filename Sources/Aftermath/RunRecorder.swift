@@ -26,11 +26,6 @@ enum RunRecorder {
         }
         var options = aft_run_options()
         options.context = Aftermath.cContext(context)
-        withUnsafeMutableBytes(of: &options.context.app_build_id) { raw in
-            let bytes = hexBytes(context.appBuildID).prefix(raw.count)
-            raw.copyBytes(from: bytes)
-            options.context.app_build_id_size = UInt32(bytes.count)
-        }
         options.watchdog_usec = watchdogMicroseconds()
         options.update_interval_ms = configuration.runUpdateIntervalMilliseconds
         options.catch_termination = configuration.recordTerminationSignals ? 1 : 0
@@ -59,16 +54,6 @@ enum RunRecorder {
         return usec
     }
 
-    static func hexBytes(_ hex: String) -> [UInt8] {
-        var out: [UInt8] = []
-        var high: UInt8?
-        for c in hex.utf8 {
-            guard let v = c.hexValue else { return [] }
-            if let h = high { out.append(h << 4 | v); high = nil } else { high = v }
-        }
-        return out
-    }
-
     /// Starts a new session: records the current one as the previous.
     static func startNewSession() -> UUID {
         let new = UUID()
@@ -90,15 +75,4 @@ enum RunRecorder {
         aft_run_set_screen(name ?? "")
     }
 
-}
-
-private extension UInt8 {
-    var hexValue: UInt8? {
-        switch self {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return self - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return self - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return self - UInt8(ascii: "A") + 10
-        default: return nil
-        }
-    }
 }
