@@ -157,8 +157,10 @@ static struct sigaction aft_async_previous(int signo) {
     return previous;
 }
 
-/* Hands the signal to what was there before, so the process ends exactly as it would have. */
-static void aft_async_chain(int signo, siginfo_t *info, void *ucontext) {
+/* Hands the signal to what was there before, so the process ends exactly as it would have.
+ * Returns 1 when the process is known to live on (a previous handler returned, or the kernel
+ * dropped the signal), 0 when the signal is still to take effect (a fault re-fires). */
+static int aft_async_chain(int signo, siginfo_t *info, void *ucontext) {
     struct sigaction previous = aft_async_previous(signo);
     int kernel = info != NULL && info->si_code > 0;
     if (kernel && !aft_async_is_function(&previous) && previous.sa_handler == SIG_IGN) {
@@ -167,7 +169,7 @@ static void aft_async_chain(int signo, siginfo_t *info, void *ucontext) {
         previous.sa_handler = SIG_DFL;
     }
     sigaction(signo, &previous, NULL);
-    if (aft_async_fault_refires(signo, info)) return;
+    if (aft_async_fault_refires(signo, info)) return 0;
 
     if (kernel && aft_async_is_function(&previous)) {
         /* A kernel signal that does not fire again (x86 int3, seccomp's SIGSYS): the previous
@@ -186,7 +188,7 @@ static void aft_async_chain(int signo, siginfo_t *info, void *ucontext) {
             previous.sa_handler(signo);
         }
         sigprocmask(SIG_SETMASK, &saved, NULL);
-        return;
+        return 1;
     }
 
     /* Re-raise on this thread with the original siginfo (sender pid/uid kept), then unblock
@@ -201,6 +203,28 @@ static void aft_async_chain(int signo, siginfo_t *info, void *ucontext) {
     if (!aft_async_is_function(&previous) && previous.sa_handler == SIG_DFL &&
         (kernel || info == NULL || info->si_pid == getpid()))
         _exit(128 + signo);
+    return 1;
+}
+
+/* The process lived through a signal it had a crash report written for: it was no crash.
+ * Withdraw the report and listen again, so a later real crash is reported. SIGABRT keeps its
+ * report: abort() goes on to end the process with the default action after a handler
+ * returns, and our handler is not asked again. */
+static void aft_async_survived(int signo) {
+    if (signo != SIGABRT) {
+        if (aft_g_state.crash_dir_fd >= 0) unlinkat(aft_g_state.crash_dir_fd, aft_g_state.final_name, 0);
+        int reserved = aft_g_state.reserved_fd;
+        aft_g_state.reserved_fd = -1; /* consumed: a later crash creates its file by name */
+        if (reserved >= 0) close(reserved);
+    }
+    struct sigaction ours;
+    aft_async_memset(&ours, 0, sizeof(ours));
+    ours.sa_sigaction = aft_async_handler;
+    ours.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&ours.sa_mask);
+    sigaction(signo, &ours, NULL);
+    atomic_store(&aft_g_crash_written, 0);
+    atomic_store(&aft_g_crashing_tid, 0);
 }
 
 /* Marks the half-written report of a handler that faulted: the next launch says so. */
@@ -258,6 +282,7 @@ void aft_async_handler(int signo, siginfo_t *info, void *ucontext) {
         for (int i = 0; i < 200 && !atomic_load(&aft_g_crash_written); i++)
             nanosleep(&ten_ms, NULL);
     }
-    aft_async_chain(signo, info, ucontext);
+    int first = expected == 0;
+    if (aft_async_chain(signo, info, ucontext) && first) aft_async_survived(signo);
     errno = saved_errno;
 }

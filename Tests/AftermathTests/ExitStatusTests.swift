@@ -248,6 +248,22 @@ struct DispositionTests {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
+    @Test("A trap the app handles and lives through is no crash: withdrawn, and a later crash is reported")
+    func survivedSignals() async throws {
+        let directory: String = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-survive-\(UUID())").path
+        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
+            var handled = sigaction()
+            handled.__sigaction_handler.sa_handler = { _ in }
+            sigaction(SIGTRAP, &handled, nil)
+            ExitStatusTests.childStart(directory)
+            raise(SIGTRAP)            // sent: re-raised to the app's handler, which returns
+            aft_test_breakpoint()     // the kernel's: handed to the app's handler, which returns
+            UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
+        }
+        #expect(Self.collect(directory).map(\.signal) == [SIGSEGV])
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
     @Test("A breakpoint trap the app ignores still kills (the kernel forces it), with a report")
     func ignoredForcedTrap() async throws {
         let directory: String = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-trap-\(UUID())").path
