@@ -36,7 +36,7 @@ static pthread_t aft_g_run_thread;
 static int aft_g_run_thread_running;
 static int aft_g_run_thread_stop;
 static int aft_g_run_hooks_registered;
-static int aft_g_run_exited;
+static _Atomic int aft_g_run_exited; /* set by on_exit while the updater may run */
 
 static void aft_run_set_error(char *error, size_t capacity, const char *what, int err) {
     if (error && capacity > 0) snprintf(error, capacity, "%s: %s", what, strerror(err));

@@ -358,7 +358,7 @@ void aft_watchdog_get_stats(aft_watchdog_stats *out) {
     out->late_ticks = atomic_load(&w->late_ticks);
     out->last_detection_latency_ns = atomic_load(&w->detection_latency_ns);
     out->last_detection_ns = atomic_load(&w->detection_ns);
-    out->last_capture_pause_ns = w->hang_info.capture_pause_ns;
+    out->last_capture_pause_ns = atomic_load(&w->last_capture_pause_ns);
     out->last_capture_method = atomic_load(&w->last_capture_method);
     out->signal_usable = (uint32_t)w->signal_usable;
     out->watched_tid = atomic_load(&w->armed) ? atomic_load(&w->watched_tid) : 0;

@@ -475,6 +475,7 @@ int aft_async_watchdog_begin_hang(aft_watchdog *w, uint64_t tid, uint64_t onset_
     w->hang_onset_ns = onset_ns;
     w->hang_stopped_ns = 0;
     atomic_store(&w->last_capture_method, h->capture_method);
+    atomic_store(&w->last_capture_pause_ns, h->capture_pause_ns);
     atomic_store(&w->detection_latency_ns, now_ns > onset_ns ? now_ns - onset_ns : 0);
     atomic_store(&w->detection_ns, now_ns);
     if (err == 0) {

@@ -81,6 +81,7 @@ typedef struct aft_watchdog {
     _Atomic uint64_t wakeups, hangs, ignored, late_ticks, detection_latency_ns, detection_ns;
     _Atomic uint64_t watchdog_tid;
     _Atomic uint32_t last_capture_method;
+    _Atomic uint64_t last_capture_pause_ns; /* for the stats: hang_info is the watchdog's own */
 } aft_watchdog;
 
 extern aft_watchdog aft_g_watchdog;
