@@ -12,40 +12,24 @@ extension ReportCollector {
     /// - A finished hang that was never acknowledged becomes a normal live record.
     /// - The running process's own hangs are left alone: its watchdog may be writing them, and
     ///   it reports them itself when they finish (``HangMonitor``). So are hangs another live
-///   instance of the app is in: its watchdog holds a lock on the file until the hang ends.
+    ///   instance of the app is in: its run file is locked while it lives.
     /// - A crash of the same run is reported too (`collectCrashes` runs first); the hang gets
     ///   `apsio.hang.run_crashed = true`. Both records, see ``HangRecordMapper``.
     /// - Bad files are set aside with their reason.
     func collectHangs(_ pass: inout Pass) {
-        if pass.quarantine { enforceRetention(&pass, in: directory.hangs, suffix: ".hang", what: "hang") }
-        for name in listing(directory.hangs) {
-            let path = (directory.hangs as NSString).appendingPathComponent(name)
-            let salvage: Bool
-            if name.hasSuffix(".hang") {
-                salvage = false
-            } else if name.hasSuffix(".hang.tmp") {
-                if hangFileInUse(path, tmp: true) { continue }
-                salvage = true
-            } else {
-                pass.skipped.append(setAside(path, reason: "unexpected file in hangs/", quarantine: pass.quarantine))
-                continue
-            }
-            do {
-                let file = try ReportFile.decode(FileReader.read(path), salvage: salvage)
-                let hang = try HangReport(file: file)
-                if let currentRunID, hang.context.runID == currentRunID { continue }
-                // A live instance reports its own hangs, finished or not: its run file is locked.
-                if runIsAlive(hang.context.runID) { continue }
-                if !hang.isFinished, hangFileInUse(path, tmp: false) { continue }
-                pass.reports.append(PendingReport(
-                    kind: .hang, path: path,
-                    record: HangRecordMapper.hang(hang, observedTimeUnixNano: pass.observedTimeUnixNano,
-                                                  runCrashed: pass.crashedRuns.contains(hang.context.runID)),
-                    crash: nil))
-            } catch {
-                pass.skipped.append(setAside(path, reason: error.description, quarantine: pass.quarantine))
-            }
-        }
+        forEachReportFile(&pass, in: directory.hangs, suffix: ".hang", what: "hang",
+                          tmpIsDead: { !hangFileInUse($0, tmp: true) }, accept: { pass, path, file in
+            let hang = try HangReport(file: file)
+            if let currentRunID, hang.context.runID == currentRunID { return }
+            // A live instance reports its own hangs, finished or not: its run file is locked.
+            if runIsAlive(hang.context.runID) { return }
+            if !hang.isFinished, hangFileInUse(path, tmp: false) { return }
+            pass.reports.append(PendingReport(
+                kind: .hang, path: path,
+                record: HangRecordMapper.hang(hang, observedTimeUnixNano: pass.observedTimeUnixNano,
+                                              runCrashed: pass.crashedRuns.contains(hang.context.runID)),
+                crash: nil))
+        })
     }
 
     /// The run's file is locked: its process is alive.

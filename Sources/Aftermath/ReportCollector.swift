@@ -63,33 +63,51 @@ public struct ReportCollector: Sendable {
 
     /// crashes/: committed crash files, and the .tmp of a handler that died while writing.
     func collectCrashes(_ pass: inout Pass) {
-        if pass.quarantine { enforceRetention(&pass, in: directory.crashes, suffix: ".crash", what: "crash") }
-        for name in listing(directory.crashes) {
-            let path = (directory.crashes as NSString).appendingPathComponent(name)
+        let quarantine = pass.quarantine
+        forEachReportFile(&pass, in: directory.crashes, suffix: ".crash", what: "crash", tmpIsDead: { path in
+            switch reserveState(path) {
+            case .heldByLiveRun: return false
+            case .emptyOfDeadRun:
+                if quarantine { unlink(path) } // that run ended without crashing
+                return false
+            case .writtenByDeadRun: return true
+            }
+        }, accept: { pass, path, file in
+            let crash = try file.crashReport()
+            pass.crashedRuns.insert(crash.context.runID)
+            pass.reports.append(PendingReport(
+                kind: .crash, path: path,
+                record: RecordMapper.crash(crash, observedTimeUnixNano: pass.observedTimeUnixNano),
+                crash: crash))
+        })
+    }
+
+    /// The walk every report directory shares: the oldest files beyond the retention limit
+    /// set aside; `*<suffix>` is a committed file; `*<suffix>.tmp` a writer's leftover, decoded
+    /// (salvaged) only when tmpIsDead says its writer is gone; anything else is set aside. A
+    /// decoded file goes to accept; what it throws sets the file aside with the reason.
+    func forEachReportFile(_ pass: inout Pass, in dir: String, suffix: String, what: String,
+                           tmpIsDead: (String) -> Bool,
+                           accept: (inout Pass, String, ReportFile) throws -> Void) {
+        if pass.quarantine { enforceRetention(&pass, in: dir, suffix: suffix, what: what) }
+        for name in listing(dir) {
+            let path = (dir as NSString).appendingPathComponent(name)
             let salvage: Bool
-            if name.hasSuffix(".crash") {
+            if name.hasSuffix(suffix) {
                 salvage = false
-            } else if name.hasSuffix(".crash.tmp") {
-                switch reserveState(path) {
-                case .heldByLiveRun: continue
-                case .emptyOfDeadRun:
-                    if pass.quarantine { unlink(path) } // that run ended without crashing
-                    continue
-                case .writtenByDeadRun: salvage = true
-                }
+            } else if name.hasSuffix(suffix + ".tmp") {
+                guard tmpIsDead(path) else { continue }
+                salvage = true
             } else {
-                pass.skipped.append(setAside(path, reason: "unexpected file in crashes/", quarantine: pass.quarantine))
+                let folder = (dir as NSString).lastPathComponent
+                pass.skipped.append(setAside(path, reason: "unexpected file in \(folder)/", quarantine: pass.quarantine))
                 continue
             }
             do {
-                let crash = try ReportFile.decode(FileReader.read(path), salvage: salvage).crashReport()
-                pass.crashedRuns.insert(crash.context.runID)
-                pass.reports.append(PendingReport(
-                    kind: .crash, path: path,
-                    record: RecordMapper.crash(crash, observedTimeUnixNano: pass.observedTimeUnixNano),
-                    crash: crash))
+                try accept(&pass, path, try ReportFile.decode(FileReader.read(path), salvage: salvage))
             } catch {
-                pass.skipped.append(setAside(path, reason: error.description, quarantine: pass.quarantine))
+                let reason = (error as? ReportFileError)?.description ?? String(describing: error)
+                pass.skipped.append(setAside(path, reason: reason, quarantine: pass.quarantine))
             }
         }
     }
