@@ -82,8 +82,7 @@ struct ExitStatusTests {
 
     @Test("Same signal with and without Aftermath, and a crash file that decodes", arguments: Fault.allCases)
     func matrix(_ fault: Fault) async throws {
-        let directory: String = FileManager.default.temporaryDirectory
-            .appendingPathComponent("aftermath-exit-\(fault.rawValue)-\(UUID())").path
+        let directory: String = TestSupport.childDirectory("exit-\(fault.rawValue)")
         let faultName: String = fault.rawValue
         let expected = ExitTest.Condition.signal(fault.signal)
         await #expect(processExitsWith: expected) { [faultName = faultName as String] in
@@ -130,8 +129,7 @@ struct ExitStatusTests {
 struct HandlerFaultTests {
     @Test("A different signal inside the handler: the process dies of the original crash")
     func nestedFault() async throws {
-        let directory: String = FileManager.default.temporaryDirectory
-            .appendingPathComponent("aftermath-nested-\(UUID())").path
+        let directory: String = TestSupport.childDirectory("nested")
         // The app's crash is SIGILL; the handler then faults with SIGSEGV while writing.
         await #expect(processExitsWith: .signal(SIGILL)) { [directory = directory as String] in
             ExitStatusTests.childStart(directory)
@@ -149,8 +147,7 @@ struct HandlerFaultTests {
 
     @Test("The same signal inside the handler: the kernel ends the process, no hang")
     func sameSignal() async throws {
-        let directory: String = FileManager.default.temporaryDirectory
-            .appendingPathComponent("aftermath-nested-same-\(UUID())").path
+        let directory: String = TestSupport.childDirectory("nested-same")
         await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
             ExitStatusTests.childStart(directory)
             aft_test_fault_inside_handler(1)
@@ -168,8 +165,7 @@ struct HandlerFaultTests {
 struct LateImageTests {
     @Test("A library dlopen'ed after start is in the crash's images, with its build id")
     func dlopenAfterStart() async throws {
-        let directory: String = FileManager.default.temporaryDirectory
-            .appendingPathComponent("aftermath-dlopen-\(UUID())").path
+        let directory: String = TestSupport.childDirectory("dlopen")
         await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
             ExitStatusTests.childStart(directory)
             guard dlopen("libBrokenLocale.so.1", RTLD_NOW) != nil else { _exit(97) }
@@ -183,8 +179,7 @@ struct LateImageTests {
 
     @Test("Without a dlopen the install-time images are used, and they match the process")
     func snapshot() async throws {
-        let directory: String = FileManager.default.temporaryDirectory
-            .appendingPathComponent("aftermath-snapshot-\(UUID())").path
+        let directory: String = TestSupport.childDirectory("snapshot")
         await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
             ExitStatusTests.childStart(directory)
             UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
@@ -209,7 +204,7 @@ struct DispositionTests {
 
     @Test("A forked child's crash and its parent's: two whole reports, neither overwrites the other")
     func forkedChild() async throws {
-        let directory: String = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-fork-\(UUID())").path
+        let directory: String = TestSupport.childDirectory("fork")
         await #expect(processExitsWith: .signal(SIGILL)) { [directory = directory as String] in
             ExitStatusTests.childStart(directory)
             let pid = fork()
@@ -229,7 +224,7 @@ struct DispositionTests {
 
     @Test("Eight threads crash at once: one report (the first thread wins), the process dies of it")
     func concurrentCrashes() async throws {
-        let directory: String = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-race-\(UUID())").path
+        let directory: String = TestSupport.childDirectory("race")
         await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
             ExitStatusTests.childStart(directory)
             for _ in 0..<8 {
@@ -250,7 +245,7 @@ struct DispositionTests {
 
     @Test("A trap the app handles and lives through is no crash: withdrawn, and a later crash is reported")
     func survivedSignals() async throws {
-        let directory: String = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-survive-\(UUID())").path
+        let directory: String = TestSupport.childDirectory("survive")
         await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
             var handled = sigaction()
             handled.__sigaction_handler.sa_handler = { _ in }
@@ -266,7 +261,7 @@ struct DispositionTests {
 
     @Test("A breakpoint trap the app ignores still kills (the kernel forces it), with a report")
     func ignoredForcedTrap() async throws {
-        let directory: String = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-trap-\(UUID())").path
+        let directory: String = TestSupport.childDirectory("trap")
         await #expect(processExitsWith: .signal(SIGTRAP)) {
             signal(SIGTRAP, SIG_IGN)
             aft_test_breakpoint()
@@ -282,7 +277,7 @@ struct DispositionTests {
 
     @Test("A sent signal the app ignores: the process lives on, and no crash is reported")
     func ignoredSentSignal() async throws {
-        let directory: String = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-ign-\(UUID())").path
+        let directory: String = TestSupport.childDirectory("ign")
         await #expect(processExitsWith: .success) { [directory = directory as String] in
             signal(SIGTRAP, SIG_IGN)
             ExitStatusTests.childStart(directory)

@@ -51,7 +51,7 @@ struct StartAndDeliveryTests {
 
     @Test("start() twice in one process: the first run is not taken for a dead one")
     func startTwice() async throws {
-        let directory: String = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-twice-\(UUID())").path
+        let directory: String = TestSupport.childDirectory("twice")
         await #expect(processExitsWith: .success) { [directory = directory as String] in
             let exporter = InMemoryExporter()
             for version in ["1.0", "1.0"] {

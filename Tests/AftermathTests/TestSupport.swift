@@ -19,6 +19,11 @@ enum TestSupport {
         return directory
     }
 
+    /// A fresh, not yet created reports directory for a child process (exit tests).
+    static func childDirectory(_ tag: String) -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-\(tag)-\(UUID())").path
+    }
+
     static func write(_ bytes: [UInt8], to path: String) throws {
         try Data(bytes).write(to: URL(fileURLWithPath: path))
     }
