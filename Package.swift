@@ -1,10 +1,23 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+// Aftermath's modules, by when their code runs:
+// - CSignalShim (C): crash time and the hang watchdog; the only code that runs while the
+//   process is broken.
+// - Aftermath: the running app's API: start, recording, delivery, FileExporter.
+// - AftermathNextLaunch: reading what earlier runs left, judging exits, mapping to records.
+// - AftermathOTLP: the OTLP log model, its JSON and protobuf encoders, the exporter protocol.
+// - AftermathOTLPHTTP (product): the OTLP/HTTP exporter; the only module that links
+//   FoundationNetworking.
+// - AftermathTesting (product): an in-memory exporter for apps' tests.
+// - AftermathSymbolication: tools only (the `aftermath` command), never linked into apps.
+// README.md, section Layout, says what each may depend on.
 let package = Package(
     name: "Aftermath",
     products: [
         .library(name: "Aftermath", targets: ["Aftermath"]),
+        .library(name: "AftermathOTLPHTTP", targets: ["AftermathOTLPHTTP"]),
+        .library(name: "AftermathTesting", targets: ["AftermathTesting"]),
         .executable(name: "aftermath", targets: ["AftermathCLI"]),
         .executable(name: "crash-harness", targets: ["CrashHarness"]),
         .executable(name: "hang-harness", targets: ["HangHarness"]),
@@ -12,52 +25,100 @@ let package = Package(
         .executable(name: "aftermath-bench", targets: ["AftermathBench"]),
     ],
     targets: [
-        // C: everything that runs while the process is broken. See CSignalShim/README.md.
+        // Debian: libunwind-dev. pkg-config gives the flags; a missing package says what to install.
+        .systemLibrary(
+            name: "CLibunwind",
+            path: "CSignalShim/libunwind",
+            pkgConfig: "libunwind",
+            providers: [.apt(["libunwind-dev"])]
+        ),
+        // Crash time (C). Warnings are enforced by scripts/check-c.sh in CI, not by flags here:
+        // a product's target with unsafe flags cannot be depended on by version.
         .target(
             name: "CSignalShim",
+            dependencies: ["CLibunwind"],
             path: "CSignalShim",
-            cSettings: [
-                .unsafeFlags(["-std=c11", "-Wall", "-Wextra", "-Werror=implicit-function-declaration"]),
-                .define("_GNU_SOURCE"),
-            ],
-            linkerSettings: [.linkedLibrary("unwind")]
+            exclude: ["libunwind", "README.md"],
+            cSettings: [.define("_GNU_SOURCE")]
+        ),
+        .target(
+            name: "AftermathOTLP",
+            path: "Sources/AftermathOTLP"
+        ),
+        .target(
+            name: "AftermathNextLaunch",
+            dependencies: ["CSignalShim", "AftermathOTLP"],
+            path: "Sources/AftermathNextLaunch"
         ),
         .target(
             name: "Aftermath",
-            dependencies: ["CSignalShim"],
+            dependencies: ["CSignalShim", "AftermathNextLaunch", "AftermathOTLP"],
             path: "Sources/Aftermath"
+        ),
+        .target(
+            name: "AftermathOTLPHTTP",
+            dependencies: ["AftermathOTLP"],
+            path: "Sources/AftermathOTLPHTTP"
+        ),
+        .target(
+            name: "AftermathTesting",
+            dependencies: ["AftermathOTLP"],
+            path: "Sources/AftermathTesting"
+        ),
+        .target(
+            name: "AftermathSymbolication",
+            dependencies: ["AftermathNextLaunch"],
+            path: "Sources/AftermathSymbolication"
         ),
         .executableTarget(
             name: "AftermathCLI",
-            dependencies: ["Aftermath"],
+            dependencies: ["AftermathNextLaunch", "AftermathSymbolication", "AftermathOTLP"],
             path: "Sources/AftermathCLI"
+        ),
+
+        // Test-only: real faults and the crash writer's fault hook. No product links it.
+        .target(
+            name: "CHarnessFaults",
+            path: "Harness/CFaults",
+            cSettings: [.define("_GNU_SOURCE")]
+        ),
+        .target(
+            name: "HarnessSupport",
+            dependencies: ["Aftermath", "AftermathNextLaunch", "AftermathTesting", "CSignalShim", "CHarnessFaults"],
+            path: "Harness/Support"
         ),
         .executableTarget(
             name: "CrashHarness",
-            dependencies: ["Aftermath", "CSignalShim"],
-            path: "Harness"
+            dependencies: ["HarnessSupport", "Aftermath", "AftermathNextLaunch", "AftermathSymbolication",
+                           "AftermathTesting", "CSignalShim", "CHarnessFaults"],
+            path: "Harness/Crash"
         ),
         .executableTarget(
             name: "HangHarness",
-            dependencies: ["Aftermath", "CSignalShim"],
-            path: "HangHarness"
+            dependencies: ["HarnessSupport", "Aftermath", "AftermathNextLaunch", "AftermathSymbolication",
+                           "AftermathTesting", "CSignalShim"],
+            path: "Harness/Hang"
         ),
         .executableTarget(
             name: "ExitHarness",
-            dependencies: ["Aftermath", "CSignalShim"],
-            path: "ExitHarness"
+            dependencies: ["HarnessSupport", "Aftermath", "AftermathNextLaunch", "AftermathTesting", "CSignalShim"],
+            path: "Harness/Exit"
         ),
         .executableTarget(
             name: "AftermathBench",
-            dependencies: ["Aftermath", "CSignalShim"],
-            path: "Bench"
+            dependencies: ["HarnessSupport", "Aftermath", "AftermathNextLaunch", "AftermathOTLP",
+                           "AftermathTesting", "CSignalShim", "CHarnessFaults"],
+            path: "Harness/Bench"
         ),
+
         .testTarget(
             name: "AftermathTests",
-            dependencies: ["Aftermath", "CSignalShim"],
+            dependencies: ["Aftermath", "AftermathNextLaunch", "AftermathOTLP", "AftermathOTLPHTTP",
+                           "AftermathTesting", "AftermathSymbolication", "CSignalShim", "CHarnessFaults"],
             path: "Tests/AftermathTests",
             resources: [.copy("Fixtures")]
         ),
     ],
-    swiftLanguageModes: [.v6]
+    swiftLanguageModes: [.v6],
+    cLanguageStandard: .c11
 )

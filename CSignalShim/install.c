@@ -269,20 +269,3 @@ void aft_uninstall(void) {
         sigaction(aft_g_signals[i], &aft_g_state.previous[i], NULL);
     aft_g_state.installed = 0;
 }
-
-int aft_write_test_crash(int signal, int code, uint64_t fault_address) {
-    if (aft_g_state.crash_dir_fd < 0) return EBADF;
-    ucontext_t uc;
-    if (getcontext(&uc) != 0) return errno;
-    siginfo_t info;
-    memset(&info, 0, sizeof(info));
-    info.si_signo = signal;
-    info.si_code = code;
-    info.si_addr = (void *)(uintptr_t)fault_address;
-    uint64_t entry = aft_async_now_ns(CLOCK_MONOTONIC);
-    /* Not the reserved file: that one stays for a real crash. */
-    char tmp_name[AFT_FILE_NAME_CAPACITY];
-    aft_async_id_file_name(tmp_name, sizeof(tmp_name), aft_g_state.context.report_id,
-                           ".crash.test.tmp");
-    return aft_async_write_crash(signal, &info, &uc, entry, -1, tmp_name);
-}

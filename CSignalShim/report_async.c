@@ -94,7 +94,7 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
     aft_async_emit_section(&w, AFT_SECTION_FRAMES, sizeof(uint64_t), spec->frame_count,
                            spec->frames_truncated ? AFT_SECTION_TRUNCATED : 0, spec->frames);
     aft_async_flush(&w); /* the most useful part is on disk before the maps are read */
-    if (aft_g_test_fault_in_writer) *(volatile int *)(uintptr_t)aft_g_test_fault_in_writer = 0;
+    if (&aft_g_test_fault_in_writer != NULL && aft_g_test_fault_in_writer) *(volatile int *)(uintptr_t)aft_g_test_fault_in_writer = 0;
 
     uint32_t image_count = 0, images_truncated = 0;
     const aft_image *images = spec->images;

@@ -97,8 +97,9 @@ uint32_t aft_async_frame_pointer_walk(uint64_t pc, uint64_t fp, uint64_t *frames
 
 /* ---- the report writer (report_async.c) ---- */
 /* Tests only: when non-zero, the writer stores to this (unmapped) address after its first
- * flush, to prove that a fault inside the handler neither hangs nor loops. */
-extern volatile uintptr_t aft_g_test_fault_in_writer;
+ * flush, to prove that a fault inside the handler neither hangs nor loops. Defined only by the
+ * test-only C target (Harness/CFaults): apps never link it, so this weak reference is NULL. */
+extern volatile uintptr_t aft_g_test_fault_in_writer __attribute__((weak));
 typedef struct aft_report_spec {
     uint32_t kind;                 /* AFT_KIND_* */
     uint32_t flags;                /* AFT_FLAG_* */

@@ -71,20 +71,6 @@ uint32_t aft_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity, uint64_
  * of its own callers. Returns the number of frames written. */
 uint32_t aft_current_stack(uint64_t *frames, uint32_t capacity, uint32_t skip);
 
-/* Writes a crash report for a synthetic signal, as the handler would, without dying.
- * For tests and benchmarks only; returns 0 or an errno value. */
-int aft_write_test_crash(int signal, int code, uint64_t fault_address);
-
-/* Real faults for the harness, tests and benchmark (test_faults.c). */
-/* Integer division through the CPU's divide instruction: SIGFPE (FPE_INTDIV) when b == 0. */
-int32_t aft_test_divide(int32_t a, int32_t b);
-/* Executes an undefined instruction: SIGILL (ILL_ILLOPN). */
-void aft_test_illegal_instruction(void);
-/* Executes a breakpoint instruction: SIGTRAP. */
-void aft_test_breakpoint(void);
-/* Makes the crash writer itself fault (a store to address 16) after its first flush. */
-void aft_test_fault_inside_handler(int enabled);
-
 #ifdef __cplusplus
 }
 #endif

@@ -1,3 +1,5 @@
+import AftermathNextLaunch
+
 extension Aftermath {
     /// Everything ``Aftermath/start(_:)`` needs. Only the service's name, version and an
     /// exporter are required.
@@ -11,42 +13,42 @@ extension Aftermath {
         public var reportsDirectory: String
         /// Receives the records; a file is deleted only after its record is acknowledged.
         public var exporter: any LogExporter
-        /// Images under this directory are in-app (section 6.5). Default: the executable's directory.
+        /// Images under this directory are in-app. Default: the executable's directory.
         public var appRoot: String?
         /// fsync each crash file before it is renamed into place (about 0.2-0.3 ms per crash).
         public var fsyncReports: Bool
         /// Deliver earlier runs' reports before ``Aftermath/start(_:)`` returns, instead of on a
         /// background thread.
         public var deliverPendingReportsSynchronously: Bool
-        /// Benchmarks only: the handler writes its duration (UInt64 ns) to this descriptor.
-        public var handlerTimingFileDescriptor: Int32
-        /// Root of the proc file system the run record reads ("/proc"; a crafted tree in tests).
-        public var procRoot: String
-        /// Root of the sys file system the run record reads ("/sys"; a crafted tree in tests).
-        public var sysRoot: String
-        /// How often the run record's evidence is refreshed, in milliseconds (default 1000).
-        public var runUpdateIntervalMilliseconds: UInt32 = 1000
+        /// How often the run record's evidence is refreshed (default 1 s).
+        public var runUpdateInterval: Duration = .seconds(1)
         /// Record SIGTERM, SIGINT and SIGHUP in the run record, then let them act as before.
         public var recordTerminationSignals = true
         /// Run files kept at most (default 64); older ones are removed first.
         public var maxRunFiles = 64
-        /// Run files older than this are removed (default 7 days), in seconds.
-        public var maxRunAgeSeconds: Double = 7 * 24 * 3600
+        /// Run files older than this are removed (default 7 days).
+        public var maxRunAge: Duration = .seconds(7 * 24 * 3600)
         /// Handled errors waiting in errors/ at most (default 256); later ones are dropped.
         public var maxPendingErrors = 256
-        /// The watched thread blocked longer than this is a hang, in milliseconds (default 250).
-        public var hangThresholdMilliseconds: UInt32 = 250
+        /// The watched thread blocked longer than this is a hang (default 250 ms).
+        public var hangThreshold: Duration = .milliseconds(250)
         /// Signal sent to the blocked thread to take its stack (default SIGURG). Never used when
         /// the app has its own handler for it; the stack then comes from /proc.
         public var hangCaptureSignal: Int32 = HangMonitor.defaultCaptureSignal
         /// Where the hang watchdog's heartbeat comes from (default: main-queue pings).
         public var hangHeartbeat: HangHeartbeat = .mainQueue
 
+        /// Benchmarks only: the handler writes its duration (UInt64 ns) to this descriptor.
+        package var handlerTimingFileDescriptor: Int32 = -1
+        /// Root of the proc file system the run record reads ("/proc"; a crafted tree in tests).
+        package var procRoot = "/proc"
+        /// Root of the sys file system the run record reads ("/sys"; a crafted tree in tests).
+        package var sysRoot = "/sys"
+
         /// A configuration with the defaults.
         public init(serviceName: String, serviceVersion: String, exporter: any LogExporter,
                     reportsDirectory: String? = nil, appRoot: String? = nil,
-                    fsyncReports: Bool = true, deliverPendingReportsSynchronously: Bool = false,
-                    procRoot: String = "/proc", sysRoot: String = "/sys") {
+                    fsyncReports: Bool = true, deliverPendingReportsSynchronously: Bool = false) {
             self.serviceName = serviceName
             self.serviceVersion = serviceVersion
             self.exporter = exporter
@@ -54,9 +56,20 @@ extension Aftermath {
             self.appRoot = appRoot
             self.fsyncReports = fsyncReports
             self.deliverPendingReportsSynchronously = deliverPendingReportsSynchronously
-            self.handlerTimingFileDescriptor = -1
-            self.procRoot = procRoot
-            self.sysRoot = sysRoot
         }
+    }
+}
+
+extension Duration {
+    /// The duration in (fractional) seconds.
+    var seconds: Double {
+        let (s, attoseconds) = components
+        return Double(s) + Double(attoseconds) / 1e18
+    }
+
+    /// The duration in whole milliseconds, clamped to UInt32.
+    var clampedMilliseconds: UInt32 {
+        let ms = seconds * 1000
+        return ms <= 0 ? 0 : ms >= Double(UInt32.max) ? UInt32.max : UInt32(ms)
     }
 }

@@ -1,3 +1,5 @@
+@_exported import AftermathOTLP
+import AftermathNextLaunch
 import CSignalShim
 import Foundation
 import Synchronization
@@ -8,18 +10,16 @@ import Synchronization
 /// handler and sent as OpenTelemetry log records on the next launch.
 public enum Aftermath {
     /// Version of this SDK (telemetry.sdk.version).
-    public static let version = "0.1.0"
-    /// Instrumentation scope name of the records.
-    public static let scopeName = "dev.apsio.aftermath"
+    public static let version = SDK.version
 
     /// What the running process prepared at start.
-    struct Running: Sendable {
+    package struct Running: Sendable {
         var configuration: Configuration
         var directory: ReportDirectory
         var context: ReportContext
     }
 
-    static let state = Mutex<Running?>(nil)
+    package static let state = Mutex<Running?>(nil)
     static let hangDetectionProblem = Mutex<String?>(nil)
 
     /// Why hang detection is off in this run (the watchdog could not start), or nil.
@@ -32,12 +32,18 @@ public enum Aftermath {
     /// configuration's exporter: in the background, or before returning when
     /// ``Configuration/deliverPendingReportsSynchronously`` is set. Calling it again replaces
     /// the configuration and starts a new run context.
-    /// - Throws: ``ReportStoreError`` when the reports directory cannot be used or the handlers
+    /// - Throws: ``StartError`` when the reports directory cannot be used or the handlers
     ///   cannot be installed. The app keeps running either way. A watchdog that cannot start
     ///   does not throw: see ``hangDetectionError``.
-    public static func start(_ configuration: Configuration) throws(ReportStoreError) {
+    public static func start(_ configuration: Configuration) throws(StartError) {
         let directory = ReportDirectory(root: configuration.reportsDirectory)
-        try directory.prepare()
+        do {
+            try directory.prepare()
+        } catch {
+            switch error {
+            case .cannotCreate(let path, let reason): throw .reportsDirectoryUnusable(path: path, reason: reason)
+            }
+        }
         let context = makeContext(configuration)
         var options = aft_install_options()
         options.fsync_reports = configuration.fsyncReports ? 1 : 0
@@ -49,7 +55,7 @@ public enum Aftermath {
             return aft_install(&options, &error, error.count)
         }
         guard status == 0 else {
-            throw .installFailed(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+            throw .crashHandlersNotInstalled(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
         }
         // The build id the handler read from memory is the one records carry.
         var installed = context
@@ -65,7 +71,7 @@ public enum Aftermath {
             hangDetectionProblem.withLock { $0 = error.description }
         }
 
-        let collector = ReportCollector(directory: directory, currentRunID: installed.runID)
+        let collector = self.collector(configuration, directory: directory, context: installed)
         let resource = self.resource(for: configuration)
         if configuration.deliverPendingReportsSynchronously {
             _ = collector.deliver(to: configuration.exporter, resource: resource)
@@ -80,41 +86,34 @@ public enum Aftermath {
 
     /// Collects and exports what is pending now, synchronously; nil before ``start(_:)``.
     @discardableResult
-    public static func deliverPendingReports() -> ReportCollector.Delivery? {
+    public static func deliverPendingReports() -> Delivery? {
         guard let running = state.withLock({ $0 }) else { return nil }
-        let collector = ReportCollector(directory: running.directory, currentRunID: running.context.runID)
-        return collector.deliver(to: running.configuration.exporter, resource: resource(for: running.configuration))
+        let collector = self.collector(running.configuration, directory: running.directory, context: running.context)
+        return Delivery(collector.deliver(to: running.configuration.exporter, resource: resource(for: running.configuration)))
     }
 
     /// The session of the running process; nil before ``start(_:)``.
     public static var sessionID: UUID? { state.withLock { $0?.context.sessionID } }
 
     /// This run's context (ids, release, OS) as records carry it; nil before ``start(_:)``.
-    public static var currentContext: ReportContext? { state.withLock { $0?.context } }
+    package static var currentContext: ReportContext? { state.withLock { $0?.context } }
 
     /// The resource of records sent by this launch: it describes the reporting process.
-    static func resource(for c: Configuration) -> Resource {
-        resource(serviceName: c.serviceName, serviceVersion: c.serviceVersion)
+    package static func resource(for c: Configuration) -> Resource {
+        SDK.resource(serviceName: c.serviceName, serviceVersion: c.serviceVersion)
     }
 
-    /// The resource attributes Aftermath sends: the reporting process's service, SDK and OS.
-    public static func resource(serviceName: String, serviceVersion: String) -> Resource {
-        let os = OSInfo.current()
-        return Resource(attributes: [
-            Attribute("service.name", .string(serviceName)),
-            Attribute("service.version", .string(serviceVersion)),
-            Attribute("telemetry.sdk.name", "aftermath"),
-            Attribute("telemetry.sdk.language", "swift"),
-            Attribute("telemetry.sdk.version", .string(version)),
-            Attribute("os.type", "linux"),
-            Attribute("os.name", .string(os.name)),
-            Attribute("os.version", .string(os.version)),
-            Attribute("host.arch", .string(Architecture.name(Architecture.current) == "x86_64" ? "amd64" : "arm64")),
-            Attribute("process.pid", .int(Int64(getpid()))),
-        ])
+    /// A collector that judges dead runs with this launch's release, OS and configured roots.
+    static func collector(_ c: Configuration, directory: ReportDirectory, context: ReportContext) -> ReportCollector {
+        let environment = ExitEnvironment(procRoot: c.procRoot, sysRoot: c.sysRoot, serviceVersion: context.serviceVersion,
+                                          appBuildID: context.appBuildID.isEmpty ? nil : context.appBuildID,
+                                          osName: context.osName, osVersion: context.osVersion,
+                                          kernelRelease: context.kernelRelease)
+        let limits = ReportCollector.Limits(maxRunFiles: c.maxRunFiles, maxRunAgeSeconds: c.maxRunAge.seconds)
+        return ReportCollector(directory: directory, currentRunID: context.runID, environment: environment, limits: limits)
     }
 
-    static func makeContext(_ c: Configuration) -> ReportContext {
+    package static func makeContext(_ c: Configuration) -> ReportContext {
         let os = OSInfo.current()
         let exe = executablePath()
         let root = c.appRoot ?? (exe as NSString).deletingLastPathComponent
@@ -128,11 +127,11 @@ public enum Aftermath {
             serviceVersion: clip(c.serviceVersion, AFT_SHORT_STRING), appBuildID: "",
             osName: clip(os.name, AFT_SHORT_STRING), osVersion: clip(os.version, AFT_SHORT_STRING),
             kernelRelease: clip(os.kernelRelease, AFT_SHORT_STRING),
-            architecture: Architecture.name(Architecture.current),
+            architecture: .current,
             executablePath: clip(exe, AFT_PATH_CAPACITY), appRoot: clip(root, AFT_PATH_CAPACITY))
     }
 
-    static func cContext(_ c: ReportContext) -> aft_context {
+    package static func cContext(_ c: ReportContext) -> aft_context {
         var out = aft_context()
         withUnsafeMutableBytes(of: &out.report_id) { $0.copyBytes(from: c.reportID.bytes) }
         withUnsafeMutableBytes(of: &out.session_id) { $0.copyBytes(from: c.sessionID.bytes) }
@@ -146,7 +145,7 @@ public enum Aftermath {
         CString.write(c.kernelRelease, into: &out.kernel_release)
         CString.write(c.executablePath, into: &out.executable_path)
         CString.write(c.appRoot, into: &out.app_root)
-        out.arch = Architecture.current
+        out.arch = Architecture.current.code
         if let buildID = Hex.decode(c.appBuildID) {
             withUnsafeMutableBytes(of: &out.app_build_id) { raw in
                 let bytes = buildID.prefix(raw.count)
@@ -158,7 +157,7 @@ public enum Aftermath {
     }
 
     /// The main executable's path, as /proc/self/maps names it.
-    static func executablePath() -> String {
+    package static func executablePath() -> String {
         (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments.first ?? ""
     }
 

@@ -1,4 +1,6 @@
-import Aftermath
+import AftermathNextLaunch
+import AftermathOTLP
+import AftermathSymbolication
 import Foundation
 
 /// The debug command's three views.
@@ -55,8 +57,8 @@ enum CLI {
     }
 
     static func dump(_ reports: [PendingReport]) -> String {
-        let resource = Aftermath.resource(serviceName: "aftermath-cli", serviceVersion: Aftermath.version)
-        let batch = LogBatch(resource: resource, scopeName: Aftermath.scopeName, scopeVersion: Aftermath.version,
+        let resource = SDK.resource(serviceName: "aftermath-cli", serviceVersion: SDK.version)
+        let batch = LogBatch(resource: resource, scopeName: SDK.scopeName, scopeVersion: SDK.version,
                              records: reports.map(\.record))
         return OTLPJSON.encodeString(batch, pretty: true)
     }

@@ -2,7 +2,9 @@
 //   aftermath list [--dir DIR | --service NAME]
 //   aftermath show ID [--dir DIR | --service NAME]
 //   aftermath dump [--dir DIR | --service NAME]
-import Aftermath
+import AftermathNextLaunch
+import AftermathOTLP
+import AftermathSymbolication
 import Foundation
 
 let usage = """

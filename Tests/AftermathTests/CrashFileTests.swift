@@ -1,7 +1,13 @@
 import CSignalShim
 import Foundation
 import Testing
-@testable import Aftermath
+import Aftermath
+import AftermathNextLaunch
+import AftermathOTLP
+import AftermathTesting
+import AftermathOTLPHTTP
+import AftermathSymbolication
+import CHarnessFaults
 
 /// The crash file format, from both languages, and its decoder on golden and corrupt files.
 @Suite("Crash file format")
@@ -25,7 +31,7 @@ struct CrashFileTests {
 
     @Test("CRC-32 is the IEEE polynomial (check value of \"123456789\")")
     func crc() {
-        let value = Array("123456789".utf8).withUnsafeBytes { Aftermath.crc32($0) }
+        let value = Array("123456789".utf8).withUnsafeBytes { ReportFile.crc32($0) }
         #expect(value == 0xCBF4_3926)
     }
 
@@ -41,7 +47,7 @@ struct CrashFileTests {
         #expect(crash.context.serviceVersion == "1.0")
         #expect(crash.context.appBuildID.count == 40)
         #expect(crash.isMainThread)
-        #expect(crash.unwinder == "libunwind")
+        #expect(crash.unwinder == .libunwind)
         #expect(crash.frames.count >= 12)
         #expect(!crash.framesTruncated && !crash.isPartial)
         let main = try #require(crash.images.first { $0.isMainExecutable })
@@ -169,8 +175,8 @@ struct CrashRecordSchemaTests {
         let crash = try ReportFile.decode(TestSupport.fixture("v1/sigsegv-null-depth12.crash")).crashReport()
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-schema-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let batch = LogBatch(resource: Aftermath.resource(serviceName: "schema", serviceVersion: "1"),
-                             scopeName: Aftermath.scopeName, scopeVersion: Aftermath.version,
+        let batch = LogBatch(resource: SDK.resource(serviceName: "schema", serviceVersion: "1"),
+                             scopeName: SDK.scopeName, scopeVersion: Aftermath.version,
                              records: [RecordMapper.crash(crash, observedTimeUnixNano: 1_800_000_000_000_000_000)])
         try FileExporter(directory: dir).export(batch)
         let file = try #require(try FileManager.default.contentsOfDirectory(atPath: dir).first { $0.hasSuffix(".json") })

@@ -1,7 +1,13 @@
 import CSignalShim
 import Foundation
 import Testing
-@testable import Aftermath
+import Aftermath
+import AftermathNextLaunch
+import AftermathOTLP
+import AftermathTesting
+import AftermathOTLPHTTP
+import AftermathSymbolication
+import CHarnessFaults
 
 /// Mutation fuzzing of every decoder, from the golden files the real writers made. Each
 /// mutant is resealed (CRC and body size recomputed) so it gets past the checksum into the

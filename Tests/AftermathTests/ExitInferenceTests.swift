@@ -1,7 +1,13 @@
 import CSignalShim
 import Foundation
 import Testing
-@testable import Aftermath
+import Aftermath
+import AftermathNextLaunch
+import AftermathOTLP
+import AftermathTesting
+import AftermathOTLPHTTP
+import AftermathSymbolication
+import CHarnessFaults
 
 /// The inference rules as a table over crafted run files and crafted /proc and /sys trees.
 @Suite("Exit inference")

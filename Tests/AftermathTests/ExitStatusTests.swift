@@ -3,6 +3,12 @@ import Foundation
 import Synchronization
 import Testing
 import Aftermath
+import AftermathNextLaunch
+import AftermathOTLP
+import AftermathTesting
+import AftermathOTLPHTTP
+import AftermathSymbolication
+import CHarnessFaults
 
 /// The process dies exactly as it would have without Aftermath (same signal), and leaves a
 /// crash file that the next launch reports. Each case crashes a real child process.

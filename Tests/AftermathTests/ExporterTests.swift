@@ -1,6 +1,12 @@
 import Foundation
 import Testing
 import Aftermath
+import AftermathNextLaunch
+import AftermathOTLP
+import AftermathTesting
+import AftermathOTLPHTTP
+import AftermathSymbolication
+import CHarnessFaults
 
 @Suite struct ExporterTests {
     private func jsonFiles(in directory: String) throws -> [String] {

@@ -1,7 +1,13 @@
 import CSignalShim
 import Foundation
 import Testing
-@testable import Aftermath
+import Aftermath
+import AftermathNextLaunch
+import AftermathOTLP
+import AftermathTesting
+import AftermathOTLPHTTP
+import AftermathSymbolication
+import CHarnessFaults
 
 /// Handled errors: recorded by a real child process, read back by the collector.
 @Suite("Handled errors")

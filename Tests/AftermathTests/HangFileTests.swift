@@ -1,7 +1,13 @@
 import CSignalShim
 import Foundation
 import Testing
-@testable import Aftermath
+import Aftermath
+import AftermathNextLaunch
+import AftermathOTLP
+import AftermathTesting
+import AftermathOTLPHTTP
+import AftermathSymbolication
+import CHarnessFaults
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -96,7 +102,7 @@ struct HangFileTests {
         #expect(hang.threadStateName == "sleeping")
         #expect(hang.syscallNumber == 202)
         #expect(hang.waitChannel == "futex_do_wait")
-        #expect(hang.captureMethod == "signal")
+        #expect(hang.captureMethod == .signal)
         #expect(hang.frames == [0x5555_0000_1000, 0x5555_0000_2345])
         #expect(hang.images.first?.buildID == "0102030405060708090a0b0c0d0e0f1011121314")
     }

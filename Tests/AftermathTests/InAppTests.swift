@@ -1,5 +1,11 @@
 import Testing
 import Aftermath
+import AftermathNextLaunch
+import AftermathOTLP
+import AftermathTesting
+import AftermathOTLPHTTP
+import AftermathSymbolication
+import CHarnessFaults
 
 @Suite struct InAppTests {
     struct Case: Sendable, CustomTestStringConvertible {

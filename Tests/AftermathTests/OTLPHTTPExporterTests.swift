@@ -1,6 +1,12 @@
 import Foundation
 import Testing
-@testable import Aftermath
+import Aftermath
+import AftermathNextLaunch
+import AftermathOTLP
+import AftermathTesting
+import AftermathOTLPHTTP
+import AftermathSymbolication
+import CHarnessFaults
 
 /// The OTLP/HTTP exporter against a scripted collector on 127.0.0.1 (Tests/tools/otlp_collector.py,
 /// which parses protobuf bodies with the official opentelemetry-proto definitions).
@@ -57,8 +63,8 @@ struct OTLPHTTPExporterTests {
             Attribute("map", .kvlist([Attribute("k", "v")])), Attribute("raw", .bytes([0, 1, 255])),
             Attribute("empty", ""),
         ]
-        return LogBatch(resource: Aftermath.resource(serviceName: "http-test", serviceVersion: "3.1"),
-                        scopeName: Aftermath.scopeName, scopeVersion: Aftermath.version, records: [record])
+        return LogBatch(resource: SDK.resource(serviceName: "http-test", serviceVersion: "3.1"),
+                        scopeName: SDK.scopeName, scopeVersion: Aftermath.version, records: [record])
     }
 
     @Test("Protobuf (the default): the official definitions parse it back to the same records")

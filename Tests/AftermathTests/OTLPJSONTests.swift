@@ -1,6 +1,12 @@
 import Foundation
 import Testing
 import Aftermath
+import AftermathNextLaunch
+import AftermathOTLP
+import AftermathTesting
+import AftermathOTLPHTTP
+import AftermathSymbolication
+import CHarnessFaults
 
 /// Shared by the OTLP and exporter tests.
 enum OTLPFixtures {

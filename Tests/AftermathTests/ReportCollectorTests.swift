@@ -1,7 +1,13 @@
 import CSignalShim
 import Foundation
 import Testing
-@testable import Aftermath
+import Aftermath
+import AftermathNextLaunch
+import AftermathOTLP
+import AftermathTesting
+import AftermathOTLPHTTP
+import AftermathSymbolication
+import CHarnessFaults
 
 /// The next launch's view of a reports directory: good files reported, bad ones set aside with
 /// a reason, nothing deleted before the exporter acknowledges.
@@ -126,7 +132,7 @@ struct ReportCollectorTests {
     func unusableDirectory() throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-file-\(UUID())").path
         try TestSupport.write([], to: file)
-        #expect(throws: ReportStoreError.self) {
+        #expect(throws: ReportDirectoryError.self) {
             try ReportDirectory(root: file + "/reports").prepare()
         }
     }

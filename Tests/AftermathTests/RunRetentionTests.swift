@@ -1,7 +1,13 @@
 import CSignalShim
 import Foundation
 import Testing
-@testable import Aftermath
+import Aftermath
+import AftermathNextLaunch
+import AftermathOTLP
+import AftermathTesting
+import AftermathOTLPHTTP
+import AftermathSymbolication
+import CHarnessFaults
 
 /// runs/ on the next launch: locks, retention, bad files.
 @Suite("Run retention")

@@ -1,6 +1,12 @@
 import Testing
 
-@testable import Aftermath
+import Aftermath
+import AftermathNextLaunch
+import AftermathOTLP
+import AftermathTesting
+import AftermathOTLPHTTP
+import AftermathSymbolication
+import CHarnessFaults
 
 @Suite("Swift demangling")
 struct SwiftDemangleTests {

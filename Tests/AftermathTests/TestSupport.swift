@@ -1,5 +1,11 @@
 import Foundation
-@testable import Aftermath
+import Aftermath
+import AftermathNextLaunch
+import AftermathOTLP
+import AftermathTesting
+import AftermathOTLPHTTP
+import AftermathSymbolication
+import CHarnessFaults
 
 /// Helpers shared by the crash-format suites.
 enum TestSupport {
@@ -39,7 +45,7 @@ enum TestSupport {
     }
 
     static func aftCRC(_ raw: UnsafeRawBufferPointer) -> UInt32 {
-        Aftermath.crc32(raw)
+        ReportFile.crc32(raw)
     }
 
     /// Reads a little-endian UInt32 at offset.

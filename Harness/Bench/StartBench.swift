@@ -1,0 +1,42 @@
+import Aftermath
+import AftermathNextLaunch
+import AftermathOTLP
+import AftermathTesting
+import CHarnessFaults
+import HarnessSupport
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `aftermath-bench start`: how long `Aftermath.start` holds the calling thread (fresh child
+/// processes, an empty reports directory, delivery in the background as by default).
+enum StartBench {
+    static func run(_ args: [String]) {
+        let runs = args.firstIndex(of: "--runs").flatMap { Int(args[$0 + 1]) } ?? 21
+        let root = NSTemporaryDirectory() + "aftermath-start-bench-\(getpid())"
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        var times: [Double] = []
+        for i in 0..<runs {
+            guard let child = BenchChild.spawn(["start-child", "--dir", "\(root)/\(i)"],
+                                               environment: ["SWIFT_BACKTRACE": "enable=no"]) else { continue }
+            let values = child.readValues()
+            _ = child.wait()
+            if let ns = values.first { times.append(Double(ns) / 1e6) }
+        }
+        let sorted = times.sorted()
+        print(String(format: "Aftermath.start: median %.2f ms, min %.2f ms, max %.2f ms (%d fresh processes)",
+                     Stats.median(times), sorted.first ?? .nan, sorted.last ?? .nan, times.count))
+    }
+
+    static func child(_ args: [String]) {
+        let dir = args.firstIndex(of: "--dir").map { args[$0 + 1] } ?? "/tmp/aftermath-start-bench-child"
+        let config = Aftermath.Configuration(serviceName: "bench", serviceVersion: "1.0", exporter: InMemoryExporter(),
+                                             reportsDirectory: dir)
+        let start = Stats.monotonicNanoseconds()
+        do { try Aftermath.start(config) } catch { exit(3) }
+        var elapsed = Stats.monotonicNanoseconds() - start
+        _ = write(3, &elapsed, 8)
+        exit(0)
+    }
+}

@@ -1,0 +1,118 @@
+import Aftermath
+import AftermathNextLaunch
+import AftermathOTLP
+import AftermathTesting
+import AftermathSymbolication
+import HarnessSupport
+import CHarnessFaults
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// What runs inside the child processes: the crashing app, and its next launch.
+enum ChildMode {
+    static let serviceName = "crash-harness"
+    /// service.version of the crashing run; the record must carry this one.
+    static let crashedVersion = "harness-1.2.3"
+    /// service.version of the next launch: different, so the check can tell the two apart.
+    static let nextLaunchVersion = "harness-next-2.0.0"
+    /// The line the crashing child prints before it faults.
+    static let contextPrefix = "AFTERMATH_CONTEXT"
+    /// Exit status of a child whose fault could not be set up (mkstemp, mmap, ...).
+    static let setupFailureStatus: Int32 = 70
+    /// Exit status of a child whose fault did not crash it.
+    static let survivedStatus: Int32 = 71
+    /// Exit status of a child that could not start Aftermath.
+    static let startFailureStatus: Int32 = 72
+
+    /// Starts Aftermath (unless told not to), prints the run's context, then faults through
+    /// the crash chain.
+    static func crash(_ scenario: Scenario, reportsDirectory: String, withAftermath: Bool) -> Never {
+        if withAftermath {
+            let configuration = Aftermath.Configuration(
+                serviceName: serviceName, serviceVersion: crashedVersion, exporter: InMemoryExporter(),
+                reportsDirectory: reportsDirectory, deliverPendingReportsSynchronously: true)
+            do {
+                try Aftermath.start(configuration)
+            } catch {
+                say("crash-harness: Aftermath.start failed: \(error)\n", fd: 2)
+                _exit(startFailureStatus)
+            }
+            let context = Aftermath.currentContext
+            let session = context?.sessionID.uuidString.lowercased() ?? "unknown"
+            say("\(contextPrefix) session=\(session) build=\(context?.appBuildID ?? "")\n")
+        } else {
+            say("\(contextPrefix) none\n")
+        }
+        let seed = CommandLine.arguments.count &* 7919
+        if scenario.threadName != nil { crashOnThread(scenario) }
+        survived(crashChainLevel1(scenario, seed))
+    }
+
+    /// Runs the chain on a new thread, named by the scenario, while this (the main) thread
+    /// waits for it.
+    private static func crashOnThread(_ scenario: Scenario) -> Never {
+        guard let index = Scenario.all.firstIndex(where: { $0.name == scenario.name }) else {
+            survived(-1)
+        }
+        var thread = pthread_t()
+        let status = pthread_create(&thread, nil, { argument in
+            let scenario = Scenario.all[Int(bitPattern: argument) - 1]
+            ChildMode.nameCurrentThread(scenario.threadName ?? "")
+            ChildMode.survived(crashChainLevel1(scenario, Int(bitPattern: argument) &* 7919))
+        }, UnsafeMutableRawPointer(bitPattern: index + 1))
+        guard status == 0 else {
+            say("crash-harness: pthread_create failed: \(status)\n", fd: 2)
+            _exit(setupFailureStatus)
+        }
+        pthread_join(thread, nil)
+        survived(-2)
+    }
+
+    /// pthread_setname_np for the calling thread (the GNU function is not visible to Swift).
+    static func nameCurrentThread(_ name: String) {
+        let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        say(name, fd: fd)
+        close(fd)
+    }
+
+    static func survived(_ value: Int) -> Never {
+        say("crash-harness: the fault did not crash the process (\(value))\n", fd: 2)
+        _exit(survivedStatus)
+    }
+
+    /// The next launch: reports what is pending, then starts Aftermath, which delivers it
+    /// synchronously to a FileExporter writing into outDirectory.
+    static func nextLaunch(reportsDirectory: String, outDirectory: String) -> Never {
+        let pending = ReportCollector(directory: ReportDirectory(root: reportsDirectory)).collect(quarantine: false)
+        say("NEXT_LAUNCH pending=\(pending.reports.count) skipped=\(pending.skipped.count)\n")
+        for skipped in pending.skipped { say("NEXT_LAUNCH skipped \(skipped.path): \(skipped.reason)\n") }
+        let configuration = Aftermath.Configuration(
+            serviceName: serviceName, serviceVersion: nextLaunchVersion,
+            exporter: FileExporter(directory: outDirectory), reportsDirectory: reportsDirectory,
+            deliverPendingReportsSynchronously: true)
+        do {
+            try Aftermath.start(configuration)
+        } catch {
+            say("crash-harness: Aftermath.start failed: \(error)\n", fd: 2)
+            _exit(startFailureStatus)
+        }
+        say("NEXT_LAUNCH done\n")
+        exit(0)
+    }
+
+    /// Writes text straight to a descriptor: nothing is left in a stdio buffer when the
+    /// process dies a moment later.
+    static func say(_ text: String, fd: Int32 = 1) {
+        var bytes = Array(text.utf8)[...]
+        while !bytes.isEmpty {
+            let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            if written < 0 && errno == EINTR { continue }
+            if written <= 0 { return }
+            bytes = bytes.dropFirst(written)
+        }
+    }
+}

@@ -1,0 +1,108 @@
+import Aftermath
+import AftermathNextLaunch
+import AftermathOTLP
+import AftermathTesting
+import HarnessSupport
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The app side of the harness: one launch of a small app using Aftermath.
+///   exit-harness child <mode> <reports dir> [--version V] [--proc ROOT]
+enum ExitChild {
+    struct HarnessError: Error, CustomStringConvertible {
+        var code: Int
+        var description: String { "payment declined (code \(code))" }
+    }
+
+    /// Writes a line to stdout now (no buffering: the process may be killed next).
+    static func say(_ line: String) {
+        let bytes = Array((line + "\n").utf8)
+        _ = bytes.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+    }
+
+    static func run(_ args: [String]) -> Never {
+        guard args.count >= 2 else { say("usage: child <mode> <dir>"); exit(2) }
+        let mode = args[0], dir = args[1]
+        func option(_ name: String) -> String? {
+            guard let i = args.firstIndex(of: name), i + 1 < args.count else { return nil }
+            return args[i + 1]
+        }
+        let exporter = InMemoryExporter()
+        var config = Aftermath.Configuration(
+            serviceName: "exit-harness", serviceVersion: option("--version") ?? "1.0", exporter: exporter,
+            reportsDirectory: dir, fsyncReports: false, deliverPendingReportsSynchronously: true)
+        config.procRoot = option("--proc") ?? "/proc"
+        config.hangHeartbeat = mode == "hang" ? .mainQueue : .off
+
+        if mode == "handle-term" {
+            // The app's own SIGTERM handler, installed before Aftermath: it must still run.
+            signal(SIGTERM) { _ in
+                let msg = Array("APP-HANDLER\n".utf8)
+                _ = msg.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+                exit(0)
+            }
+        }
+        do { try Aftermath.start(config) } catch { say("START-FAILED \(error)"); exit(3) }
+        let first = Aftermath.sessionID?.uuidString.lowercased() ?? "-"
+
+        switch mode {
+        case "report":
+            for record in exporter.records { say("RECORD " + json(record)) }
+            say("REPORTED \(exporter.records.count)")
+            exit(0)
+        case "clean":
+            say("READY \(first)")
+            exit(0)
+        case "wait", "handle-term":
+            Aftermath.setScreen("checkout")
+            let second = Aftermath.startNewSession().uuidString.lowercased()
+            say("READY \(second) \(first)")
+            // Until stdin closes (then a clean exit) or a signal ends us.
+            var byte: UInt8 = 0
+            while read(0, &byte, 1) > 0 {}
+            exit(0)
+        case "error-crash":
+            Aftermath.record(error: HarnessError(code: 51), fingerprint: "payment-declined")
+            say("READY \(first)")
+            let p = UnsafeMutablePointer<Int>(bitPattern: Int.random(in: 1...2) * 8)!
+            p.pointee = 1
+            exit(0)
+        case "oom":
+            say("READY \(first)")
+            var blocks: [UnsafeMutableRawPointer] = []
+            while true { // touch every page so the cgroup is charged
+                let block = malloc(1 << 20)!
+                memset(block, 0x5A, 1 << 20)
+                blocks.append(block)
+            }
+        case "hang":
+            DispatchQueue.main.asyncAfter(deadline: .now() + 0.3) {
+                say("READY \(first)")
+                while true { sleep(1) } // the main queue never runs again
+            }
+            dispatchMain()
+        default:
+            say("unknown mode \(mode)")
+            exit(2)
+        }
+    }
+
+    /// A record as one JSON object: eventName, severity and every attribute as a string.
+    static func json(_ r: LogRecord) -> String {
+        var d: [String: String] = ["eventName": r.eventName ?? "", "severity": String(r.severityNumber.rawValue),
+                                   "time": String(r.timeUnixNano)]
+        for a in r.attributes {
+            switch a.value {
+            case .string(let s): d[a.key] = s
+            case .int(let i): d[a.key] = String(i)
+            case .bool(let b): d[a.key] = String(b)
+            case .double(let x): d[a.key] = String(x)
+            default: d[a.key] = "\(a.value)"
+            }
+        }
+        let data = (try? JSONSerialization.data(withJSONObject: d, options: [.sortedKeys])) ?? Data("{}".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+}

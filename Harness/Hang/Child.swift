@@ -1,0 +1,157 @@
+import Aftermath
+import AftermathNextLaunch
+import AftermathOTLP
+import AftermathTesting
+import AftermathSymbolication
+import HarnessSupport
+import CSignalShim
+import Dispatch
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A child process: starts Aftermath on a reports directory, runs one scenario on its main
+/// thread, then prints what its exporter received (`RECORD <json>` lines) and exits.
+enum Child {
+    static let exporter = InMemoryExporter()
+
+    static func run(_ scenario: String, directory: String) -> Never {
+        var config = Aftermath.Configuration(serviceName: "hang-harness", serviceVersion: "1.0",
+                                             exporter: exporter, reportsDirectory: directory,
+                                             deliverPendingReportsSynchronously: true)
+        if scenario == "collect" { config.hangHeartbeat = .off }
+        if scenario == "heartbeat" { config.hangHeartbeat = .manual }
+        do {
+            try Aftermath.start(config)
+        } catch {
+            emit("ERROR start: \(error)")
+            exit(2)
+        }
+        emit("SESSION \(Aftermath.sessionID?.uuidString.lowercased() ?? "")")
+        switch scenario {
+        case "collect":
+            printRecords()
+            exit(0)
+        case "heartbeat":
+            ownLoop()
+        case "dispatchmain":
+            whenArmed { DispatchQueue.main.async { body(scenario) } }
+            dispatchMain()
+        default:
+            whenArmed { DispatchQueue.main.async { body(scenario) } }
+            RunLoop.main.run()
+            exit(3)
+        }
+    }
+
+    /// The scenario's work on the main queue.
+    static func body(_ scenario: String) {
+        switch scenario {
+        case "live1s", "tracer", "dispatchmain":
+            emit("BLOCKING")
+            Blocking.hangHarnessWaitOnSemaphore(seconds: 1.0)
+            finish(expecting: scenario == "tracer" ? 0 : 1)
+        case "kill":
+            emit("BLOCKING")
+            Blocking.hangHarnessBlockForever()
+        case "lock":
+            Blocking.hangHarnessLockWait(seconds: 1.0)
+            finish(expecting: 1)
+        case "sleep":
+            Blocking.hangHarnessSleep(seconds: 1.0)
+            finish(expecting: 1)
+        case "busy":
+            Blocking.hangHarnessBusyLoop(seconds: 1.0)
+            finish(expecting: 1)
+        case "stall200":
+            stall(remaining: 5)
+        case "sigstop":
+            emit("READY")
+            DispatchQueue.main.asyncAfter(deadline: .now() + 4.0) { finish(expecting: 0) }
+        default:
+            emit("ERROR unknown scenario \(scenario)")
+            exit(2)
+        }
+    }
+
+    /// Five 200 ms stalls, 300 ms apart, with the run loop running in between.
+    static func stall(remaining: Int) {
+        guard remaining > 0 else { return finish(expecting: 0) }
+        Blocking.hangHarnessWaitOnSemaphore(seconds: 0.2)
+        DispatchQueue.main.asyncAfter(deadline: .now() + 0.3) { stall(remaining: remaining - 1) }
+    }
+
+    /// An app with its own loop: a heartbeat every 10 ms, one 1 s block in the middle.
+    static func ownLoop() -> Never {
+        for _ in 0..<50 {
+            Aftermath.heartbeat()
+            usleep(10_000)
+        }
+        Blocking.hangHarnessWaitOnSemaphore(seconds: 1.0)
+        let deadline = Blocking.monotonicSeconds() + 3
+        while exporter.records.isEmpty && Blocking.monotonicSeconds() < deadline {
+            Aftermath.heartbeat()
+            usleep(10_000)
+        }
+        printRecords()
+        exit(0)
+    }
+
+    /// Runs work once the watchdog is armed (its first ping ran), without blocking the main queue.
+    static func whenArmed(_ work: @escaping @Sendable () -> Void) {
+        Thread {
+            var stats = aft_watchdog_stats()
+            let deadline = Blocking.monotonicSeconds() + 5
+            repeat {
+                usleep(20_000)
+                aft_watchdog_get_stats(&stats)
+            } while stats.watched_tid == 0 && Blocking.monotonicSeconds() < deadline
+            usleep(150_000)
+            work()
+        }.start()
+    }
+
+    /// Waits (off the main thread) for the expected records, prints them and exits.
+    static func finish(expecting count: Int) {
+        Thread {
+            let deadline = Blocking.monotonicSeconds() + (count == 0 ? 1.5 : 4)
+            while Blocking.monotonicSeconds() < deadline {
+                if count > 0 && exporter.records.count >= count { break }
+                usleep(20_000)
+            }
+            printRecords()
+            exit(0)
+        }.start()
+    }
+
+    static func printRecords() {
+        var stats = aft_watchdog_stats()
+        aft_watchdog_get_stats(&stats)
+        emit("STATS hangs=\(stats.hangs) ignored=\(stats.ignored_stretches) late=\(stats.late_ticks) wakeups=\(stats.wakeups) latency_ms=\(stats.last_detection_latency_ns / 1_000_000) pause_us=\(stats.last_capture_pause_ns / 1000)")
+        for record in exporter.records {
+            var object: [String: Any] = [
+                "_event": record.eventName ?? "",
+                "_severity": Int(record.severityNumber.rawValue),
+                "_time": String(record.timeUnixNano),
+            ]
+            for attribute in record.attributes {
+                switch attribute.value {
+                case .string(let s): object[attribute.key] = s
+                case .int(let i): object[attribute.key] = Int(i)
+                case .bool(let b): object[attribute.key] = b
+                case .double(let d): object[attribute.key] = d
+                default: break
+                }
+            }
+            let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
+            emit("RECORD " + String(decoding: data, as: UTF8.self))
+        }
+    }
+
+    /// One line on stdout, written at once (stdout is a pipe).
+    static func emit(_ line: String) {
+        let bytes = Array((line + "\n").utf8)
+        bytes.withUnsafeBytes { raw in _ = write(1, raw.baseAddress, raw.count) }
+    }
+}

@@ -1,0 +1,27 @@
+import AftermathNextLaunch
+
+extension Aftermath {
+    /// What one delivery of pending reports did.
+    public struct Delivery: Sendable, Hashable {
+        /// Records the exporter acknowledged; their files are deleted.
+        public var exported: Int
+        /// Files that could not be reported, each moved to `rejected/` with its reason.
+        public var rejected: [Rejected]
+        /// Why the exporter refused a batch, when it did; those files are kept for later.
+        public var exportError: String?
+
+        /// A file moved to `rejected/`, and why.
+        public struct Rejected: Sendable, Hashable {
+            /// The file's name.
+            public var file: String
+            /// Why it could not be reported.
+            public var reason: String
+        }
+
+        init(_ d: ReportCollector.Delivery) {
+            exported = d.exported
+            rejected = d.skipped.map { Rejected(file: ($0.path as String).split(separator: "/").last.map(String.init) ?? $0.path, reason: $0.reason) }
+            exportError = d.exportError
+        }
+    }
+}

@@ -1,0 +1,79 @@
+import AftermathNextLaunch
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Writes each batch as one OTLP/JSON `ExportLogsServiceRequest` file in a directory.
+///
+/// Files are named `<timeUnixNano of now>-<UUID>.json`. Each is written under a hidden
+/// temporary name, flushed with `fsync`, renamed into place and its directory synced, so a
+/// reader never sees a partial file and a returned export survives a power loss. Any failure
+/// (the directory cannot be created, is read-only, the disk is full) throws ``ExportError``.
+/// A batch without records writes nothing.
+public struct FileExporter: LogExporter {
+    /// The directory the files are written to; created, with its parents, if missing.
+    public let directory: String
+
+    /// Creates an exporter writing into `directory`.
+    public init(directory: String) {
+        self.directory = directory
+    }
+
+    /// Writes `batch` to a new file; throws ``ExportError`` if the file is not durably written.
+    public func export(_ batch: LogBatch) throws {
+        guard !batch.records.isEmpty else { return }
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        } catch {
+            throw ExportError("FileExporter: cannot create directory \(directory) (\(error))")
+        }
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let nanos = UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+        let name = "\(nanos)-\(UUID().uuidString).json"
+        let path = (directory as NSString).appendingPathComponent(name)
+        let temporary = (directory as NSString).appendingPathComponent(".\(name).tmp")
+
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw ExportError("FileExporter: cannot create \(temporary)", code: errno) }
+        do {
+            defer { close(fd) }
+            try Self.writeAll(fd, OTLPJSON.encode(batch), path: temporary)
+            guard fsync(fd) == 0 else { throw ExportError("FileExporter: cannot sync \(temporary)", code: errno) }
+        } catch {
+            unlink(temporary)
+            throw error
+        }
+        guard rename(temporary, path) == 0 else {
+            let code = errno
+            unlink(temporary)
+            throw ExportError("FileExporter: cannot rename \(temporary) to \(path)", code: code)
+        }
+        // Make the rename itself durable.
+        let dirFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if dirFD >= 0 {
+            defer { close(dirFD) }
+            guard fsync(dirFD) == 0 else { throw ExportError("FileExporter: cannot sync \(directory)", code: errno) }
+        }
+    }
+
+    private static func writeAll(_ fd: Int32, _ bytes: [UInt8], path: String) throws {
+        try bytes.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let written = write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    throw ExportError("FileExporter: cannot write \(path)", code: errno)
+                }
+                offset += written
+            }
+        }
+    }
+}

@@ -1,0 +1,154 @@
+import AftermathNextLaunch
+import CSignalShim
+import Foundation
+import Synchronization
+
+/// Writes handled errors to errors/ before ``Aftermath/record(error:fingerprint:)`` returns:
+/// one small file each, written to a .tmp and renamed. The loaded images are read once at
+/// start and again only when a frame falls outside all of them (a library loaded later).
+enum HandledErrorRecorder {
+    struct State: @unchecked Sendable { // aft_context and aft_image are plain C values
+        var directory: String?
+        var context = aft_context()
+        var images: [aft_image] = []      // sorted by start
+        var maxPending = 256
+        var pending = 0
+        var dropped = 0
+    }
+
+    static let state = Mutex(State())
+
+    /// Prepares the recorder for a run: its directory, context and the loaded images.
+    static func prepare(directory: String, context: ReportContext, maxPending: Int) {
+        let c = Aftermath.cContext(context)
+        let images = installedImages()
+        let pending = countPending(directory)
+        state.withLock {
+            $0.directory = directory
+            $0.context = c
+            $0.images = images
+            $0.maxPending = maxPending
+            $0.pending = pending
+        }
+    }
+
+    /// The session later errors carry.
+    static func setSession(_ id: UUID) {
+        state.withLock { s in withUnsafeMutableBytes(of: &s.context.session_id) { $0.copyBytes(from: id.bytes) } }
+    }
+
+    /// Writes one error. Returns false when nothing was written (not started, errors/ full,
+    /// or the disk refused).
+    static func write(type: String, message: String, fingerprint: String?, frames: [UInt64]) -> Bool {
+        guard var snapshot = state.withLock({ s -> State? in
+            guard s.directory != nil else { return nil }
+            if s.pending >= s.maxPending {
+                s.pending = countPending(s.directory!)
+                if s.pending >= s.maxPending { s.dropped += 1; return nil }
+            }
+            s.pending += 1
+            return s
+        }), let directory = snapshot.directory else { return false }
+
+        var used = usedImages(frames, snapshot.images)
+        if used == nil {
+            let fresh = loadImages()
+            state.withLock { $0.images = fresh }
+            snapshot.images = fresh
+            used = usedImages(frames, fresh)
+        }
+        let run = RunRecorder.state.withLock { $0 }
+        var info = aft_error_info()
+        let id = UUID()
+        withUnsafeMutableBytes(of: &info.error_id) { $0.copyBytes(from: id.bytes) }
+        if let previous = run.previousSessionID {
+            withUnsafeMutableBytes(of: &info.previous_session_id) { $0.copyBytes(from: previous.bytes) }
+        }
+        info.time_realtime_ns = Clock.realtimeNanoseconds()
+        info.thread_id = aft_gettid()
+        info.is_main_thread = info.thread_id == UInt64(getpid()) ? 1 : 0
+        CString.write(run.screen ?? "", into: &info.screen)
+        let messageBytes = Array(message.utf8)
+        let cut = utf8Prefix(messageBytes, Int(AFT_ERROR_MESSAGE_CAPACITY))
+        info.message_truncated = cut.count < messageBytes.count ? 1 : 0
+        let bytes = HandledErrorFile.encode(.init(
+            context: snapshot.context, info: info,
+            type: utf8Prefix(Array(type.utf8), Int(AFT_ERROR_TYPE_CAPACITY)), message: cut,
+            fingerprint: fingerprint.map { utf8Prefix(Array($0.utf8), Int(AFT_ERROR_FINGERPRINT_CAPACITY)) },
+            frames: Array(frames.prefix(Int(AFT_ERROR_MAX_FRAMES))), images: used ?? []))
+        let name = Hex.encode(id.bytes) + ".error"
+        let ok = writeFile(directory: directory, name: name, bytes: bytes)
+        if !ok { state.withLock { $0.pending -= 1 } }
+        return ok
+    }
+
+    /// Writes bytes to directory/name.tmp, then renames it to name.
+    static func writeFile(directory: String, name: String, bytes: [UInt8]) -> Bool {
+        let tmp = directory + "/" + name + ".tmp"
+        let fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { return false }
+        var written = 0
+        let ok: Bool = bytes.withUnsafeBytes { raw in
+            while written < raw.count {
+                let n = Glibc.write(fd, raw.baseAddress! + written, raw.count - written)
+                if n < 0, errno == EINTR { continue }
+                if n <= 0 { return false }
+                written += n
+            }
+            return true
+        }
+        close(fd)
+        guard ok, rename(tmp, directory + "/" + name) == 0 else {
+            unlink(tmp)
+            return false
+        }
+        return true
+    }
+
+    /// The images the frames fall in; nil when a frame falls in none (refresh and retry).
+    static func usedImages(_ frames: [UInt64], _ sorted: [aft_image]) -> [aft_image]? {
+        var used: [aft_image] = []
+        for frame in frames where frame != 0 {
+            var low = 0, high = sorted.count
+            while low < high {
+                let mid = (low + high) / 2
+                if sorted[mid].start <= frame { low = mid + 1 } else { high = mid }
+            }
+            guard low > 0, frame < sorted[low - 1].end else { return nil }
+            let image = sorted[low - 1]
+            if !used.contains(where: { $0.start == image.start }) { used.append(image) }
+        }
+        return used
+    }
+
+    /// The images the crash handler read at install: no second read of /proc/self/maps at start.
+    static func installedImages() -> [aft_image] {
+        var images = [aft_image](repeating: aft_image(), count: Int(AFT_MAX_IMAGES))
+        let n = aft_installed_images(&images, UInt32(images.count))
+        return n > 0 ? images.prefix(Int(n)).sorted { $0.start < $1.start } : loadImages()
+    }
+
+    static func loadImages() -> [aft_image] {
+        let fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return [] }
+        defer { close(fd) }
+        var images = [aft_image](repeating: aft_image(), count: Int(AFT_MAX_IMAGES))
+        var truncated: UInt32 = 0
+        let n = Aftermath.executablePath().withCString {
+            aft_images_from_maps_fd(fd, &images, UInt32(images.count), 1, $0, &truncated)
+        }
+        return images.prefix(Int(n)).sorted { $0.start < $1.start }
+    }
+
+    static func countPending(_ directory: String) -> Int {
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { $0.hasSuffix(".error") }.count
+    }
+
+    /// The longest prefix of at most limit bytes that does not cut a UTF-8 character.
+    static func utf8Prefix(_ bytes: [UInt8], _ limit: Int) -> [UInt8] {
+        guard bytes.count > limit else { return bytes }
+        var end = limit
+        while end > 0, bytes[end] & 0xC0 == 0x80 { end -= 1 }
+        return Array(bytes[..<end])
+    }
+}

@@ -1,0 +1,41 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension ReportCollector {
+    /// errors/: handled errors. A file with its final name is whole (written to .tmp, then
+    /// renamed). A .tmp is left alone for a minute (its writer may still rename it); after that
+    /// it is reported if it decodes (the writer died between write and rename), else removed.
+    package func collectErrors(_ pass: inout Pass) {
+        for name in listing(directory.errors) {
+            let path = (directory.errors as NSString).appendingPathComponent(name)
+            let isTemporary = name.hasSuffix(".error.tmp")
+            guard name.hasSuffix(".error") || isTemporary else {
+                pass.skipped.append(setAside(path, reason: "unexpected file in errors/", quarantine: pass.quarantine))
+                continue
+            }
+            // A .tmp younger than a minute may be renamed into place by its writer any moment.
+            if isTemporary, Self.secondsSinceModified(path) <= 60 { continue }
+            do {
+                let error = try HandledErrorFile.decode(FileReader.read(path, maximumSize: HandledErrorFile.maximumSize))
+                pass.reports.append(PendingReport(kind: .error, path: path,
+                                                  record: error.record(observedTimeUnixNano: pass.observedTimeUnixNano),
+                                                  crash: nil))
+            } catch {
+                if isTemporary {
+                    if pass.quarantine, Self.secondsSinceModified(path) > 60 { unlink(path) }
+                    continue
+                }
+                pass.skipped.append(setAside(path, reason: error.description, quarantine: pass.quarantine))
+            }
+        }
+    }
+
+    /// Seconds since path was last modified (0 when it cannot be read).
+    package static func secondsSinceModified(_ path: String) -> Double {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return 0 }
+        return Double(Clock.realtimeNanoseconds()) / 1e9 - (Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9)
+    }
+}

@@ -1,0 +1,98 @@
+import AftermathOTLP
+import CSignalShim
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension ReportCollector {
+    /// runs/: judges every run that ended (its file unlocked) with ``ExitInference``, after the
+    /// crash pass, so a crash report of a run wins over an inferred exit. A locked file is a
+    /// live run (another instance, or this one) and is never judged. A judged run with nothing
+    /// to report is renamed to .ended; a run with an abnormal exit stays until the record is
+    /// acknowledged. Retention: half-written .run.tmp files of dead writers are removed, then
+    /// ended runs older than the age limit or beyond the count limit, oldest first.
+    package func collectRuns(_ pass: inout Pass) {
+        let judge = ExitInference(environment: ExitEnvironment.override ?? environment ?? .system())
+        let limits = (count: self.limits.maxRunFiles, age: self.limits.maxRunAgeSeconds)
+        let hangs = unfinishedHangsByRun()
+        var ended: [(path: String, age: Double)] = []
+        var retained = 0
+        for name in listing(directory.runs) {
+            let path = (directory.runs as NSString).appendingPathComponent(name)
+            if name.hasSuffix(".run.tmp") {
+                // A writer holds its .tmp locked while it writes it: unlocked means it died.
+                if pass.quarantine, aft_run_is_locked(path) == 0 { unlink(path) }
+                continue
+            }
+            if name.hasSuffix(".ended") {
+                ended.append((path, Self.secondsSinceModified(path)))
+                continue
+            }
+            guard name.hasSuffix(".run") else {
+                pass.skipped.append(setAside(path, reason: "unexpected file in runs/", quarantine: pass.quarantine))
+                continue
+            }
+            if aft_run_is_locked(path) == 1 { retained += 1; continue } // alive
+            let run: RunFile
+            do {
+                run = try RunFile.decode(FileReader.read(path, maximumSize: RunFile.maximumSize))
+            } catch {
+                pass.skipped.append(setAside(path, reason: error.description, quarantine: pass.quarantine))
+                continue
+            }
+            if run.runID == currentRunID { retained += 1; continue }
+            // However old, a dead run is judged once (an app opened weekly still learns how its
+            // last run ended); the age limit applies to judged (.ended) runs.
+            tagWatchdogCrash(&pass, run: run)
+            let verdict = judge.judge(run, crashed: pass.crashedRuns.contains(run.runID),
+                                      unfinishedHangMilliseconds: hangs[run.runID])
+            switch verdict {
+            case .abnormal(let report):
+                retained += 1
+                pass.reports.append(PendingReport(
+                    kind: .abnormalExit, path: path,
+                    record: report.record(observedTimeUnixNano: pass.observedTimeUnixNano), crash: nil))
+            case .nothing:
+                guard pass.quarantine else { continue }
+                let target = (path as NSString).deletingPathExtension + ".ended"
+                if rename(path, target) == 0 { ended.append((target, Self.secondsSinceModified(target))) }
+            }
+        }
+        guard pass.quarantine else { return }
+        ended.sort { $0.age > $1.age } // oldest first
+        var total = retained + ended.count
+        for file in ended where file.age > limits.age || total > limits.count {
+            if unlink(file.path) == 0 { total -= 1 }
+        }
+    }
+
+    /// The longest unfinished hang of each run in hangs/ (duration until its last update, ms).
+    package func unfinishedHangsByRun() -> [UUID: UInt64] {
+        var out: [UUID: UInt64] = [:]
+        for name in listing(directory.hangs) {
+            let path = (directory.hangs as NSString).appendingPathComponent(name)
+            guard let file = try? ReportFile.decode(FileReader.read(path), salvage: true),
+                  file.kind == AFT_KIND_HANG, let context = file.context else { continue }
+            let finished = (file.liveFlags | file.flags) & UInt32(AFT_FLAG_HANG_FINISHED) != 0
+            guard !finished else { continue }
+            let runID = ReportContext(context).runID
+            out[runID] = max(out[runID] ?? 0, file.liveValue ?? 0)
+        }
+        return out
+    }
+
+    /// systemd's watchdog: a crash of a run with WATCHDOG_USEC set, SIGABRT sent by pid 1 or
+    /// the run's parent (its service manager), keeps its app.crash record (a crash report wins)
+    /// and gains apsio.crash.termination_category = watchdog (profile 6.1).
+    package func tagWatchdogCrash(_ pass: inout Pass, run: RunFile) {
+        guard run.info.watchdog_usec > 0 else { return }
+        for i in pass.reports.indices {
+            guard pass.reports[i].kind == .crash, let crash = pass.reports[i].crash,
+                  crash.context.runID == run.runID, crash.signal == SIGABRT,
+                  let sender = crash.senderPID, sender == 1 || sender == run.info.parent_pid,
+                  pass.reports[i].record[attribute: "apsio.crash.termination_category"] == nil else { continue }
+            pass.reports[i].record.attributes.append(Attribute("apsio.crash.termination_category", "watchdog"))
+        }
+    }
+}

@@ -1,0 +1,47 @@
+import Foundation
+
+/// The launch that judges earlier runs: where /proc and /sys are, and its own boot, release
+/// and OS, against which a dead run's are compared (a change means reboot or update: no report).
+/// A nil field is unknown and compares equal.
+package struct ExitEnvironment: Sendable, Hashable {
+    /// Root of the proc file system ("/proc"; a crafted tree in tests).
+    package var procRoot: String
+    /// Root of the sys file system ("/sys"; a crafted tree in tests).
+    package var sysRoot: String
+    /// The kernel's boot_id now.
+    package var bootID: String?
+    /// service.version of this launch.
+    package var serviceVersion: String?
+    /// app.build_id of this launch.
+    package var appBuildID: String?
+    /// os.name of this launch.
+    package var osName: String?
+    /// os.version of this launch.
+    package var osVersion: String?
+    /// The kernel release now.
+    package var kernelRelease: String?
+
+    /// An environment; the boot id is read under procRoot unless given.
+    package init(procRoot: String = "/proc", sysRoot: String = "/sys", bootID: String? = nil,
+                serviceVersion: String? = nil, appBuildID: String? = nil, osName: String? = nil,
+                osVersion: String? = nil, kernelRelease: String? = nil) {
+        self.procRoot = procRoot
+        self.sysRoot = sysRoot
+        self.bootID = bootID ?? EvidenceReader(procRoot: procRoot).bootID()
+        self.serviceVersion = serviceVersion
+        self.appBuildID = appBuildID
+        self.osName = osName
+        self.osVersion = osVersion
+        self.kernelRelease = kernelRelease
+    }
+
+    /// Tests: replaces the environment a collection judges with.
+    @TaskLocal package static var override: ExitEnvironment?
+
+    /// The system's environment, with the release unknown (a collection made outside a running
+    /// app, such as the debug command's).
+    package static func system() -> ExitEnvironment {
+        let os = OSInfo.current()
+        return ExitEnvironment(osName: os.name, osVersion: os.version, kernelRelease: os.kernelRelease)
+    }
+}

@@ -1,0 +1,34 @@
+import CSignalShim
+
+/// The checks every Aftermath file's fixed header passes before anything after it is read:
+/// size, magic, version, header size, kind; and, for a committed body, its size and CRC-32.
+package enum FileHeader {
+    /// Every kind this build knows (a known kind in the wrong place is `unexpectedKind`).
+    package static let knownKinds: Set<UInt32> = [UInt32(AFT_KIND_CRASH), UInt32(AFT_KIND_HANG), UInt32(AFT_KIND_RUN), UInt32(AFT_KIND_ERROR)]
+
+    /// The header of bytes, when it is one of kinds; strict.
+    package static func validate(_ bytes: [UInt8], kinds: Set<UInt32>, maximumSize: Int) throws(ReportFileError) -> aft_file_header {
+        let headerSize = MemoryLayout<aft_file_header>.size
+        guard bytes.count <= maximumSize else { throw .tooLarge(bytes: bytes.count) }
+        guard bytes.count >= headerSize else { throw .truncatedHeader(bytes: bytes.count) }
+        let h = bytes.withUnsafeBytes { $0.loadUnaligned(as: aft_file_header.self) }
+        guard h.magic == AFT_MAGIC else { throw .badMagic(h.magic) }
+        guard h.version == AFT_FORMAT_VERSION else { throw .unsupportedVersion(h.version) }
+        guard Int(h.header_size) >= headerSize, Int(h.header_size) <= bytes.count else {
+            throw .badHeaderSize(h.header_size)
+        }
+        guard kinds.contains(h.kind) else {
+            throw knownKinds.contains(h.kind) ? .unexpectedKind(h.kind) : .unknownKind(h.kind)
+        }
+        return h
+    }
+
+    /// Checks that the body (length bytes from start) is the committed one: its size and CRC.
+    package static func verifyBody(_ bytes: [UInt8], header h: aft_file_header, start: Int, length: Int) throws(ReportFileError) {
+        guard h.body_size == UInt64(length), start + length <= bytes.count else {
+            throw .bodySizeMismatch(expected: h.body_size, actual: bytes.count - start)
+        }
+        let crc = bytes.withUnsafeBytes { raw in aft_crc32(0, raw.baseAddress! + start, length) }
+        guard crc == h.body_crc else { throw .checksumMismatch(expected: h.body_crc, actual: crc) }
+    }
+}

@@ -1,0 +1,41 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Reads report files defensively: no symlinks followed, regular files only, bounded size.
+package enum FileReader {
+    package static func read(_ path: String, maximumSize: Int = ReportFile.maximumSize) throws(ReportFileError) -> [UInt8] {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { throw .unreadable(String(cString: strerror(errno))) }
+        switch st.st_mode & S_IFMT {
+        case S_IFREG: break
+        case S_IFDIR: throw .notARegularFile(kind: "a directory")
+        case S_IFLNK: throw .notARegularFile(kind: "a symbolic link")
+        case S_IFIFO: throw .notARegularFile(kind: "a FIFO")
+        case S_IFSOCK: throw .notARegularFile(kind: "a socket")
+        default: throw .notARegularFile(kind: "a device")
+        }
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { throw .unreadable(String(cString: strerror(errno))) }
+        defer { close(fd) }
+        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG else {
+            throw .notARegularFile(kind: "changed while opening")
+        }
+        guard Int(st.st_size) <= maximumSize else { throw .tooLarge(bytes: Int(st.st_size)) }
+        var bytes = [UInt8](repeating: 0, count: Int(st.st_size) + 1)
+        var used = 0
+        while used < bytes.count {
+            let n = bytes.withUnsafeMutableBytes { raw in
+                Glibc.read(fd, raw.baseAddress! + used, raw.count - used)
+            }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw .unreadable(String(cString: strerror(errno)))
+            }
+            if n == 0 { break }
+            used += n
+        }
+        guard used <= maximumSize else { throw .tooLarge(bytes: used) }
+        return Array(bytes.prefix(used))
+    }
+}

@@ -1,0 +1,108 @@
+import CSignalShim
+
+/// The sections of one report file, decoded: strict about the header, lenient after it
+/// (counts clamped to what is present, unknown sections skipped, larger entries read by their
+/// known prefix).
+package struct ReportFile {
+    /// Largest file the writer can produce, with room to spare.
+    package static let maximumSize = 1 << 20
+
+    package var kind: UInt32
+    package var flags: UInt32
+    package var committed: Bool
+    package var liveValue: UInt64?
+    package var liveUpdatedNs: UInt64
+    package var liveFlags: UInt32
+    package var context: aft_context?
+    package var crash: aft_crash_info?
+    package var hang: aft_hang_info?
+    package var frames: [UInt64] = []
+    package var framesTruncated = false
+    package var images: [aft_image] = []
+    package var imagesTruncated = false
+
+    /// Decodes a file's bytes. A file that was never committed is decoded only when
+    /// salvage is true (a leftover .tmp), and then only as far as it is whole.
+    package static func decode(_ bytes: [UInt8], salvage: Bool = false) throws(ReportFileError) -> ReportFile {
+        let h = try FileHeader.validate(bytes, kinds: [UInt32(AFT_KIND_CRASH), UInt32(AFT_KIND_HANG)],
+                                        maximumSize: maximumSize)
+        let committed = h.commit == AFT_COMMIT_MARKER
+        let bodyStart = Int(h.header_size)
+        if committed {
+            try FileHeader.verifyBody(bytes, header: h, start: bodyStart, length: bytes.count - bodyStart)
+        } else if !salvage {
+            throw .notCommitted
+        }
+        let bodyEnd = bytes.count
+
+        var file = ReportFile(kind: h.kind, flags: h.flags, committed: committed,
+                              liveValue: nil, liveUpdatedNs: 0, liveFlags: 0)
+        if h.live_check != 0, h.live_check == aft_live_check(h.live_value, h.live_updated_ns) {
+            file.liveValue = h.live_value
+            file.liveUpdatedNs = h.live_updated_ns
+            file.liveFlags = h.live_flags
+        }
+        file.readSections(bytes, from: bodyStart, to: bodyEnd)
+        guard file.context != nil else {
+            if !committed { throw .notCommitted }
+            throw .missingSection("context")
+        }
+        return file
+    }
+
+    private mutating func readSections(_ bytes: [UInt8], from start: Int, to end: Int) {
+        let sectionHeaderSize = MemoryLayout<aft_section_header>.size
+        var offset = start
+        bytes.withUnsafeBytes { raw in
+            while offset + sectionHeaderSize <= end {
+                let s = raw.loadUnaligned(fromByteOffset: offset, as: aft_section_header.self)
+                offset += sectionHeaderSize
+                let entrySize = Int(s.entry_size)
+                guard entrySize > 0, entrySize <= ReportFile.maximumSize else { return }
+                let available = (end - offset) / entrySize
+                let count = min(Int(s.count), available)
+                let truncated = s.flags & UInt32(AFT_SECTION_TRUNCATED) != 0 || count < Int(s.count)
+                func entries<T>(_ type: T.Type, capacity: UInt32) -> [T] {
+                    guard entrySize >= MemoryLayout<T>.size else { return [] }
+                    return (0..<min(count, Int(capacity))).map {
+                        raw.loadUnaligned(fromByteOffset: offset + $0 * entrySize, as: T.self)
+                    }
+                }
+                switch s.type {
+                case UInt32(AFT_SECTION_CONTEXT): context = entries(aft_context.self, capacity: 1).first
+                case UInt32(AFT_SECTION_CRASH): crash = entries(aft_crash_info.self, capacity: 1).first
+                case UInt32(AFT_SECTION_HANG): hang = entries(aft_hang_info.self, capacity: 1).first
+                case UInt32(AFT_SECTION_FRAMES):
+                    frames = entries(UInt64.self, capacity: AFT_MAX_FRAMES)
+                    framesTruncated = truncated || Int(s.count) > Int(AFT_MAX_FRAMES)
+                case UInt32(AFT_SECTION_IMAGES):
+                    images = entries(aft_image.self, capacity: AFT_MAX_IMAGES)
+                    imagesTruncated = truncated || Int(s.count) > Int(AFT_MAX_IMAGES)
+                default: break // a section from a newer writer: skipped by its size
+                }
+                let declared = Int(s.count).multipliedReportingOverflow(by: entrySize)
+                guard !declared.overflow, offset + declared.partialValue <= end else { return }
+                offset += declared.partialValue
+            }
+        }
+    }
+
+    /// This file as a crash report, or the reason it is not one.
+    package func crashReport() throws(ReportFileError) -> CrashReport {
+        guard kind == AFT_KIND_CRASH else { throw .unexpectedKind(kind) }
+        guard let context, let crash else { throw .missingSection("crash") }
+        var report = CrashReport(context: ReportContext(context), info: crash, frames: frames,
+                                 framesTruncated: framesTruncated, images: images.map(LoadedImage.init),
+                                 imagesTruncated: imagesTruncated, isPartial: !committed)
+        report.handlerFaulted = flags & UInt32(AFT_FLAG_NESTED_FAULT) != 0
+        return report
+    }
+}
+
+extension ReportFile {
+    /// CRC-32 (IEEE 802.3) as the report files use it.
+    package static func crc32(_ raw: UnsafeRawBufferPointer) -> UInt32 {
+        guard let base = raw.baseAddress else { return 0 }
+        return aft_crc32(0, base, raw.count)
+    }
+}

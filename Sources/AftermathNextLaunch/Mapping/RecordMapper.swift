@@ -1,0 +1,55 @@
+import AftermathOTLP
+import Foundation
+
+/// Maps decoded reports to OpenTelemetry log records (section 6 of the profile).
+package enum RecordMapper {
+    /// The attributes every record of a run carries: that run's session and release (2.5).
+    package static func runAttributes(_ c: ReportContext) -> [Attribute] {
+        var a = [
+            Attribute("session.id", .string(c.sessionID.lowercased)),
+            Attribute("service.version", .string(c.serviceVersion)),
+            Attribute("os.name", .string(c.osName)),
+            Attribute("os.version", .string(c.osVersion)),
+        ]
+        if !c.appBuildID.isEmpty { a.append(Attribute("app.build_id", .string(c.appBuildID))) }
+        if !c.kernelRelease.isEmpty { a.append(Attribute("apsio.os.kernel_release", .string(c.kernelRelease))) }
+        return a
+    }
+
+    /// log.record.uid: a ULID whose time is the event's and whose randomness comes from the
+    /// report id, so every attempt to send the same report carries the same uid.
+    package static func recordUID(timeUnixNano: UInt64, id: UUID) -> String {
+        ULID.make(timeMilliseconds: timeUnixNano / 1_000_000, entropy: id.bytes)
+    }
+
+    /// An `app.crash` record.
+    package static func crash(_ r: CrashReport, observedTimeUnixNano: UInt64) -> LogRecord {
+        var a: [Attribute] = [
+            Attribute("exception.type", .string(SignalDescription.exceptionType(signal: r.signal, code: r.code))),
+            Attribute("exception.message", .string(SignalDescription.explanation(
+                signal: r.signal, code: r.code, faultAddress: r.faultAddress, pc: r.pc, sp: r.sp,
+                senderPID: r.senderPID, senderUID: r.senderUID))),
+            Attribute("exception.stacktrace", .string(StackFormatter.stacktrace(frames: r.frames, images: r.images))),
+            Attribute("app.crash.id", .string(r.context.reportID.lowercased)),
+            Attribute("log.record.uid", .string(recordUID(timeUnixNano: r.timeUnixNano, id: r.context.reportID))),
+            Attribute("apsio.crash.images", .string(StackFormatter.imagesJSON(
+                frames: r.frames, images: r.images, appRoot: r.context.appRoot))),
+        ]
+        a += runAttributes(r.context)
+        a += [
+            Attribute("thread.id", .int(Int64(bitPattern: r.threadID))),
+            Attribute("thread.name", .string(r.threadName)),
+            Attribute("apsio.crash.signal", .int(Int64(r.signal))),
+            Attribute("apsio.crash.fault_address", .string(Hex.address(r.faultAddress))),
+            Attribute("apsio.crash.main_thread", .bool(r.isMainThread)),
+            Attribute("apsio.crash.unwinder", .string(r.unwinder.rawValue)),
+        ]
+        if let pid = r.senderPID { a.append(Attribute("apsio.crash.sender_pid", .int(pid))) }
+        if let uid = r.senderUID { a.append(Attribute("apsio.crash.sender_uid", .int(uid))) }
+        if r.framesTruncated { a.append(Attribute("apsio.crash.frames_truncated", .bool(true))) }
+        if r.isPartial { a.append(Attribute("apsio.crash.partial", .bool(true))) }
+        if r.handlerFaulted { a.append(Attribute("apsio.crash.handler_fault", .bool(true))) }
+        return LogRecord(timeUnixNano: r.timeUnixNano, observedTimeUnixNano: observedTimeUnixNano,
+                         severityNumber: .fatal, eventName: "app.crash", attributes: a)
+    }
+}

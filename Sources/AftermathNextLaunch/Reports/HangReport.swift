@@ -1,0 +1,81 @@
+import CSignalShim
+
+/// A hang as the watchdog recorded it: the blocked thread's stack and what the kernel said
+/// about it, its start, and its duration so far.
+package struct HangReport: Sendable, Hashable {
+    /// The run that hung: its session, release and OS; `reportID` is the hang's own id.
+    package var context: ReportContext
+    /// When the watched thread stopped answering, nanoseconds since the Unix epoch.
+    package var timeUnixNano: UInt64
+    /// The duration in milliseconds: final when ``isFinished``, otherwise the last update.
+    package var durationMilliseconds: UInt64
+    /// The watched thread ran again and the duration is final.
+    package var isFinished: Bool
+    /// The threshold in force, in milliseconds.
+    package var thresholdMilliseconds: UInt64
+    /// Kernel thread id of the blocked thread.
+    package var threadID: UInt64
+    /// Its name (from /proc, at most 15 bytes).
+    package var threadName: String
+    /// The state letter /proc gave when the hang was detected: R, S, D, ...
+    package var threadState: Character
+    /// The system call the thread was blocked in, when it was in one.
+    package var syscallNumber: Int64?
+    /// The kernel's wait channel (a kernel function name), when the kernel shows it.
+    package var waitChannel: String
+    /// How the stack was taken: `"signal"` (a handler on the thread unwound it) or `"proc"`
+    /// (the thread could not take a signal: pc from /proc, then return addresses found on its
+    /// stack, which may include stale ones).
+    package var captureMethod: HangCaptureMethod
+    /// How long the thread was stopped for the capture, in nanoseconds (signal captures).
+    package var capturePauseNanoseconds: UInt64
+    /// The blocked thread's stack, innermost first.
+    package var frames: [UInt64]
+    /// More frames existed than the file holds.
+    package var framesTruncated: Bool
+    /// The images loaded when the hang was captured.
+    package var images: [LoadedImage]
+
+    /// The state letter in words, as records carry it (`apsio.hang.thread_state`).
+    package var threadStateName: String {
+        switch threadState {
+        case "R": return "running"
+        case "S": return "sleeping"
+        case "D": return "disk_sleep"
+        case "T": return "stopped"
+        case "t": return "tracing_stop"
+        case "Z": return "zombie"
+        case "X": return "dead"
+        case "I": return "idle"
+        case "P": return "parked"
+        case "W": return "waking"
+        default: return "unknown"
+        }
+    }
+}
+
+extension HangReport {
+    /// The hang in a decoded file, or why it is not one. An unfinished hang without a valid
+    /// live block (killed before the first update) has duration 0.
+    package init(file: ReportFile) throws(ReportFileError) {
+        guard file.kind == AFT_KIND_HANG else { throw .unexpectedKind(file.kind) }
+        guard let c = file.context, var h = file.hang else { throw .missingSection("hang") }
+        context = ReportContext(c)
+        timeUnixNano = h.begin_realtime_ns
+        durationMilliseconds = file.liveValue ?? 0
+        isFinished = file.liveValue != nil && file.liveFlags & UInt32(AFT_FLAG_HANG_FINISHED) != 0
+        thresholdMilliseconds = h.threshold_ms
+        threadID = h.thread_id
+        threadName = CString.read(&h.thread_name)
+        let state = UInt8(bitPattern: h.thread_state)
+        threadState = (state >= 0x41 && state <= 0x5A) || (state >= 0x61 && state <= 0x7A)
+            ? Character(Unicode.Scalar(state)) : "?"
+        syscallNumber = h.syscall_number == UInt64.max ? nil : Int64(truncatingIfNeeded: h.syscall_number)
+        waitChannel = CString.read(&h.wait_channel)
+        captureMethod = HangCaptureMethod(code: h.capture_method)
+        capturePauseNanoseconds = h.capture_pause_ns
+        frames = file.frames
+        framesTruncated = file.framesTruncated
+        images = file.images.map(LoadedImage.init)
+    }
+}
