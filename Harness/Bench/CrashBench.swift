@@ -68,7 +68,7 @@ enum CrashBench {
     /// Frame count and size of the one crash file in dir.
     static func crashFile(in dir: String) -> (Int, Int)? {
         guard let name = try? FileManager.default.contentsOfDirectory(atPath: dir).first(where: { $0.hasSuffix(".crash") }) else { return nil }
-        let collection = ReportCollector(directory: ReportDirectory(root: (dir as NSString).deletingLastPathComponent)).collect(quarantine: false)
+        let collection = ReportCollector(directory: ReportDirectory(root: (dir as NSString).deletingLastPathComponent)).collect(moveRejected: false)
         let size = (try? FileManager.default.attributesOfItem(atPath: dir + "/" + name)[.size] as? Int) ?? 0
         return (collection.reports.first?.crash?.frames.count ?? 0, size)
     }

@@ -87,9 +87,9 @@ enum ChildMode {
     /// The next launch: reports what is pending, then starts Aftermath, which delivers it
     /// synchronously to a FileExporter writing into outDirectory.
     static func nextLaunch(reportsDirectory: String, outDirectory: String) -> Never {
-        let pending = ReportCollector(directory: ReportDirectory(root: reportsDirectory)).collect(quarantine: false)
-        say("NEXT_LAUNCH pending=\(pending.reports.count) skipped=\(pending.skipped.count)\n")
-        for skipped in pending.skipped { say("NEXT_LAUNCH skipped \(skipped.path): \(skipped.reason)\n") }
+        let pending = ReportCollector(directory: ReportDirectory(root: reportsDirectory)).collect(moveRejected: false)
+        say("NEXT_LAUNCH pending=\(pending.reports.count) rejected=\(pending.rejected.count)\n")
+        for file in pending.rejected { say("NEXT_LAUNCH rejected \(file.path): \(file.reason)\n") }
         let configuration = Aftermath.Configuration(
             serviceName: serviceName, serviceVersion: nextLaunchVersion,
             exporter: FileExporter(directory: outDirectory), reportsDirectory: reportsDirectory,

@@ -5,7 +5,7 @@ import Foundation
 
 /// The debug command's three views.
 enum CLI {
-    static func list(_ reports: [PendingReport], skipped: [SkippedFile], directories: [ReportDirectory]) {
+    static func list(_ reports: [PendingReport], rejected: [RejectedFile], directories: [ReportDirectory]) {
         if directories.isEmpty { print("no reports directory found") }
         if reports.isEmpty { print("no pending reports in \(directories.map(\.root).joined(separator: ", "))") }
         let rows = reports.map { r -> [String] in
@@ -13,8 +13,8 @@ enum CLI {
              r.record[attribute: "service.version"]?.stringValue ?? "", id(r)]
         }
         if !rows.isEmpty { printTable(["kind", "time (UTC)", "what", "release", "id"], rows) }
-        for s in skipped {
-            print("skipped \(s.path): \(s.reason)")
+        for s in rejected {
+            print("rejected \(s.path): \(s.reason)")
         }
     }
 

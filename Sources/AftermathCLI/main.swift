@@ -38,12 +38,12 @@ guard let command = arguments.first, ["list", "show", "dump"].contains(command) 
     return names.sorted().map { ReportDirectory(root: (base as NSString).appendingPathComponent($0)) }
 }
 
-let collections = directories().map { ($0, ReportCollector(directory: $0).collect(quarantine: false)) }
+let collections = directories().map { ($0, ReportCollector(directory: $0).collect(moveRejected: false)) }
 let reports = collections.flatMap { $0.1.reports }
-let skipped = collections.flatMap { $0.1.skipped }
+let rejected = collections.flatMap { $0.1.rejected }
 
 switch command {
-case "list": CLI.list(reports, skipped: skipped, directories: collections.map(\.0))
+case "list": CLI.list(reports, rejected: rejected, directories: collections.map(\.0))
 case "show":
     guard arguments.count >= 2 else {
         FileHandle.standardError.write(Data("aftermath show: which report? (see aftermath list)\n".utf8))

@@ -100,7 +100,7 @@ struct ExitStatusTests {
         }
         let exporter = InMemoryExporter()
         let delivery = ReportCollector(directory: ReportDirectory(root: directory)).deliver(to: exporter, resource: Resource())
-        #expect(delivery.skipped.isEmpty)
+        #expect(delivery.rejected.isEmpty)
         let crashes = exporter.records.filter { $0.eventName == "app.crash" }
         let record = try #require(crashes.first)
         #expect(crashes.count == 1)

@@ -59,7 +59,7 @@ struct FullDiskTests {
         // The older report is intact; the new crash is there as far as it fit: its context,
         // signal and stack (written first), without the images that did not fit.
         #expect(collection.reports.contains { $0.path == other })
-        #expect(collection.skipped.isEmpty)
+        #expect(collection.rejected.isEmpty)
         let partial = try #require(collection.reports.first { $0.path != other && $0.kind == .crash })
         #expect(!collection.reports.contains { $0.kind == .abnormalExit }, "a crash report of the run wins")
         #expect(partial.crash?.isPartial == true)

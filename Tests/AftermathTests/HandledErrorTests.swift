@@ -48,7 +48,7 @@ struct HandledErrorTests {
         }
         let sessions = try String(contentsOfFile: dir + "/sessions", encoding: .utf8).split(separator: " ").map(String.init)
         let collector = ReportCollector(directory: ReportDirectory(root: dir))
-        let collection = collector.collect(quarantine: false)
+        let collection = collector.collect(moveRejected: false)
         let errors = collection.reports.filter { $0.kind == .error }.map(\.record)
         try #require(errors.count == 2)
         let first = try #require(errors.first { $0[attribute: "apsio.error.fingerprint"] != nil })
@@ -93,7 +93,7 @@ struct HandledErrorTests {
             Aftermath.record(error: CheckoutError(code: 7))
             UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
         }
-        let reports = ReportCollector(directory: ReportDirectory(root: dir)).collect(quarantine: false).reports
+        let reports = ReportCollector(directory: ReportDirectory(root: dir)).collect(moveRejected: false).reports
         let error = try #require(reports.first { $0.kind == .error })
         let crash = try #require(reports.first { $0.kind == .crash })
         #expect(error.record[attribute: "exception.message"] == "card declined (7)")
@@ -136,7 +136,7 @@ struct HandledErrorTests {
         let collection = ReportCollector(directory: directory).collect()
         let messages = collection.reports.filter { $0.kind == .error }.compactMap { $0.record[attribute: "exception.message"]?.stringValue }
         #expect(messages.contains("m"))
-        #expect(collection.skipped.count == 2) // b (truncated) and d (junk)
+        #expect(collection.rejected.count == 2) // b (truncated) and d (junk)
         #expect(collection.reports.filter { $0.kind == .error }.count == 2) // a, and c clamped to its text
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.rejected).contains("b.error"))
     }

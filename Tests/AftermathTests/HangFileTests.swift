@@ -122,7 +122,7 @@ struct HangFileTests {
         let session = UUID(), report = UUID()
         let path = try Self.write(Self.hangFile(reportID: report, sessionID: session, durationMs: 1850, finished: false), in: directory)
         let collection = ReportCollector(directory: directory, currentRunID: UUID()).collect()
-        #expect(collection.skipped.isEmpty)
+        #expect(collection.rejected.isEmpty)
         let records = collection.reports.filter { $0.kind == .hang }
         try #require(records.count == 1)
         let r = records[0].record
@@ -161,7 +161,7 @@ struct HangFileTests {
         let path = try Self.write(Self.hangFile(runID: run, finished: false), in: directory)
         let collection = ReportCollector(directory: directory, currentRunID: run).collect()
         #expect(collection.reports.isEmpty)
-        #expect(collection.skipped.isEmpty)
+        #expect(collection.rejected.isEmpty)
         #expect(FileManager.default.fileExists(atPath: path))
     }
 
@@ -177,7 +177,7 @@ struct HangFileTests {
         #expect(ReportCollector(directory: directory, currentRunID: UUID()).collect().reports.count == 1)
     }
 
-    @Test("A damaged hang file is set aside with its reason, never reported")
+    @Test("A damaged hang file is rejected with its reason, never reported")
     func damagedSetAside() throws {
         let directory = try TestSupport.reportsDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory.root) }
@@ -186,10 +186,10 @@ struct HangFileTests {
         let path = try Self.write(bytes, in: directory)
         let collection = ReportCollector(directory: directory, currentRunID: UUID()).collect()
         #expect(collection.reports.isEmpty)
-        let skipped = try #require(collection.skipped.first)
-        #expect(skipped.path == path)
-        #expect(skipped.reason.contains("CRC"))
-        #expect(skipped.movedTo != nil)
+        let rejected = try #require(collection.rejected.first)
+        #expect(rejected.path == path)
+        #expect(rejected.reason.contains("CRC"))
+        #expect(rejected.movedTo != nil)
         #expect(!FileManager.default.fileExists(atPath: path))
     }
 

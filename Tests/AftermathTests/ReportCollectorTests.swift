@@ -9,7 +9,7 @@ import AftermathOTLPHTTP
 import AftermathSymbolication
 import CHarnessFaults
 
-/// The next launch's view of a reports directory: good files reported, bad ones set aside with
+/// The next launch's view of a reports directory: good files reported, bad ones rejected with
 /// a reason, nothing deleted before the exporter acknowledges.
 @Suite("Report collector")
 struct ReportCollectorTests {
@@ -33,7 +33,7 @@ struct ReportCollectorTests {
         let collection = ReportCollector(directory: dir).collect()
         #expect(collection.reports.count == 1)
         #expect(collection.reports.first?.record.eventName == "app.crash")
-        let reasons = Dictionary(uniqueKeysWithValues: collection.skipped.map { (($0.path as NSString).lastPathComponent, $0.reason) })
+        let reasons = Dictionary(uniqueKeysWithValues: collection.rejected.map { (($0.path as NSString).lastPathComponent, $0.reason) })
         #expect(reasons.count == 8)
         #expect(reasons["truncated.crash"]?.contains("truncated") == true || reasons["truncated.crash"]?.contains("body is") == true)
         #expect(reasons["damaged.crash"]?.hasPrefix("CRC mismatch") == true)
@@ -74,8 +74,8 @@ struct ReportCollectorTests {
     func readOnlyCollection() throws {
         let dir = try TestSupport.reportsDirectory()
         try TestSupport.write(Array("junk".utf8), to: dir.crashes + "/bad.crash")
-        let collection = ReportCollector(directory: dir).collect(quarantine: false)
-        #expect(collection.skipped.count == 1 && collection.skipped[0].movedTo == nil)
+        let collection = ReportCollector(directory: dir).collect(moveRejected: false)
+        #expect(collection.rejected.count == 1 && collection.rejected[0].movedTo == nil)
         #expect(FileManager.default.fileExists(atPath: dir.crashes + "/bad.crash"))
     }
 
@@ -91,7 +91,7 @@ struct ReportCollectorTests {
         // conflicts like another process would.
         try TestSupport.write([], to: dir.crashes + "/dead.crash.tmp")
         let collection = ReportCollector(directory: dir).collect()
-        #expect(collection.reports.isEmpty && collection.skipped.isEmpty)
+        #expect(collection.reports.isEmpty && collection.rejected.isEmpty)
         #expect(FileManager.default.fileExists(atPath: live))
         #expect(!FileManager.default.fileExists(atPath: dir.crashes + "/dead.crash.tmp"))
     }
@@ -106,12 +106,12 @@ struct ReportCollectorTests {
         try TestSupport.write([], to: dir.rejected)
         let collection = ReportCollector(directory: dir).collect()
         #expect(collection.reports.count == 1)
-        #expect(collection.skipped.count == 1)
-        #expect(collection.skipped[0].reason.contains("could not move aside"))
+        #expect(collection.rejected.count == 1)
+        #expect(collection.rejected[0].reason.contains("could not move aside"))
         #expect(FileManager.default.fileExists(atPath: dir.crashes + "/b.crash"))
     }
 
-    @Test("More than 64 pending crashes: the oldest are set aside with the reason, the rest reported")
+    @Test("More than 64 pending crashes: the oldest are rejected with the reason, the rest reported")
     func retention() throws {
         let dir = try TestSupport.reportsDirectory()
         let golden = try TestSupport.fixture("v1/sigsegv-null-depth12.crash")
@@ -123,9 +123,9 @@ struct ReportCollectorTests {
         }
         let collection = ReportCollector(directory: dir).collect()
         #expect(collection.reports.count == 64)
-        #expect(collection.skipped.count == 6)
-        #expect(collection.skipped.allSatisfy { $0.reason.hasPrefix("retention") })
-        #expect(Set(collection.skipped.map { ($0.path as NSString).lastPathComponent }) == Set((0..<6).map { "c\($0).crash" }))
+        #expect(collection.rejected.count == 6)
+        #expect(collection.rejected.allSatisfy { $0.reason.hasPrefix("retention") })
+        #expect(Set(collection.rejected.map { ($0.path as NSString).lastPathComponent }) == Set((0..<6).map { "c\($0).crash" }))
     }
 
     @Test("start() refuses a reports directory it cannot use, with the reason")

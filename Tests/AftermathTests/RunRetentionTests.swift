@@ -94,7 +94,7 @@ struct RunRetentionTests {
             ReportCollector(directory: directory).collect()
         }
         #expect(collection.reports.filter { $0.kind == .abnormalExit }.count == 1)
-        #expect(Set(collection.skipped.map { ($0.path as NSString).lastPathComponent }) == ["torn.run", "short.run"])
+        #expect(Set(collection.rejected.map { ($0.path as NSString).lastPathComponent }) == ["torn.run", "short.run"])
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.rejected).contains("torn.run"))
     }
 
@@ -105,7 +105,7 @@ struct RunRetentionTests {
         let path = directory.runs + "/\(Self.name(run)).run"
         try Self.write(run, path)
         let dump = ExitEnvironment.$override.withValue(system.environment()) {
-            ReportCollector(directory: directory).collect(quarantine: false)
+            ReportCollector(directory: directory).collect(moveRejected: false)
         }
         #expect(dump.reports.count == 1)
         #expect(FileManager.default.fileExists(atPath: path))

@@ -12,7 +12,7 @@ extension ReportCollector {
             let path = (directory.errors as NSString).appendingPathComponent(name)
             let isTemporary = name.hasSuffix(".error.tmp")
             guard name.hasSuffix(".error") || isTemporary else {
-                pass.skipped.append(setAside(path, reason: "unexpected file in errors/", quarantine: pass.quarantine))
+                pass.rejected.append(reject(path, reason: "unexpected file in errors/", moveRejected: pass.moveRejected))
                 continue
             }
             // A .tmp younger than a minute may be renamed into place by its writer any moment.
@@ -24,10 +24,10 @@ extension ReportCollector {
                                                   crash: nil))
             } catch {
                 if isTemporary {
-                    if pass.quarantine, Self.secondsSinceModified(path) > 60 { unlink(path) }
+                    if pass.moveRejected, Self.secondsSinceModified(path) > 60 { unlink(path) }
                     continue
                 }
-                pass.skipped.append(setAside(path, reason: error.description, quarantine: pass.quarantine))
+                pass.rejected.append(reject(path, reason: error.description, moveRejected: pass.moveRejected))
             }
         }
     }

@@ -15,7 +15,7 @@ extension ReportCollector {
     ///   instance of the app is in: its run file is locked while it lives.
     /// - A crash of the same run is reported too (`collectCrashes` runs first); the hang gets
     ///   `apsio.hang.run_crashed = true`. Both records, see ``HangRecordMapper``.
-    /// - Bad files are set aside with their reason.
+    /// - Bad files are rejected with their reason.
     package func collectHangs(_ pass: inout Pass) {
         forEachReportFile(&pass, in: directory.hangs, suffix: ".hang", what: "hang",
                           tmpIsDead: { !hangFileInUse($0, tmp: true) }, accept: { pass, path, file in

@@ -22,7 +22,7 @@ extension ReportCollector {
             let path = (directory.runs as NSString).appendingPathComponent(name)
             if name.hasSuffix(".run.tmp") {
                 // A writer holds its .tmp locked while it writes it: unlocked means it died.
-                if pass.quarantine, aft_run_is_locked(path) == 0 { unlink(path) }
+                if pass.moveRejected, aft_run_is_locked(path) == 0 { unlink(path) }
                 continue
             }
             if name.hasSuffix(".ended") {
@@ -30,7 +30,7 @@ extension ReportCollector {
                 continue
             }
             guard name.hasSuffix(".run") else {
-                pass.skipped.append(setAside(path, reason: "unexpected file in runs/", quarantine: pass.quarantine))
+                pass.rejected.append(reject(path, reason: "unexpected file in runs/", moveRejected: pass.moveRejected))
                 continue
             }
             if aft_run_is_locked(path) == 1 { retained += 1; continue } // alive
@@ -38,7 +38,7 @@ extension ReportCollector {
             do {
                 run = try RunFile.decode(FileReader.read(path, maximumSize: RunFile.maximumSize))
             } catch {
-                pass.skipped.append(setAside(path, reason: error.description, quarantine: pass.quarantine))
+                pass.rejected.append(reject(path, reason: error.description, moveRejected: pass.moveRejected))
                 continue
             }
             if run.runID == currentRunID { retained += 1; continue }
@@ -54,12 +54,12 @@ extension ReportCollector {
                     kind: .abnormalExit, path: path,
                     record: report.record(observedTimeUnixNano: pass.observedTimeUnixNano), crash: nil))
             case .nothing:
-                guard pass.quarantine else { continue }
+                guard pass.moveRejected else { continue }
                 let target = (path as NSString).deletingPathExtension + ".ended"
                 if rename(path, target) == 0 { ended.append((target, Self.secondsSinceModified(target))) }
             }
         }
-        guard pass.quarantine else { return }
+        guard pass.moveRejected else { return }
         ended.sort { $0.age > $1.age } // oldest first
         var total = retained + ended.count
         for file in ended where file.age > limits.age || total > limits.count {

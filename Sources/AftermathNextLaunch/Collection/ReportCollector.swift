@@ -46,7 +46,7 @@ package struct ReportCollector: Sendable {
         /// Reports ready to export, oldest first.
         package var reports: [PendingReport]
         /// Files that were not reported, with the reason.
-        package var skipped: [SkippedFile]
+        package var rejected: [RejectedFile]
     }
 
     /// What one delivery did.
@@ -54,15 +54,15 @@ package struct ReportCollector: Sendable {
         /// Records the exporter acknowledged (their files are deleted).
         package var exported: Int
         /// Files that were not reported, with the reason.
-        package var skipped: [SkippedFile]
+        package var rejected: [RejectedFile]
         /// Why the exporter refused the batch, when it did (the files are kept).
         package var exportError: String?
     }
 
-    /// Reads every pending report. With quarantine, bad files are moved to rejected/ with a
+    /// Reads every pending report. With moveRejected, bad files are moved to rejected/ with a
     /// reason; without it (the debug command's dump) nothing on disk changes.
-    package func collect(quarantine: Bool = true) -> Collection {
-        var pass = Pass(quarantine: quarantine, observedTimeUnixNano: Clock.realtimeNanoseconds())
+    package func collect(moveRejected: Bool = true) -> Collection {
+        var pass = Pass(moveRejected: moveRejected, observedTimeUnixNano: Clock.realtimeNanoseconds())
         // Order matters: later passes may look at what earlier ones found (a crash of a run
         // wins over an inferred abnormal exit of the same run).
         collectCrashes(&pass)
@@ -70,27 +70,27 @@ package struct ReportCollector: Sendable {
         collectErrors(&pass)
         collectRuns(&pass)
         pass.reports.sort { $0.record.timeUnixNano < $1.record.timeUnixNano }
-        return Collection(reports: pass.reports, skipped: pass.skipped)
+        return Collection(reports: pass.reports, rejected: pass.rejected)
     }
 
     /// The state of one collection, shared by the passes over each directory.
     package struct Pass {
-        package let quarantine: Bool
+        package let moveRejected: Bool
         package let observedTimeUnixNano: UInt64
         package var reports: [PendingReport] = []
-        package var skipped: [SkippedFile] = []
+        package var rejected: [RejectedFile] = []
         /// Runs that left a crash report in this collection.
         package var crashedRuns: Set<UUID> = []
     }
 
     /// crashes/: committed crash files, and the .tmp of a handler that died while writing.
     package func collectCrashes(_ pass: inout Pass) {
-        let quarantine = pass.quarantine
+        let moveRejected = pass.moveRejected
         forEachReportFile(&pass, in: directory.crashes, suffix: ".crash", what: "crash", tmpIsDead: { path in
             switch reserveState(path) {
             case .heldByLiveRun: return false
             case .emptyOfDeadRun:
-                if quarantine { unlink(path) } // that run ended without crashing
+                if moveRejected { unlink(path) } // that run ended without crashing
                 return false
             case .writtenByDeadRun: return true
             }
@@ -105,13 +105,13 @@ package struct ReportCollector: Sendable {
     }
 
     /// The walk every report directory shares: the oldest files beyond the retention limit
-    /// set aside; `*<suffix>` is a committed file; `*<suffix>.tmp` a writer's leftover, decoded
-    /// (salvaged) only when tmpIsDead says its writer is gone; anything else is set aside. A
+    /// rejected; `*<suffix>` is a committed file; `*<suffix>.tmp` a writer's leftover, decoded
+    /// (salvaged) only when tmpIsDead says its writer is gone; anything else is rejected. A
     /// decoded file goes to accept; what it throws sets the file aside with the reason.
     package func forEachReportFile(_ pass: inout Pass, in dir: String, suffix: String, what: String,
                            tmpIsDead: (String) -> Bool,
                            accept: (inout Pass, String, ReportFile) throws -> Void) {
-        if pass.quarantine { enforceRetention(&pass, in: dir, suffix: suffix, what: what) }
+        if pass.moveRejected { enforceRetention(&pass, in: dir, suffix: suffix, what: what) }
         for name in listing(dir) {
             let path = (dir as NSString).appendingPathComponent(name)
             let salvage: Bool
@@ -122,14 +122,14 @@ package struct ReportCollector: Sendable {
                 salvage = true
             } else {
                 let folder = (dir as NSString).lastPathComponent
-                pass.skipped.append(setAside(path, reason: "unexpected file in \(folder)/", quarantine: pass.quarantine))
+                pass.rejected.append(reject(path, reason: "unexpected file in \(folder)/", moveRejected: pass.moveRejected))
                 continue
             }
             do {
                 try accept(&pass, path, try ReportFile.decode(FileReader.read(path), salvage: salvage))
             } catch {
                 let reason = (error as? ReportFileError)?.description ?? String(describing: error)
-                pass.skipped.append(setAside(path, reason: reason, quarantine: pass.quarantine))
+                pass.rejected.append(reject(path, reason: reason, moveRejected: pass.moveRejected))
             }
         }
     }
@@ -149,13 +149,13 @@ package struct ReportCollector: Sendable {
             let lockPath = (directory.root as NSString).appendingPathComponent(".deliver.lock")
             let lock = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
             guard lock >= 0 else {
-                return Delivery(exported: 0, skipped: [], exportError: "cannot open \(lockPath): \(String(cString: strerror(errno)))")
+                return Delivery(exported: 0, rejected: [], exportError: "cannot open \(lockPath): \(String(cString: strerror(errno)))")
             }
             defer { close(lock) }
             guard flock(lock, LOCK_EX | LOCK_NB) == 0 else {
-                return Delivery(exported: 0, skipped: [], exportError: "another process is delivering these reports")
+                return Delivery(exported: 0, rejected: [], exportError: "another process is delivering these reports")
             }
-            let collection = collect(quarantine: true)
+            let collection = collect(moveRejected: true)
             var exported = 0
             var firstError: String?
             var start = 0
@@ -173,7 +173,7 @@ package struct ReportCollector: Sendable {
                 for report in chunk { unlink(report.path) }
                 exported += chunk.count
             }
-            return Delivery(exported: exported, skipped: collection.skipped, exportError: firstError)
+            return Delivery(exported: exported, rejected: collection.rejected, exportError: firstError)
         }
     }
 
@@ -185,7 +185,7 @@ package struct ReportCollector: Sendable {
     }
 
     /// Pending files of one kind kept at most: a crash or hang loop with no exporter reachable
-    /// must not fill the disk. The oldest beyond it are set aside with the reason.
+    /// must not fill the disk. The oldest beyond it are rejected with the reason.
     package static let maximumPendingCrashes = 64
 
     package func enforceRetention(_ pass: inout Pass, in dir: String, suffix: String, what: String) {
@@ -197,7 +197,7 @@ package struct ReportCollector: Sendable {
             return (path, lstat(path, &st) == 0 ? Int(st.st_mtim.tv_sec) : 0)
         }.sorted { $0.1 < $1.1 }
         for (path, _) in dated.prefix(names.count - Self.maximumPendingCrashes) {
-            pass.skipped.append(setAside(path, reason: "retention: more than \(Self.maximumPendingCrashes) pending \(what) reports, the oldest set aside", quarantine: true))
+            pass.rejected.append(reject(path, reason: "retention: more than \(Self.maximumPendingCrashes) pending \(what) reports, the oldest rejected", moveRejected: true))
         }
     }
 
@@ -217,8 +217,8 @@ package struct ReportCollector: Sendable {
     }
 
     /// Moves a bad file to rejected/ with a `.reason` file beside it (at most 64 kept).
-    package func setAside(_ path: String, reason: String, quarantine: Bool) -> SkippedFile {
-        guard quarantine else { return SkippedFile(path: path, reason: reason, movedTo: nil) }
+    package func reject(_ path: String, reason: String, moveRejected: Bool) -> RejectedFile {
+        guard moveRejected else { return RejectedFile(path: path, reason: reason, movedTo: nil) }
         let name = (path as NSString).lastPathComponent
         var target = (directory.rejected as NSString).appendingPathComponent(name)
         var n = 1
@@ -227,11 +227,11 @@ package struct ReportCollector: Sendable {
             n += 1
         }
         guard rename(path, target) == 0 else {
-            return SkippedFile(path: path, reason: reason + " (could not move aside: \(String(cString: strerror(errno))))", movedTo: nil)
+            return RejectedFile(path: path, reason: reason + " (could not move aside: \(String(cString: strerror(errno))))", movedTo: nil)
         }
         try? Data((reason + "\n").utf8).write(to: URL(fileURLWithPath: target + ".reason"))
         trimRejected()
-        return SkippedFile(path: path, reason: reason, movedTo: target)
+        return RejectedFile(path: path, reason: reason, movedTo: target)
     }
 
     private func trimRejected(keeping limit: Int = 64) {

@@ -1,4 +1,4 @@
-/// Why a report file was set aside instead of reported.
+/// Why a report file was rejected instead of reported.
 package enum ReportFileError: Error, Sendable, Hashable, CustomStringConvertible {
     /// A directory, symlink, device or other non-regular file where a report should be.
     case notARegularFile(kind: String)
