@@ -2,10 +2,9 @@
  * runs.c: NORMAL-TIME CODE (never runs in a signal handler). The run record: creates and
  * locks runs/<run id>.run at start, keeps its live block current from a background thread
  * (about once a second) and on every change, marks normal termination in on_exit, installs
- * the termination-signal recorder (runs_async.c), and reads the evidence files (cgroup OOM
- * counters, /proc/vmstat, PSI, TracerPid, boot_id) for this run and for the next launch.
+ * the termination-signal recorder (runs_async.c). The evidence it records is read by
+ * evidence.c.
  */
-#define AFT_RUNS_INTERNAL 1
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -20,6 +19,7 @@
 
 #include "CSignalShim.h"
 #include "shim_internal.h"
+#include "runs_internal.h"
 
 aft_run_state aft_g_run = {.fd = -1};
 const int aft_g_run_signals[AFT_RUN_SIGNAL_COUNT] = {SIGTERM, SIGINT, SIGHUP};
@@ -44,223 +44,6 @@ static void aft_run_set_error(char *error, size_t capacity, const char *what, in
 
 uint32_t aft_run_check(const void *block, size_t size_before_check) {
     return aft_async_run_check(block, size_before_check);
-}
-
-/* ---- evidence readers ---- */
-
-static ssize_t aft_run_read_file(const char *path, char *buf, size_t capacity) {
-    return aft_async_read_small_file(path, buf, capacity);
-}
-
-static int aft_run_parse_u64(const char *p, uint64_t *out) {
-    while (*p == ' ' || *p == '\t') p++;
-    if (*p < '0' || *p > '9') return 0;
-    uint64_t v = 0;
-    while (*p >= '0' && *p <= '9') {
-        uint64_t d = (uint64_t)(*p - '0');
-        if (v > (UINT64_MAX - d) / 10) return 0; /* overflow: hostile */
-        v = v * 10 + d;
-        p++;
-    }
-    *out = v;
-    return 1;
-}
-
-uint64_t aft_read_counter(const char *path, const char *key) {
-    char buf[8192];
-    if (!path || !key || path[0] == '\0') return AFT_RUN_UNREAD;
-    if (aft_run_read_file(path, buf, sizeof(buf)) <= 0) return AFT_RUN_UNREAD;
-    size_t klen = strlen(key);
-    for (char *line = buf; line && *line;) {
-        char *next = strchr(line, '\n');
-        if (next) *next++ = '\0';
-        if (strncmp(line, key, klen) == 0 && (line[klen] == ' ' || line[klen] == '\t')) {
-            uint64_t v;
-            return aft_run_parse_u64(line + klen, &v) ? v : AFT_RUN_UNREAD;
-        }
-        line = next;
-    }
-    return AFT_RUN_UNREAD;
-}
-
-uint32_t aft_read_psi_avg10(const char *path, const char *prefix) {
-    char buf[1024];
-    if (aft_run_read_file(path, buf, sizeof(buf)) <= 0) return UINT32_MAX;
-    size_t plen = strlen(prefix);
-    for (char *line = buf; line && *line;) {
-        char *next = strchr(line, '\n');
-        if (next) *next++ = '\0';
-        if (strncmp(line, prefix, plen) == 0 && line[plen] == ' ') {
-            char *a = strstr(line, "avg10=");
-            if (!a) return UINT32_MAX;
-            uint64_t whole = 0, frac = 0;
-            if (!aft_run_parse_u64(a + 6, &whole) || whole > 100) return UINT32_MAX;
-            char *dot = strchr(a + 6, '.');
-            if (dot && dot[1] >= '0' && dot[1] <= '9') {
-                frac = (uint64_t)(dot[1] - '0') * 10;
-                if (dot[2] >= '0' && dot[2] <= '9') frac += (uint64_t)(dot[2] - '0');
-            }
-            return (uint32_t)(whole * 100 + frac);
-        }
-        line = next;
-    }
-    return UINT32_MAX;
-}
-
-int aft_read_line(const char *path, char *out, size_t capacity) {
-    char buf[256];
-    if (capacity == 0) return -1;
-    out[0] = '\0';
-    ssize_t n = aft_run_read_file(path, buf, sizeof(buf));
-    if (n <= 0) return -1;
-    size_t len = 0;
-    while (len < (size_t)n && buf[len] != '\n' && buf[len] != '\0') len++;
-    if (len >= capacity) len = capacity - 1;
-    memcpy(out, buf, len);
-    out[len] = '\0';
-    return (int)len;
-}
-
-static int aft_run_file_exists(const char *dir, const char *name) {
-    char path[AFT_PATH_CAPACITY + 64];
-    if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path)) return 0;
-    return access(path, R_OK) == 0;
-}
-
-/* base + path into out (AFT_PATH_CAPACITY); "" when too long or the counter file is absent. */
-static void aft_run_cgroup_dir(char *out, const char *base, const char *path, size_t path_len,
-                               const char *probe) {
-    out[0] = '\0';
-    char dir[AFT_PATH_CAPACITY];
-    if (path_len == 1 && path[0] == '/') path_len = 0; /* the root: no suffix */
-    int n = snprintf(dir, sizeof(dir), "%s%.*s", base, (int)path_len, path);
-    if (n < 0 || n >= (int)sizeof(dir)) return;
-    if (!aft_run_file_exists(dir, probe)) return;
-    memcpy(out, dir, (size_t)n + 1);
-}
-
-/* The parent of a cgroup path: its length without the last component; 0 when it has none. */
-static size_t aft_run_parent_len(const char *path, size_t len) {
-    while (len > 0 && path[len - 1] == '/') len--;
-    if (len == 0) return 0;
-    while (len > 0 && path[len - 1] != '/') len--;
-    if (len > 1) len--; /* drop the separator, keep "/" for the root */
-    return len;
-}
-
-void aft_find_cgroup_dirs(const char *proc_root, const char *sys_root,
-                          char dirs[AFT_CGROUP_DIRS][AFT_PATH_CAPACITY]) {
-    for (uint32_t i = 0; i < AFT_CGROUP_DIRS; i++) dirs[i][0] = '\0';
-    char path[AFT_PATH_CAPACITY + 32], buf[4096];
-    snprintf(path, sizeof(path), "%s/self/cgroup", proc_root);
-    if (aft_run_read_file(path, buf, sizeof(buf)) <= 0) return;
-    char v1_base[AFT_PATH_CAPACITY], v2_unified[AFT_PATH_CAPACITY], v2_base[AFT_PATH_CAPACITY];
-    snprintf(v1_base, sizeof(v1_base), "%s/fs/cgroup/memory", sys_root);
-    snprintf(v2_unified, sizeof(v2_unified), "%s/fs/cgroup/unified", sys_root);
-    snprintf(v2_base, sizeof(v2_base), "%s/fs/cgroup", sys_root);
-    for (char *line = buf; line && *line;) {
-        char *next = strchr(line, '\n');
-        if (next) *next++ = '\0';
-        /* hierarchy-ID:controller-list:cgroup-path */
-        char *c1 = strchr(line, ':');
-        char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        if (c1 && c2 && c2[1] == '/') {
-            const char *cg = c2 + 1;
-            size_t cg_len = strlen(cg);
-            size_t parent = aft_run_parent_len(cg, cg_len);
-            int is_v2 = (c1 - line == 1 && line[0] == '0' && c2 == c1 + 1);
-            int is_memory = 0;
-            for (char *p = c1 + 1; p < c2;) {
-                char *comma = memchr(p, ',', (size_t)(c2 - p));
-                char *end = comma ? comma : c2;
-                if (end - p == 6 && memcmp(p, "memory", 6) == 0) is_memory = 1;
-                p = end + 1;
-            }
-            if (is_memory) {
-                aft_run_cgroup_dir(dirs[AFT_CGROUP_V1_SELF], v1_base, cg, cg_len,
-                                   "memory.oom_control");
-                if (parent > 0)
-                    aft_run_cgroup_dir(dirs[AFT_CGROUP_V1_PARENT], v1_base, cg, parent,
-                                       "memory.oom_control");
-            } else if (is_v2) {
-                aft_run_cgroup_dir(dirs[AFT_CGROUP_V2_SELF], v2_unified, cg, cg_len,
-                                   "memory.events");
-                if (dirs[AFT_CGROUP_V2_SELF][0] == '\0')
-                    aft_run_cgroup_dir(dirs[AFT_CGROUP_V2_SELF], v2_base, cg, cg_len,
-                                       "memory.events");
-                if (parent > 0) {
-                    aft_run_cgroup_dir(dirs[AFT_CGROUP_V2_PARENT], v2_unified, cg, parent,
-                                       "memory.events");
-                    if (dirs[AFT_CGROUP_V2_PARENT][0] == '\0')
-                        aft_run_cgroup_dir(dirs[AFT_CGROUP_V2_PARENT], v2_base, cg, parent,
-                                           "memory.events");
-                }
-            }
-        }
-        line = next;
-    }
-}
-
-static uint64_t aft_run_counter_in(const char *dir, const char *file, const char *key) {
-    if (dir[0] == '\0') return AFT_RUN_UNREAD;
-    char path[AFT_PATH_CAPACITY + 32];
-    if (snprintf(path, sizeof(path), "%s/%s", dir, file) >= (int)sizeof(path))
-        return AFT_RUN_UNREAD;
-    return aft_read_counter(path, key);
-}
-
-void aft_read_oom_counters(const char dirs[AFT_CGROUP_DIRS][AFT_PATH_CAPACITY],
-                           uint64_t out[AFT_OOM_COUNTERS]) {
-    for (uint32_t i = 0; i < AFT_OOM_COUNTERS; i++) out[i] = AFT_RUN_UNREAD;
-    out[AFT_OOM_V1_SELF] = aft_run_counter_in(dirs[AFT_CGROUP_V1_SELF], "memory.oom_control", "oom_kill");
-    out[AFT_OOM_V1_PARENT] = aft_run_counter_in(dirs[AFT_CGROUP_V1_PARENT], "memory.oom_control", "oom_kill");
-    out[AFT_OOM_V2_SELF] = aft_run_counter_in(dirs[AFT_CGROUP_V2_SELF], "memory.events", "oom_kill");
-    out[AFT_OOM_V2_SELF_GROUP] = aft_run_counter_in(dirs[AFT_CGROUP_V2_SELF], "memory.events", "oom_group_kill");
-    out[AFT_OOM_V2_PARENT] = aft_run_counter_in(dirs[AFT_CGROUP_V2_PARENT], "memory.events", "oom_kill");
-    out[AFT_OOM_V2_PARENT_GROUP] = aft_run_counter_in(dirs[AFT_CGROUP_V2_PARENT], "memory.events", "oom_group_kill");
-}
-
-int aft_run_is_locked(const char *path) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) return -1;
-    int locked = 0;
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        locked = (errno == EWOULDBLOCK) ? 1 : -1;
-    } else {
-        flock(fd, LOCK_UN);
-    }
-    close(fd);
-    return locked;
-}
-
-/* ---- the live block ---- */
-
-static void aft_run_path_in(char *out, size_t capacity, const char *root, const char *rest) {
-    snprintf(out, capacity, "%s/%s", root, rest);
-}
-
-void aft_run_read_oom_now(const aft_run_info *info, uint64_t *out) {
-    aft_read_oom_counters((const char (*)[AFT_PATH_CAPACITY])info->cgroup_dirs, out);
-}
-
-void aft_run_sample(const char *proc_root, const aft_run_info *info, aft_run_live *l) {
-    char path[AFT_PATH_CAPACITY + 64];
-    l->updated_realtime_ns = aft_async_now_ns(CLOCK_REALTIME);
-    l->updated_monotonic_ns = aft_async_now_ns(CLOCK_MONOTONIC);
-    l->updated_boottime_ns = aft_async_now_ns(CLOCK_BOOTTIME);
-    aft_run_path_in(path, sizeof(path), proc_root, "self/status");
-    uint64_t tracer = aft_read_counter(path, "TracerPid:");
-    if (tracer != AFT_RUN_UNREAD && tracer != 0) {
-        l->debugger_seen = 1;
-        l->tracer_pid = tracer;
-    }
-    aft_run_read_oom_now(info, l->oom);
-    aft_run_path_in(path, sizeof(path), proc_root, "vmstat");
-    l->vmstat_oom_kill = aft_read_counter(path, "oom_kill");
-    aft_run_path_in(path, sizeof(path), proc_root, "pressure/memory");
-    l->psi_some_avg10_centi = aft_read_psi_avg10(path, "some");
-    l->psi_full_avg10_centi = aft_read_psi_avg10(path, "full");
-    l->update_count++;
 }
 
 /* Writes the live block to the next slot. Caller holds the lock. */

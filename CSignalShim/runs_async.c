@@ -8,7 +8,6 @@
  * were prepared by aft_run_start. Previous action default: reset, re-raise (siginfo kept),
  * unblock, so the process dies of it; ignored: nothing recorded; a handler: called as is.
  */
-#define AFT_RUNS_INTERNAL 1
 #include <errno.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -16,7 +15,7 @@
 #include <unistd.h>
 
 #include "shim_internal.h"
-#include "aft_runs.h"
+#include "runs_internal.h"
 
 uint32_t aft_async_run_check(const void *block, size_t size_before_check) {
     return aft_async_crc32(0, block, size_before_check) | 1u;

@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "aft_watchdog.h"
+#include "CSignalShim.h"
 #include "shim_internal.h"
 
 #define AFT_WATCHDOG_TICK_NS (100ull * 1000 * 1000)      /* at most 10 wakeups a second */

@@ -11,8 +11,6 @@
 #include <stdint.h>
 #include <stddef.h>
 #include "aftermath_format.h"
-#include "aft_watchdog.h"
-#include "aft_runs.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -70,6 +68,180 @@ uint32_t aft_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity, uint64_
 /* The calling thread's stack (libunwind; frame pointers as fallback), skipping `skip` frames
  * of its own callers. Returns the number of frames written. */
 uint32_t aft_current_stack(uint64_t *frames, uint32_t capacity, uint32_t skip);
+
+/* ---- the hang watchdog (watchdog.c; its hang path in watchdog_async.c) ----
+ *
+ * A watchdog thread (normal-time C, watchdog.c) watches one thread, "the watched thread", for
+ * stretches without a heartbeat longer than a threshold. Heartbeats come two ways:
+ *   - AFT_HEARTBEAT_MAIN_QUEUE: the watchdog asks its owner (notify(AFT_WATCHDOG_EVENT_PING)) to
+ *     post a block on the main queue that calls aft_watchdog_ping_ran(); the thread that runs it
+ *     becomes the watched thread. Detection arms when the first ping ran.
+ *   - AFT_HEARTBEAT_MANUAL: the app's own loop calls aft_heartbeat(); the first caller (or the
+ *     next caller after aft_watchdog_watch_next_heartbeat_thread()) is the watched thread.
+ * A hang is captured and persisted by watchdog_async.c (no malloc, no locks) into
+ * <hang directory>/<hang id>.hang, its duration kept up to date in the header's live block.
+ */
+
+#define AFT_HEARTBEAT_MAIN_QUEUE 0u
+#define AFT_HEARTBEAT_MANUAL 1u
+
+/* Events the watchdog thread passes to options.notify (in normal time, never during a hang). */
+#define AFT_WATCHDOG_EVENT_PING 1u          /* post one main-queue block calling ..._ping_ran */
+#define AFT_WATCHDOG_EVENT_HANG_FINISHED 2u /* a hang file got AFT_FLAG_HANG_FINISHED */
+
+/* attention bits of aft_g_heartbeat_attention: the next heartbeat takes the slow path. */
+#define AFT_ATTENTION_BIND 0x1u   /* record the caller as the watched thread and arm */
+#define AFT_ATTENTION_HANG 0x2u   /* a hang is in progress: record its end, wake the watchdog */
+
+typedef struct aft_watchdog_options {
+    const char *hang_directory;     /* existing directory for hang files */
+    uint32_t threshold_ms;          /* 0 = 250 */
+    int32_t capture_signal;         /* 0 = SIGURG; never used when the app handles it */
+    uint32_t heartbeat_mode;        /* AFT_HEARTBEAT_* */
+    uint32_t _reserved;
+    void (*notify)(uint32_t event); /* called on the watchdog thread; may be NULL */
+} aft_watchdog_options;
+
+/* What the watchdog did so far (tests and benchmark). */
+typedef struct aft_watchdog_stats {
+    uint64_t wakeups;               /* times the watchdog thread woke up */
+    uint64_t hangs;                 /* hangs persisted */
+    uint64_t ignored_stretches;     /* suspected hangs ignored: tracer or stopped thread */
+    uint64_t late_ticks;            /* ticks that came late: the process had been stopped */
+    uint64_t last_detection_latency_ns; /* detection time minus the estimated onset */
+    uint64_t last_detection_ns;     /* CLOCK_MONOTONIC when the last hang was detected */
+    uint64_t last_capture_pause_ns; /* how long the signal handler held the watched thread */
+    uint32_t last_capture_method;   /* AFT_CAPTURE_* of the last hang */
+    uint32_t signal_usable;         /* 1 when the capture signal may be sent */
+    uint64_t watched_tid;           /* 0 until armed */
+    uint64_t watchdog_tid;          /* the watchdog thread's kernel tid */
+} aft_watchdog_stats;
+
+/* Starts (or restarts with new options) the watchdog thread. Returns 0, or an errno value with
+ * a message in error (NUL-terminated). The crash handler must be installed first (aft_install):
+ * hang files copy its prepared context. */
+int aft_watchdog_start(const aft_watchdog_options *options, char *error, size_t error_capacity);
+
+/* Stops the watchdog thread and restores the capture signal's previous action. An unfinished
+ * hang is left on disk as it is (the next launch reports it unfinished). */
+void aft_watchdog_stop(void);
+
+/* Nested pause for intentional blocking: no detection and no wakeups until as many resumes. */
+void aft_watchdog_pause(void);
+void aft_watchdog_resume(void);
+
+/* Foreground (default) or background: detection only runs in the foreground. */
+void aft_watchdog_set_foreground(int32_t foreground);
+/* The foreground state (one place for the watchdog and the run record). */
+int32_t aft_watchdog_is_foreground(void);
+
+/* Called by the main-queue ping block: records the calling thread and the time it ran. */
+void aft_watchdog_ping_ran(void);
+
+/* Manual mode: the next aft_heartbeat() caller becomes the watched thread. */
+void aft_watchdog_watch_next_heartbeat_thread(void);
+
+/* Copies the watchdog's counters into out. */
+void aft_watchdog_get_stats(aft_watchdog_stats *out);
+
+/* The heartbeat's shared words (watchdog.c). Read by the watchdog thread. */
+extern uint64_t aft_g_heartbeat_beats;
+extern uint32_t aft_g_heartbeat_attention;
+
+/* The rare path of aft_heartbeat (binding, the end of a hang). */
+void aft_heartbeat_slow(void);
+
+/* One heartbeat from the app's own loop: two relaxed memory accesses and a predicted branch;
+ * no allocation, no lock, no system call except on the first call and at the end of a hang. */
+static inline void aft_heartbeat(void) {
+    uint64_t beats = __atomic_load_n(&aft_g_heartbeat_beats, __ATOMIC_RELAXED);
+    __atomic_store_n(&aft_g_heartbeat_beats, beats + 1, __ATOMIC_RELAXED);
+    if (__builtin_expect(__atomic_load_n(&aft_g_heartbeat_attention, __ATOMIC_RELAXED) != 0, 0))
+        aft_heartbeat_slow();
+}
+
+/* Test and benchmark helpers (watchdog.c), normal time. */
+/* Parses the state letter of a /proc/<pid>/task/<tid>/stat text ('?' when malformed). */
+char aft_proc_stat_state(const char *text, size_t length);
+/* Parses a /proc/.../syscall text: returns 1 and sets nr (-1 = blocked outside a syscall),
+ * sp and pc; returns 0 for "running" or malformed text. */
+int aft_proc_syscall_parse(const char *text, size_t length, int64_t *nr, uint64_t *sp,
+                           uint64_t *pc);
+/* 1 when a thread blocked in syscall nr would see EINTR if a signal handler ran. */
+int aft_syscall_interrupted_by_handler(int64_t nr);
+/* The TracerPid value of a /proc/<pid>/status text (0 when absent or malformed). */
+int64_t aft_proc_status_tracer(const char *text, size_t length);
+/* Whether signal signo is set in the SigBlk mask of a /proc/.../status text (-1: no SigBlk). */
+int aft_proc_status_blocks(const char *text, size_t length, int signo);
+
+/* ---- the run record of this process (runs.c) ---- */
+
+typedef struct aft_run_options {
+    const char *runs_directory;   /* existing directory */
+    const char *proc_root;        /* "/proc", or a crafted tree in tests */
+    const char *sys_root;         /* "/sys", or a crafted tree in tests */
+    aft_context context;          /* the run's context (run id, session, release) */
+    uint64_t watchdog_usec;       /* WATCHDOG_USEC meant for this pid, else 0 */
+    uint32_t foreground;          /* aft_run_prepare only: aft_run_start reads the hang
+                                     watchdog's state (Aftermath.setForeground), one place */
+    uint32_t update_interval_ms;  /* 0: AFT_RUN_DEFAULT_INTERVAL_MS */
+    uint32_t catch_termination;   /* record SIGTERM, SIGINT, SIGHUP, then chain */
+    uint32_t start_updater;       /* run the background updater thread */
+} aft_run_options;
+
+/* Creates runs/<run id>.run, locks it, writes it whole, records clean exits (on_exit) and,
+ * when asked, termination signals, and starts the updater. Calling it again ends the previous
+ * run record (closes its file without a clean-exit mark; tests only). Returns 0 or an errno
+ * value with a message in error. */
+int aft_run_start(const aft_run_options *options, char *error, size_t error_capacity);
+/* Sets app.screen.name (NULL or "" clears it) and writes the live block now. */
+void aft_run_set_screen(const char *name);
+/* Sets the current and previous session and writes the live block now. */
+void aft_run_set_session(const uint8_t session_id[AFT_ID_SIZE],
+                         const uint8_t previous_session_id[AFT_ID_SIZE]);
+/* Reads the evidence and writes the live block now. Returns 0 or an errno value. */
+int aft_run_update_now(void);
+/* Writes the clean-exit block, as normal termination does (tests). */
+void aft_run_mark_clean_exit(int32_t status);
+/* Stops the updater, closes the file (releasing the lock) without a clean-exit mark, restores
+ * the termination handlers (tests). */
+void aft_run_stop(void);
+/* The path of this run's file ("" when none). */
+void aft_run_current_path(char *out, size_t capacity);
+
+/* ---- evidence readers, shared by the running process and the next launch (runs.c) ---- */
+
+/* 1 when another open file holds a lock on path (a live run), 0 when not, -1 on error. */
+int aft_run_is_locked(const char *path);
+/* The value of the first line "key<space or tab>value" of a small file; AFT_RUN_UNREAD when the
+ * file or key is missing. key includes any trailing colon ("TracerPid:"). */
+uint64_t aft_read_counter(const char *path, const char *key);
+/* avg10 x100 of the PSI line starting with prefix ("some" or "full"); UINT32_MAX when absent. */
+uint32_t aft_read_psi_avg10(const char *path, const char *prefix);
+/* Reads the first line of a file (boot_id) into out without its newline. Returns its length
+ * or -1. */
+int aft_read_line(const char *path, char *out, size_t capacity);
+/* Finds this process's memory cgroups from <proc_root>/self/cgroup and the mounts under
+ * <sys_root>/fs/cgroup: dirs[AFT_CGROUP_*] receive directories that hold the counter files
+ * ("" when absent). */
+void aft_find_cgroup_dirs(const char *proc_root, const char *sys_root,
+                          char dirs[AFT_CGROUP_DIRS][AFT_PATH_CAPACITY]);
+/* Reads the OOM-kill counters of the given directories into out[AFT_OOM_COUNTERS]. */
+void aft_read_oom_counters(const char dirs[AFT_CGROUP_DIRS][AFT_PATH_CAPACITY],
+                           uint64_t out[AFT_OOM_COUNTERS]);
+/* The same for the cgroup directories a run recorded; out holds AFT_OOM_COUNTERS values. */
+void aft_run_read_oom_now(const aft_run_info *info, uint64_t *out);
+/* Builds a whole run file for options in memory, reading the evidence under its roots, as
+ * aft_run_start writes it (header, info, live slot with sequence 1, empty term and exit). No
+ * global state: tests build crafted run files with it. Returns 0. */
+int aft_run_prepare(const aft_run_options *options, aft_run_file *file);
+/* Reads the evidence under proc_root into live (times, TracerPid, OOM counters of the run's
+ * cgroups, vmstat, PSI) and counts the update. The check is not computed. */
+void aft_run_sample(const char *proc_root, const aft_run_info *info, aft_run_live *live);
+/* The check value of a run block: CRC-32 of its bytes before the check field, never 0. */
+uint32_t aft_run_check(const void *block, size_t size_before_check);
+
+
 
 #ifdef __cplusplus
 }

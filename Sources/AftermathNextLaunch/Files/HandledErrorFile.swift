@@ -1,7 +1,7 @@
 import CSignalShim
 import Foundation
 
-/// The handled-error file format (aft_runs.h): aft_file_header (kind AFT_KIND_ERROR, CRC and
+/// The handled-error file format (aftermath_format.h): aft_file_header (kind AFT_KIND_ERROR, CRC and
 /// commit over the body), then CONTEXT, ERROR, TEXT, FRAMES and IMAGES sections. Decoding is
 /// strict about the header, lenient after it, like crash files.
 package enum HandledErrorFile {

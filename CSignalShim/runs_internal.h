@@ -1,0 +1,26 @@
+/*
+ * runs_internal.h: state shared by runs.c (normal time) and runs_async.c (the termination
+ * recorder). Not seen by Swift.
+ */
+#ifndef AFT_RUNS_INTERNAL_H
+#define AFT_RUNS_INTERNAL_H
+
+#include <signal.h>
+#include <stdatomic.h>
+
+#include "CSignalShim.h"
+
+#define AFT_RUN_SIGNAL_COUNT 3
+typedef struct aft_run_state {
+    int fd;                                   /* the open, locked run file; -1 when none */
+    struct sigaction previous[AFT_RUN_SIGNAL_COUNT];
+    int handlers_installed;
+    _Atomic uint32_t term_count;
+    aft_run_term term;                        /* the first request, rewritten per request */
+} aft_run_state;
+extern aft_run_state aft_g_run;
+extern const int aft_g_run_signals[AFT_RUN_SIGNAL_COUNT];
+void aft_async_run_term_handler(int signo, siginfo_t *info, void *ucontext);
+uint32_t aft_async_run_check(const void *block, size_t size_before_check);
+
+#endif /* AFT_RUNS_INTERNAL_H */
