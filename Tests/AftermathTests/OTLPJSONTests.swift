@@ -128,7 +128,7 @@ enum OTLPFixtures {
             )]
         )
         #expect(OTLPJSON.encodeString(batch) == #"""
-        {"resourceLogs":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"shop"}}]},"scopeLogs":[{"scope":{"name":"aftermath","version":"1.0"},"logRecords":[{"timeUnixNano":"9007199254740993","observedTimeUnixNano":"5","severityNumber":21,"severityText":"FATAL","eventName":"app.crash","body":{"bytesValue":"aGkhPw=="},"attributes":[{"key":"n","value":{"intValue":"-3"}},{"key":"d","value":{"doubleValue":2.5}},{"key":"c","value":{"stringValue":"\u0001\"\\"}}]}]}]}]}
+        {"resourceLogs":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"shop"}}]},"scopeLogs":[{"logRecords":[{"attributes":[{"key":"n","value":{"intValue":"-3"}},{"key":"d","value":{"doubleValue":2.5}},{"key":"c","value":{"stringValue":"\u0001\"\\"}}],"body":{"bytesValue":"aGkhPw=="},"eventName":"app.crash","observedTimeUnixNano":"5","severityNumber":21,"severityText":"FATAL","timeUnixNano":"9007199254740993"}],"scope":{"name":"aftermath","version":"1.0"}}]}]}
         """#)
     }
 

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Turns raw frames and images into the record text: exception.stacktrace and
 /// apsio.crash.images.
 package enum StackFormatter {
@@ -21,13 +23,24 @@ package enum StackFormatter {
         for frame in frames { if let image = find(frame, in: sorted) { used.insert(image.start) } }
         let classifier = InAppClassifier(appRoot: appRoot)
         let entries = sorted.filter { used.contains($0.start) || $0.isMainExecutable }.map { image in
-            let inApp = image.isAnonymous ? false
-                : classifier.isInApp(path: image.path, isMainExecutable: image.isMainExecutable)
-            return "{\"name\":\(jsonString(image.name)),\"build_id\":\(jsonString(image.buildID)),"
-                + "\"load_address\":\"\(Hex.address(image.start))\",\"arch\":\(jsonString(image.architecture.rawValue)),"
-                + "\"in_app\":\(inApp)}"
+            ImageEntry(name: image.name, build_id: image.buildID, load_address: Hex.address(image.start),
+                       arch: image.architecture.rawValue,
+                       in_app: image.isAnonymous ? false
+                           : classifier.isInApp(path: image.path, isMainExecutable: image.isMainExecutable))
         }
-        return "[" + entries.joined(separator: ",") + "]"
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        // Strings and a boolean only: encoding cannot fail.
+        return (try? encoder.encode(entries)).map { String(decoding: $0, as: UTF8.self) } ?? "[]"
+    }
+
+    /// One entry of apsio.crash.images.
+    private struct ImageEntry: Encodable {
+        var name: String
+        var build_id: String
+        var load_address: String
+        var arch: String
+        var in_app: Bool
     }
 
     /// Binary search in images sorted by start.
@@ -39,23 +52,5 @@ package enum StackFormatter {
         }
         guard low > 0, sorted[low - 1].contains(address) else { return nil }
         return sorted[low - 1]
-    }
-
-    package static func jsonString(_ s: String) -> String {
-        var out = "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case let c where c.value < 0x20:
-                let hex = String(c.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
     }
 }
