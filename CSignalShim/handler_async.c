@@ -1,13 +1,10 @@
 /*
- * handler_async.c: CRASH-TIME CODE. The signal handler: record the crash, then let the process
- * die exactly as it would have without Aftermath.
- * Contract: may call only async-signal-safe functions (signal-safety(7)): sigaction,
- * sigprocmask, syscall (gettid, rt_tgsigqueueinfo), getpid, nanosleep, clock_gettime, alarm,
- * _exit, sigsetjmp/siglongjmp (out of a fault in our own writer), and the aft_async_* helpers. Must not call malloc, stdio, locks, Swift or Foundation: the
- * crashed thread may hold the heap's lock. Everything it reads was prepared by aft_install.
- * The first crashing thread wins (an atomic tid); a second crashing thread waits, bounded;
- * a fault inside the writer jumps back and the original crash is chained; a 10 s alarm bounds
- * the write.
+ * handler_async.c: CRASH-TIME CODE, under the crash-time contract of CSignalShim/README.md
+ * (async-signal-safe calls only, no malloc, no locks, no stdio, no Swift; checked by
+ * AsyncSafetyTests). The signal handler: record the crash, then let the process die exactly as
+ * it would have without Aftermath. Everything it reads was prepared by aft_install. The first
+ * crashing thread wins (an atomic tid); a second crashing thread waits, bounded; a fault inside
+ * the writer jumps back and the original crash is chained; a 10 s alarm bounds the write.
  */
 #include <errno.h>
 #include <setjmp.h>

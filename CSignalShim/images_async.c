@@ -1,10 +1,10 @@
 /*
- * images_async.c: CRASH-TIME CODE. The loaded images, from /proc/self/maps, with their GNU
- * build ids read from memory (not from the file on disk, which may have been replaced).
- * Contract: may call only async-signal-safe functions: read, syscall (process_vm_readv).
- * Must not call malloc, stdio, sscanf, opendir, dl_iterate_phdr or dladdr: the loader's lock
- * or the heap's may be held by the crashed thread. Memory is read with process_vm_readv so a
- * bad address gives an error, never a second fault. Scratch buffers are static (BSS).
+ * images_async.c: CRASH-TIME CODE, under the crash-time contract of CSignalShim/README.md
+ * (async-signal-safe calls only, no malloc, no locks, no stdio, no Swift; checked by
+ * AsyncSafetyTests). The loaded images, from /proc/self/maps, with their GNU build ids read
+ * from memory (not from the file on disk, which may have been replaced). Memory is read with
+ * process_vm_readv so a bad address gives an error, never a second fault. Scratch buffers are
+ * static (BSS).
  */
 #include <elf.h>
 #include <errno.h>

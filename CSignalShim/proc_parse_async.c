@@ -1,8 +1,9 @@
 /*
- * proc_parse_async.c: HANG-TIME CODE. Parsers of /proc texts (a thread's stat, syscall and
- * status files) for the watchdog, which runs them while the watched thread is stuck.
- * Contract: pure functions over the given bytes: no system call, no malloc, no locks, no
- * stdio, no libc string functions; only other aft_async_* helpers.
+ * proc_parse_async.c: CRASH-TIME CODE, under the crash-time contract of CSignalShim/README.md
+ * (async-signal-safe calls only, no malloc, no locks, no stdio, no Swift; checked by
+ * AsyncSafetyTests). Parsers of /proc texts (a thread's stat, syscall and status files) for the
+ * watchdog, which runs them while the watched thread is stuck: pure functions over the given
+ * bytes, no system call.
  */
 #include <stddef.h>
 #include <stdint.h>

@@ -1,11 +1,11 @@
 /*
- * report_async.c: CRASH-TIME CODE. Writes one report file in the format of aftermath_format.h.
- * Contract: may call only async-signal-safe functions: openat, write, pwrite, fsync, renameat,
- * close, open/read of /proc/self/maps. Must not call malloc, stdio or snprintf. The caller
- * passes every buffer (frames, images, maps scratch); nothing here is allocated.
- * Order: header (commit 0), context, event, frames, images, then the header again with size,
- * CRC and commit marker, optional fsync, rename into place. A reader that finds the final
- * name finds a whole file; a leftover .tmp holds as much as was written, most useful first.
+ * report_async.c: CRASH-TIME CODE, under the crash-time contract of CSignalShim/README.md
+ * (async-signal-safe calls only, no malloc, no locks, no stdio, no Swift; checked by
+ * AsyncSafetyTests). Writes one report file in the format of aftermath_format.h. The caller
+ * passes every buffer (frames, images, maps scratch); nothing here is allocated. Order: header
+ * (commit 0), context, event, frames, images, then the header again with size, CRC and commit
+ * marker, optional fsync, rename into place. A reader that finds the final name finds a whole
+ * file; a leftover .tmp holds as much as was written, most useful first.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,12 +1,11 @@
 /*
- * runs_async.c: SIGNAL-TIME CODE. Records a termination request (SIGTERM, SIGINT, SIGHUP) in
- * the run file's term block, then lets the signal do exactly what it would have done.
- * Contract: may call only async-signal-safe functions (signal-safety(7)): pwrite,
- * clock_gettime, sigaction, sigprocmask, sigemptyset, sigaddset, syscall (gettid,
- * rt_tgsigqueueinfo, tgkill), getpid, _exit, and aft_async_* helpers. Must not call malloc,
- * stdio, locks, Swift: the interrupted thread may hold them. The fd and the previous actions
- * were prepared by aft_run_start. Previous action default: reset, re-raise (siginfo kept),
- * unblock, so the process dies of it; ignored: nothing recorded; a handler: called as is.
+ * runs_async.c: CRASH-TIME CODE, under the crash-time contract of CSignalShim/README.md (async-
+ * signal-safe calls only, no malloc, no locks, no stdio, no Swift; checked by
+ * AsyncSafetyTests). Records a termination request (SIGTERM, SIGINT, SIGHUP) in the run file's
+ * term block, then lets the signal do exactly what it would have done. The fd and the previous
+ * actions were prepared by aft_run_start. Previous action default: reset, re-raise (siginfo
+ * kept), unblock, so the process dies of it; ignored: nothing recorded; a handler: called as
+ * is.
  */
 #include <errno.h>
 #include <signal.h>

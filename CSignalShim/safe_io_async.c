@@ -1,9 +1,9 @@
 /*
- * safe_io_async.c: CRASH-TIME CODE. Byte, string and I/O helpers for the signal handler.
- * Contract: may call only async-signal-safe functions (signal-safety(7)): open, read, write,
- * pwrite, close, clock_gettime, syscall, getpid, sigprocmask. Must not call malloc, stdio, snprintf, strerror,
- * locks or anything that may take a lock: the crashed thread may hold it. No libc string
- * functions either (memcpy/strlen may be ifunc'ed or instrumented): plain loops here.
+ * safe_io_async.c: CRASH-TIME CODE, under the crash-time contract of CSignalShim/README.md
+ * (async-signal-safe calls only, no malloc, no locks, no stdio, no Swift; checked by
+ * AsyncSafetyTests). Byte, string and I/O helpers for the crash-time code: write loops, CRC-32,
+ * string copies, the re-raise. Its own loops rather than libc's string functions, which may be
+ * ifunc-resolved or instrumented.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,13 +1,11 @@
 /*
- * unwind_async.c: CRASH-TIME CODE. The crashing (or blocked) thread's stack.
- * Contract: may call libunwind's local unwinder (unw_backtrace, unw_init_local2, unw_step,
- * unw_get_reg),
- * which is documented as signal-safe, and syscall (process_vm_readv). Must not call malloc,
- * stdio, backtrace(3), dladdr or dl_iterate_phdr directly. Known risk, left as libunwind's:
+ * unwind_async.c: CRASH-TIME CODE, under the crash-time contract of CSignalShim/README.md
+ * (async-signal-safe calls only, no malloc, no locks, no stdio, no Swift; checked by
+ * AsyncSafetyTests). The crashing (or blocked) thread's stack. Known risk, left as libunwind's:
  * unw_step looks up unwind tables through dl_iterate_phdr, which takes the loader's lock; a
  * crash inside dlopen could wait on it. libunwind is warmed up at install so its caches are
- * filled outside the crash. The frame-pointer walk reads memory through process_vm_readv, so
- * a corrupt chain ends the walk instead of faulting.
+ * filled outside the crash. The frame-pointer walk reads memory through process_vm_readv, so a
+ * corrupt chain ends the walk instead of faulting.
  */
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>

@@ -1,11 +1,11 @@
 /*
- * watchdog_async.c: HANG-TIME CODE. Runs while the watched thread is stuck (it may hold the
- * heap's or the loader's lock): the capture signal's handler, /proc reads, the hang file and its
- * live block. The /proc text parsers it uses are in proc_parse_async.c. Contract: may call only async-signal-safe functions: open, openat, read, close,
- * pwrite, clock_gettime, getpid, sigaction, syscall (tgkill, futex, flock, getrandom,
- * process_vm_readv) and the aft_async_* helpers. Must not call malloc, stdio, snprintf, locks,
- * pthread or Swift. All memory is aft_g_watchdog's (BSS), prepared at start. A capture signal
- * that arrives late (after the 200 ms budget) or from elsewhere finds no request and returns.
+ * watchdog_async.c: CRASH-TIME CODE, under the crash-time contract of CSignalShim/README.md
+ * (async-signal-safe calls only, no malloc, no locks, no stdio, no Swift; checked by
+ * AsyncSafetyTests). Runs while the watched thread is stuck (it may hold the heap's or the
+ * loader's lock): the capture signal's handler, /proc reads, the hang file and its live block.
+ * The /proc text parsers it uses are in proc_parse_async.c. All memory is aft_g_watchdog's
+ * (BSS), prepared at start. A capture signal that arrives late (after the 200 ms budget) or
+ * from elsewhere finds no request and returns.
  */
 #include <errno.h>
 #include <fcntl.h>

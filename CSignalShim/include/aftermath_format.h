@@ -115,7 +115,7 @@ typedef struct aft_context {
     uint32_t app_build_id_size;
     uint32_t arch;                    /* AFT_ARCH_* */
     char executable_path[AFT_PATH_CAPACITY];
-    char app_root[AFT_PATH_CAPACITY]; /* in_app root of this run (6.5) */
+    char app_root[AFT_PATH_CAPACITY]; /* in_app root of this run */
 } aft_context;
 
 typedef struct aft_crash_info {

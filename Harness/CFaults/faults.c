@@ -1,6 +1,6 @@
 /*
- * faults.c: test-only C, never linked into apps. Real faults that Swift cannot write, for the
- * harnesses, the tests and the benchmark, and the crash writer's fault hook.
+ * faults.c: NORMAL-TIME CODE, test-only, never linked into apps. Real faults that Swift cannot
+ * write, for the harnesses, the tests and the benchmark, and the crash writer's fault hook.
  */
 #include "CHarnessFaults.h"
 

@@ -6,35 +6,29 @@ import Testing
 /// libunwind's local unwinder.
 @Suite("Async-signal safety")
 struct AsyncSafetyTests {
-    static let allowed: Set<String> = [
-        // signal-safety(7)
-        "_exit", "abort", "clock_gettime", "close", "fsync", "getpid", "nanosleep", "open", "openat",
-        "pwrite", "read", "renameat", "sigaction", "sigaddset", "sigemptyset", "sigprocmask",
-        "pthread_sigmask", "syscall", "write", "memcpy", "memset", "memmove", "kill", "raise",
-        "clock_nanosleep", "ftruncate", "lseek", "unlinkat", "fstat", "getppid", "pthread_kill",
-        "pthread_self", "sigfillset", "sigismember", "sigdelset", "poll", "pipe", "dup2",
-        // errno is thread-local storage, read through this accessor
-        "__errno_location",
-        // the stack protector's failure path aborts
-        "__stack_chk_fail",
-        // data, not a call: the loader's debug structure, read with process_vm_readv
-        "_r_debug",
-        // alarm(2) is on the list; sigsetjmp/siglongjmp only leave a fault inside our own
-        // writer (no lock of ours or libc's is held there)
-        "alarm", "__sigsetjmp", "siglongjmp",
-    ]
+    /// The package's root, found from this source file.
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent()
+
+    /// The contract as CSignalShim/README.md states it: every `code` span between its
+    /// crash-time-allowed markers is a function name, or a prefix when it ends in `*`.
+    static let contract: (names: Set<String>, prefixes: [String]) = {
+        let text = (try? String(contentsOf: root.appendingPathComponent("CSignalShim/README.md"), encoding: .utf8)) ?? ""
+        guard let begin = text.range(of: "<!-- crash-time-allowed: begin -->"),
+              let end = text.range(of: "<!-- crash-time-allowed: end -->") else { return ([], []) }
+        let spans = text[begin.upperBound..<end.lowerBound].split(separator: "`", omittingEmptySubsequences: false)
+            .enumerated().filter { $0.offset % 2 == 1 }.map { String($0.element) }
+        return (Set(spans.filter { !$0.hasSuffix("*") }), spans.filter { $0.hasSuffix("*") }.map { String($0.dropLast()) })
+    }()
 
     static func isAllowed(_ symbol: String) -> Bool {
-        allowed.contains(symbol) || symbol.hasPrefix("aft_async_") || symbol.hasPrefix("aft_g_")
-            || symbol.hasPrefix("_ULx86_64_") || symbol.hasPrefix("_ULaarch64_")
-            || symbol.hasPrefix("_Ux86_64_") || symbol.hasPrefix("_Uaarch64_")
-            || symbol == "unw_backtrace" || symbol.hasPrefix("aft_watchdog_g_") || symbol.hasPrefix("aft_runs_g_")
+        contract.names.contains(symbol) || contract.prefixes.contains { symbol.hasPrefix($0) }
+            // our own crash-time helpers and the data they share with normal-time code
+            || symbol.hasPrefix("aft_async_") || symbol.hasPrefix("aft_g_")
     }
 
     /// The package's build directory, found from this source file.
     static func asyncObjects() -> [String] {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent()
         let build = root.appendingPathComponent(".build").path
         guard let walker = FileManager.default.enumerator(atPath: build) else { return [] }
         var out: [String: (String, Date)] = [:]
@@ -77,10 +71,25 @@ struct AsyncSafetyTests {
         }
     }
 
-    @Test("The allowlist itself rejects what the handler must never call")
+    @Test("The contract's list is read, and rejects what the handler must never call")
     func allowlistRejectsUnsafe() {
+        #expect(Self.contract.names.contains("write") && Self.contract.names.contains("memcpy"))
+        #expect(Self.contract.prefixes.contains("_ULx86_64_"))
         for symbol in ["malloc", "free", "printf", "snprintf", "fopen", "pthread_mutex_lock", "dl_iterate_phdr", "dladdr", "backtrace", "strerror", "opendir"] {
             #expect(!Self.isAllowed(symbol))
+        }
+    }
+
+    @Test("Every C file names its class in its first comment: crash-time files are *_async.c")
+    func everyFileIsLabelled() throws {
+        let fm = FileManager.default
+        for dir in ["CSignalShim", "Harness/CFaults"] {
+            let path = Self.root.appendingPathComponent(dir).path
+            for name in try fm.contentsOfDirectory(atPath: path) where name.hasSuffix(".c") {
+                let head = String((try String(contentsOfFile: path + "/" + name, encoding: .utf8)).prefix(300))
+                let label = name.hasSuffix("_async.c") ? "CRASH-TIME CODE" : "NORMAL-TIME CODE"
+                #expect(head.contains("\(name): \(label)"), "\(dir)/\(name) does not open with \"\(name): \(label)\"")
+            }
         }
     }
 }

@@ -84,7 +84,7 @@ extension ReportCollector {
 
     /// systemd's watchdog: a crash of a run with WATCHDOG_USEC set, SIGABRT sent by pid 1 or
     /// the run's parent (its service manager), keeps its app.crash record (a crash report wins)
-    /// and gains apsio.crash.termination_category = watchdog (profile 6.1).
+    /// and gains apsio.crash.termination_category = watchdog.
     package func tagWatchdogCrash(_ pass: inout Pass, run: RunFile) {
         guard run.info.watchdog_usec > 0 else { return }
         for i in pass.reports.indices {

@@ -1,4 +1,4 @@
-/// Why a run ended without a crash report: apsio.exit.reason (profile 6.4). No other values.
+/// Why a run ended without a crash report: apsio.exit.reason. No other values.
 package enum ExitReason: String, Sendable, Hashable, CaseIterable {
     /// Killed for memory: an OOM kill, or memory pressure seen near the end.
     case memory

@@ -1,5 +1,5 @@
 import AftermathOTLP
-/// Maps hangs to `apsio.hang` records (section 6.3 of the profile).
+/// Maps hangs to `apsio.hang` records.
 ///
 /// Crash and hang of the same run: both are reported. A crash is always an `app.crash`; a hang
 /// file left by a run that also crashed still becomes its own `apsio.hang` (unfinished when the

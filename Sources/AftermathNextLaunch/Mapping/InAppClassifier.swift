@@ -1,4 +1,4 @@
-/// Decides whether a loaded image belongs to the app (profile section 6.5, on Linux), from
+/// Decides whether a loaded image belongs to the app (the in_app flag of apsio.crash.images), from
 /// the path in `/proc/<pid>/maps`, compared as text by whole path components without
 /// touching the file system.
 package struct InAppClassifier: Sendable {

@@ -1,7 +1,7 @@
 import AftermathOTLP
 import Foundation
 
-/// Maps decoded reports to OpenTelemetry log records (section 6 of the profile).
+/// Maps decoded reports to OpenTelemetry log records (`app.crash`, `app.abnormal_exit`).
 package enum RecordMapper {
     /// The attributes every record of a run carries: that run's session and release (2.5).
     package static func runAttributes(_ c: ReportContext) -> [Attribute] {

@@ -2,7 +2,7 @@ import AftermathOTLP
 import Foundation
 
 /// A handled error the app recorded with ``Aftermath/record(error:fingerprint:)``, as read
-/// back from errors/ (profile 6.2).
+/// back from errors/.
 package struct HandledError: Sendable, Hashable {
     /// The run's context when the error was recorded (its session at that moment).
     package var context: ReportContext

@@ -29,7 +29,7 @@ package struct ReportContext: Sendable, Hashable {
     package var architecture: Architecture
     /// Path of that run's main executable.
     package var executablePath: String
-    /// The directory whose images count as in-app for that run (section 6.5).
+    /// The directory whose images count as in-app for that run.
     package var appRoot: String
 
     package init(reportID: UUID, sessionID: UUID, runID: UUID, pid: Int64, startTimeUnixNano: UInt64,
