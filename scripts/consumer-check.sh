@@ -18,8 +18,10 @@ if [ "$mode" = url ]; then
   git -C "$work/aftermath" tag -l | xargs -r git -C "$work/aftermath" tag -d >/dev/null
   git -C "$work/aftermath" tag 0.1.0
   dependency=".package(url: \"file://$work/aftermath\", from: \"0.1.0\")"
+  identity=aftermath
 else
   dependency=".package(path: \"$repo\")"
+  identity=$(basename "$repo" | tr '[:upper:]' '[:lower:]')
 fi
 
 mkdir -p "$work/shop/Sources/Shop"
@@ -29,7 +31,7 @@ import PackageDescription
 let package = Package(
     name: "Shop",
     dependencies: [$dependency],
-    targets: [.executableTarget(name: "Shop", dependencies: [.product(name: "Aftermath", package: "aftermath")])]
+    targets: [.executableTarget(name: "Shop", dependencies: [.product(name: "Aftermath", package: "$identity")])]
 )
 SWIFT
 cat > "$work/shop/Sources/Shop/main.swift" <<'SWIFT'
