@@ -76,11 +76,13 @@ let package = Package(
             path: "Sources/AftermathCLI"
         ),
 
-        // Test-only: real faults and the crash writer's fault hook. No product links it.
+        // Test-only C: real faults, the crash writer's fault hook, entry points that expose
+        // CSignalShim's internals to the tests. No product links it.
         .target(
             name: "CHarnessFaults",
+            dependencies: ["CSignalShim"],
             path: "Harness/CFaults",
-            cSettings: [.define("_GNU_SOURCE")]
+            cSettings: [.define("_GNU_SOURCE"), .headerSearchPath("../../CSignalShim")]
         ),
         .target(
             name: "HarnessSupport",

@@ -160,19 +160,6 @@ static inline void aft_heartbeat(void) {
         aft_heartbeat_slow();
 }
 
-/* Test and benchmark helpers (watchdog.c), normal time. */
-/* Parses the state letter of a /proc/<pid>/task/<tid>/stat text ('?' when malformed). */
-char aft_proc_stat_state(const char *text, size_t length);
-/* Parses a /proc/.../syscall text: returns 1 and sets nr (-1 = blocked outside a syscall),
- * sp and pc; returns 0 for "running" or malformed text. */
-int aft_proc_syscall_parse(const char *text, size_t length, int64_t *nr, uint64_t *sp,
-                           uint64_t *pc);
-/* 1 when a thread blocked in syscall nr would see EINTR if a signal handler ran. */
-int aft_syscall_interrupted_by_handler(int64_t nr);
-/* The TracerPid value of a /proc/<pid>/status text (0 when absent or malformed). */
-int64_t aft_proc_status_tracer(const char *text, size_t length);
-/* Whether signal signo is set in the SigBlk mask of a /proc/.../status text (-1: no SigBlk). */
-int aft_proc_status_blocks(const char *text, size_t length, int signo);
 
 /* ---- the run record of this process (runs.c) ---- */
 

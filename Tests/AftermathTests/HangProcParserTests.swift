@@ -1,3 +1,4 @@
+import CHarnessFaults
 import CSignalShim
 import Testing
 

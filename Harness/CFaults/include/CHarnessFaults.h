@@ -1,10 +1,11 @@
 /*
- * CHarnessFaults: real faults for the harnesses, the tests and the benchmark. Test-only: no
- * product links this target.
+ * CHarnessFaults: real faults for the harnesses, the tests and the benchmark, and entry points
+ * into CSignalShim's internals for the tests. Test-only: no product links this target.
  */
 #ifndef CHARNESSFAULTS_H
 #define CHARNESSFAULTS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Integer division through the CPU's divide instruction: SIGFPE (FPE_INTDIV) when b == 0. */
@@ -15,5 +16,19 @@ void aft_test_illegal_instruction(void);
 void aft_test_breakpoint(void);
 /* Makes the crash writer itself fault (a store to address 16) after its first flush. */
 void aft_test_fault_inside_handler(int enabled);
+
+/* The watchdog's /proc parsers (proc_parse_async.c), for the tests (proc_parse.c). */
+/* Parses the state letter of a /proc/<pid>/task/<tid>/stat text ('?' when malformed). */
+char aft_proc_stat_state(const char *text, size_t length);
+/* Parses a /proc/.../syscall text: returns 1 and sets nr (-1 = blocked outside a syscall),
+ * sp and pc; returns 0 for "running" or malformed text. */
+int aft_proc_syscall_parse(const char *text, size_t length, int64_t *nr, uint64_t *sp,
+                           uint64_t *pc);
+/* 1 when a thread blocked in syscall nr would see EINTR if a signal handler ran. */
+int aft_syscall_interrupted_by_handler(int64_t nr);
+/* The TracerPid value of a /proc/<pid>/status text (0 when absent or malformed). */
+int64_t aft_proc_status_tracer(const char *text, size_t length);
+/* Whether signal signo is set in the SigBlk mask of a /proc/.../status text (-1: no SigBlk). */
+int aft_proc_status_blocks(const char *text, size_t length, int signo);
 
 #endif /* CHARNESSFAULTS_H */

@@ -1,7 +1,8 @@
 /*
- * proc_parse.c: NORMAL-TIME CODE. Entry points to the /proc parsers of proc_parse_async.c
- * for Swift (the tests feed them crafted texts).
+ * proc_parse.c: NORMAL-TIME CODE, test-only. Entry points to CSignalShim's /proc parsers
+ * (proc_parse_async.c) for the tests, which feed them crafted texts.
  */
+#include "CHarnessFaults.h"
 #include "watchdog_internal.h"
 
 char aft_proc_stat_state(const char *text, size_t length) {
