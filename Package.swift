@@ -113,12 +113,44 @@ let package = Package(
             path: "Harness/Bench"
         ),
 
+        // Tests: one target per module, and support shared by them (fixtures, OTLP validation).
+        .target(
+            name: "TestSupport",
+            dependencies: ["AftermathNextLaunch", "AftermathOTLP", "CSignalShim"],
+            path: "Tests/TestSupport",
+            exclude: ["Fixtures"]
+        ),
+        .testTarget(
+            name: "CSignalShimTests",
+            dependencies: ["CSignalShim", "CHarnessFaults", "AftermathNextLaunch", "AftermathSymbolication", "TestSupport"],
+            path: "Tests/CSignalShimTests"
+        ),
+        .testTarget(
+            name: "AftermathOTLPTests",
+            dependencies: ["AftermathOTLP", "TestSupport"],
+            path: "Tests/AftermathOTLPTests"
+        ),
+        .testTarget(
+            name: "AftermathOTLPHTTPTests",
+            dependencies: ["AftermathOTLPHTTP", "AftermathNextLaunch", "TestSupport"],
+            path: "Tests/AftermathOTLPHTTPTests"
+        ),
+        .testTarget(
+            name: "AftermathNextLaunchTests",
+            dependencies: ["AftermathNextLaunch", "AftermathOTLP", "AftermathTesting", "AftermathSymbolication",
+                           "CSignalShim", "TestSupport"],
+            path: "Tests/AftermathNextLaunchTests"
+        ),
+        .testTarget(
+            name: "AftermathSymbolicationTests",
+            dependencies: ["AftermathSymbolication", "AftermathNextLaunch", "TestSupport"],
+            path: "Tests/AftermathSymbolicationTests"
+        ),
         .testTarget(
             name: "AftermathTests",
-            dependencies: ["Aftermath", "AftermathNextLaunch", "AftermathOTLP", "AftermathOTLPHTTP",
-                           "AftermathTesting", "AftermathSymbolication", "CSignalShim", "CHarnessFaults"],
-            path: "Tests/AftermathTests",
-            resources: [.copy("Fixtures")]
+            dependencies: ["Aftermath", "AftermathNextLaunch", "AftermathOTLP", "AftermathTesting",
+                           "AftermathSymbolication", "CSignalShim", "CHarnessFaults", "TestSupport"],
+            path: "Tests/AftermathTests"
         ),
     ],
     swiftLanguageModes: [.v6],

@@ -1,13 +1,12 @@
-import CSignalShim
-import Foundation
-import Testing
 import Aftermath
 import AftermathNextLaunch
 import AftermathOTLP
 import AftermathTesting
-import AftermathOTLPHTTP
-import AftermathSymbolication
+import CSignalShim
 import CHarnessFaults
+import TestSupport
+import Foundation
+import Testing
 
 /// The crash file format, from both languages, and its decoder on golden and corrupt files.
 @Suite("Crash file format")
@@ -176,7 +175,7 @@ struct CrashRecordSchemaTests {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-schema-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let batch = LogBatch(resource: SDK.resource(serviceName: "schema", serviceVersion: "1"),
-                             scopeName: SDK.scopeName, scopeVersion: Aftermath.version,
+                             scopeName: SDK.scopeName, scopeVersion: SDK.version,
                              records: [RecordMapper.crash(crash, observedTimeUnixNano: 1_800_000_000_000_000_000)])
         try FileExporter(directory: dir).export(batch)
         let file = try #require(try FileManager.default.contentsOfDirectory(atPath: dir).first { $0.hasSuffix(".json") })

@@ -1,14 +1,13 @@
-import CSignalShim
-import Foundation
-import Synchronization
-import Testing
 import Aftermath
 import AftermathNextLaunch
 import AftermathOTLP
 import AftermathTesting
-import AftermathOTLPHTTP
-import AftermathSymbolication
+import CSignalShim
 import CHarnessFaults
+import TestSupport
+import Foundation
+import Synchronization
+import Testing
 
 /// The process dies exactly as it would have without Aftermath (same signal), and leaves a
 /// crash file that the next launch reports. Each case crashes a real child process.

@@ -4,9 +4,9 @@ import Aftermath
 import AftermathNextLaunch
 import AftermathOTLP
 import AftermathTesting
-import AftermathOTLPHTTP
-import AftermathSymbolication
+import CSignalShim
 import CHarnessFaults
+import TestSupport
 
 @Suite struct ExporterTests {
     private func jsonFiles(in directory: String) throws -> [String] {

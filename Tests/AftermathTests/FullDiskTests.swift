@@ -4,9 +4,9 @@ import Aftermath
 import AftermathNextLaunch
 import AftermathOTLP
 import AftermathTesting
-import AftermathOTLPHTTP
-import AftermathSymbolication
+import CSignalShim
 import CHarnessFaults
+import TestSupport
 
 /// Crashing on a full disk: the process still dies exactly as it would have, and the next
 /// launch reports what fit (a salvaged partial crash) without crashing or losing other files.

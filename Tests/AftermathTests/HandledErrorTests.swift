@@ -1,13 +1,13 @@
-import CSignalShim
-import Foundation
-import Testing
 import Aftermath
 import AftermathNextLaunch
 import AftermathOTLP
 import AftermathTesting
-import AftermathOTLPHTTP
-import AftermathSymbolication
+import CSignalShim
 import CHarnessFaults
+import AftermathSymbolication
+import TestSupport
+import Foundation
+import Testing
 
 /// Handled errors: recorded by a real child process, read back by the collector.
 @Suite("Handled errors")

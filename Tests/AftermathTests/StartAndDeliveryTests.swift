@@ -1,13 +1,12 @@
-import CSignalShim
-import Foundation
-import Testing
 import Aftermath
 import AftermathNextLaunch
 import AftermathOTLP
 import AftermathTesting
-import AftermathOTLPHTTP
-import AftermathSymbolication
+import CSignalShim
 import CHarnessFaults
+import TestSupport
+import Foundation
+import Testing
 
 /// start() called twice, deliveries that overlap, and values longer than their file fields.
 @Suite("Start and delivery")

@@ -1,13 +1,9 @@
 import Foundation
 import Testing
 
-import Aftermath
-import AftermathNextLaunch
-import AftermathOTLP
-import AftermathTesting
-import AftermathOTLPHTTP
 import AftermathSymbolication
-import CHarnessFaults
+import AftermathNextLaunch
+import TestSupport
 
 #if canImport(Glibc)
 import Glibc

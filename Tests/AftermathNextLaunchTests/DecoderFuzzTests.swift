@@ -1,13 +1,11 @@
-import CSignalShim
-import Foundation
-import Testing
-import Aftermath
 import AftermathNextLaunch
 import AftermathOTLP
-import AftermathTesting
-import AftermathOTLPHTTP
+import CSignalShim
 import AftermathSymbolication
-import CHarnessFaults
+import AftermathTesting
+import TestSupport
+import Foundation
+import Testing
 
 /// Mutation fuzzing of every decoder, from the golden files the real writers made. Each
 /// mutant is resealed (CRC and body size recomputed) so it gets past the checksum into the

@@ -1,13 +1,9 @@
-import CSignalShim
-import Foundation
-import Testing
-import Aftermath
 import AftermathNextLaunch
 import AftermathOTLP
-import AftermathTesting
-import AftermathOTLPHTTP
-import AftermathSymbolication
-import CHarnessFaults
+import CSignalShim
+import TestSupport
+import Foundation
+import Testing
 
 /// Files written by the real writers (format v1), kept so every later build still reads them:
 /// a hang file of a process SIGKILLed mid-hang (the watchdog), its run file, and a handled

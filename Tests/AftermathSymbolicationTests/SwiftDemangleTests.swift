@@ -1,12 +1,8 @@
 import Testing
 
-import Aftermath
-import AftermathNextLaunch
-import AftermathOTLP
-import AftermathTesting
-import AftermathOTLPHTTP
 import AftermathSymbolication
-import CHarnessFaults
+import AftermathNextLaunch
+import TestSupport
 
 @Suite("Swift demangling")
 struct SwiftDemangleTests {

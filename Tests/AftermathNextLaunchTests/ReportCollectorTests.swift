@@ -1,13 +1,11 @@
-import CSignalShim
-import Foundation
-import Testing
-import Aftermath
 import AftermathNextLaunch
 import AftermathOTLP
-import AftermathTesting
-import AftermathOTLPHTTP
+import CSignalShim
 import AftermathSymbolication
-import CHarnessFaults
+import AftermathTesting
+import TestSupport
+import Foundation
+import Testing
 
 /// The next launch's view of a reports directory: good files reported, bad ones rejected with
 /// a reason, nothing deleted before the exporter acknowledges.

@@ -1,5 +1,9 @@
 import Foundation
 import Testing
+import CSignalShim
+import CHarnessFaults
+import AftermathNextLaunch
+import TestSupport
 
 /// The crash-time boundary, checked on the compiled objects: every `_async.c` object may only
 /// call async-signal-safe functions (signal-safety(7)), its own aft_async_* helpers and

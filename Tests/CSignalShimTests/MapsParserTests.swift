@@ -1,13 +1,10 @@
 import CSignalShim
+import CHarnessFaults
+import AftermathNextLaunch
+import AftermathSymbolication
+import TestSupport
 import Foundation
 import Testing
-import Aftermath
-import AftermathNextLaunch
-import AftermathOTLP
-import AftermathTesting
-import AftermathOTLPHTTP
-import AftermathSymbolication
-import CHarnessFaults
 
 /// The crash-time /proc/self/maps parser, fed crafted maps through its fd entry point.
 @Suite("Maps parser")
@@ -106,7 +103,7 @@ struct MapsParserTests {
         defer { close(fd) }
         var images = [aft_image](repeating: aft_image(), count: Int(AFT_MAX_IMAGES))
         var truncated: UInt32 = 0
-        let exe = Aftermath.executablePath()
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? ""
         let n = exe.withCString { aft_images_from_maps_fd(fd, &images, UInt32(images.count), 1, $0, &truncated) }
         let loaded = images.prefix(Int(n)).map(LoadedImage.init)
         let main = try #require(loaded.first { $0.isMainExecutable })

@@ -1,13 +1,9 @@
-import CSignalShim
-import Foundation
-import Testing
-import Aftermath
 import AftermathNextLaunch
 import AftermathOTLP
-import AftermathTesting
-import AftermathOTLPHTTP
-import AftermathSymbolication
-import CHarnessFaults
+import CSignalShim
+import TestSupport
+import Foundation
+import Testing
 
 /// The inference rules as a table over crafted run files and crafted /proc and /sys trees.
 @Suite("Exit inference")

@@ -1,23 +1,19 @@
 import Foundation
-import Aftermath
 import AftermathNextLaunch
 import AftermathOTLP
-import AftermathTesting
-import AftermathOTLPHTTP
-import AftermathSymbolication
-import CHarnessFaults
+import CSignalShim
 
 /// Helpers shared by the crash-format suites.
-enum TestSupport {
-    /// The bytes of a fixture under Tests/AftermathTests/Fixtures.
-    static func fixture(_ name: String) throws -> [UInt8] {
+package enum TestSupport {
+    /// The bytes of a fixture under Tests/TestSupport/Fixtures.
+    package static func fixture(_ name: String) throws -> [UInt8] {
         let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("Fixtures").appendingPathComponent(name)
         return Array(try Data(contentsOf: url))
     }
 
     /// A fresh reports directory with its layout created.
-    static func reportsDirectory() throws -> ReportDirectory {
+    package static func reportsDirectory() throws -> ReportDirectory {
         let root = FileManager.default.temporaryDirectory
             .appendingPathComponent("aftermath-tests-\(UUID().uuidString)").path
         let directory = ReportDirectory(root: root)
@@ -26,16 +22,16 @@ enum TestSupport {
     }
 
     /// A fresh, not yet created reports directory for a child process (exit tests).
-    static func childDirectory(_ tag: String) -> String {
+    package static func childDirectory(_ tag: String) -> String {
         FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-\(tag)-\(UUID())").path
     }
 
-    static func write(_ bytes: [UInt8], to path: String) throws {
+    package static func write(_ bytes: [UInt8], to path: String) throws {
         try Data(bytes).write(to: URL(fileURLWithPath: path))
     }
 
     /// Rewrites the header's CRC and body size so a modified body is accepted as whole.
-    static func resealed(_ bytes: [UInt8]) -> [UInt8] {
+    package static func resealed(_ bytes: [UInt8]) -> [UInt8] {
         var b = bytes
         let body = Array(b[64...])
         let crc = body.withUnsafeBytes { aftCRC($0) }
@@ -44,16 +40,16 @@ enum TestSupport {
         return b
     }
 
-    static func aftCRC(_ raw: UnsafeRawBufferPointer) -> UInt32 {
+    package static func aftCRC(_ raw: UnsafeRawBufferPointer) -> UInt32 {
         ReportFile.crc32(raw)
     }
 
     /// Reads a little-endian UInt32 at offset.
-    static func u32(_ b: [UInt8], _ offset: Int) -> UInt32 {
+    package static func u32(_ b: [UInt8], _ offset: Int) -> UInt32 {
         (0..<4).reduce(UInt32(0)) { $0 | UInt32(b[offset + $1]) << (8 * UInt32($1)) }
     }
 
-    static func setU32(_ b: inout [UInt8], _ offset: Int, _ v: UInt32) {
+    package static func setU32(_ b: inout [UInt8], _ offset: Int, _ v: UInt32) {
         withUnsafeBytes(of: v.littleEndian) { b.replaceSubrange(offset..<offset + 4, with: $0) }
     }
 }

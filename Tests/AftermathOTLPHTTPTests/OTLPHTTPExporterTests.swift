@@ -1,12 +1,9 @@
 import Foundation
 import Testing
-import Aftermath
-import AftermathNextLaunch
-import AftermathOTLP
-import AftermathTesting
 import AftermathOTLPHTTP
-import AftermathSymbolication
-import CHarnessFaults
+import AftermathOTLP
+import AftermathNextLaunch
+import TestSupport
 
 /// The OTLP/HTTP exporter against a scripted collector on 127.0.0.1 (Tests/tools/otlp_collector.py,
 /// which parses protobuf bodies with the official opentelemetry-proto definitions).
@@ -64,7 +61,7 @@ struct OTLPHTTPExporterTests {
             Attribute("empty", ""),
         ]
         return LogBatch(resource: SDK.resource(serviceName: "http-test", serviceVersion: "3.1"),
-                        scopeName: SDK.scopeName, scopeVersion: Aftermath.version, records: [record])
+                        scopeName: SDK.scopeName, scopeVersion: SDK.version, records: [record])
     }
 
     @Test("Protobuf (the default): the official definitions parse it back to the same records")

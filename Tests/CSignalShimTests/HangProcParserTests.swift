@@ -1,5 +1,7 @@
-import CHarnessFaults
 import CSignalShim
+import CHarnessFaults
+import AftermathNextLaunch
+import TestSupport
 import Testing
 
 /// The /proc parsers the watchdog's hang path uses, on crafted text.

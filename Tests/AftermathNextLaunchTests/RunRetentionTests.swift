@@ -1,13 +1,9 @@
-import CSignalShim
-import Foundation
-import Testing
-import Aftermath
 import AftermathNextLaunch
 import AftermathOTLP
-import AftermathTesting
-import AftermathOTLPHTTP
-import AftermathSymbolication
-import CHarnessFaults
+import CSignalShim
+import TestSupport
+import Foundation
+import Testing
 
 /// runs/ on the next launch: locks, retention, bad files.
 @Suite("Run retention")

@@ -1,11 +1,8 @@
 import Testing
-import Aftermath
 import AftermathNextLaunch
 import AftermathOTLP
-import AftermathTesting
-import AftermathOTLPHTTP
-import AftermathSymbolication
-import CHarnessFaults
+import CSignalShim
+import TestSupport
 
 @Suite struct InAppTests {
     struct Case: Sendable, CustomTestStringConvertible {
