@@ -86,7 +86,7 @@ let package = Package(
         ),
         .target(
             name: "HarnessSupport",
-            dependencies: ["Aftermath", "AftermathNextLaunch", "AftermathTesting", "CSignalShim", "CHarnessFaults"],
+            dependencies: ["AftermathNextLaunch", "AftermathOTLP", "CHarnessFaults"],
             path: "Harness/Support"
         ),
         .executableTarget(
@@ -149,7 +149,7 @@ let package = Package(
         .testTarget(
             name: "AftermathTests",
             dependencies: ["Aftermath", "AftermathNextLaunch", "AftermathOTLP", "AftermathTesting",
-                           "AftermathSymbolication", "CSignalShim", "CHarnessFaults", "TestSupport"],
+                           "AftermathSymbolication", "CSignalShim", "CHarnessFaults", "TestSupport", "HarnessSupport"],
             path: "Tests/AftermathTests"
         ),
     ],

@@ -27,10 +27,8 @@ enum CrashBench {
                 var frames = 0, size = 0
                 for i in 0..<runs {
                     let dir = "\(root)/d\(depth)-\(fsync)-\(i)"
-                    guard let child = BenchChild.spawn(["crash-child", "--depth", "\(depth)", "--dir", dir, "--fsync", fsync ? "1" : "0"],
-                                                       environment: ["SWIFT_BACKTRACE": "enable=no"]) else { continue }
-                    let values = child.readValues()
-                    _ = child.wait()
+                    let values = benchChild(["crash-child", "--depth", "\(depth)", "--dir", dir, "--fsync", fsync ? "1" : "0"],
+                                            environment: ["SWIFT_BACKTRACE": "enable=no"]).values
                     if values.count >= 2 { times.append(Double(values[1]) / 1000) }
                     if let (f, s) = crashFile(in: dir + "/crashes") { frames = f; size = s }
                     try? FileManager.default.removeItem(atPath: dir)
@@ -53,12 +51,8 @@ enum CrashBench {
             var times: [Double] = []
             for i in 0..<runs {
                 let dir = "\(root)/exit-\(i)"
-                guard let child = BenchChild.spawn(["crash-child", "--depth", "64", "--dir", dir, "--fsync", "0"] + extra,
-                                                   environment: env) else { continue }
-                let values = child.readValues()
-                _ = child.wait()
-                let end = Stats.monotonicNanoseconds()
-                if let start = values.first { times.append(Double(end - start) / 1e6) }
+                let child = benchChild(["crash-child", "--depth", "64", "--dir", dir, "--fsync", "0"] + extra, environment: env)
+                if let start = child.values.first, let end = child.exitedAt { times.append(Double(end - start) / 1e6) }
                 try? FileManager.default.removeItem(atPath: dir)
             }
             print(String(format: "  %-30@ %8.2f ms", name as NSString, Stats.median(times)))
@@ -84,9 +78,10 @@ enum CrashBench {
             config.handlerTimingFileDescriptor = 3
             do { try Aftermath.start(config) } catch { exit(3) }
         }
-        // Frames already on the stack: main, the bench's dispatch, libc start. Recurse the rest.
+        // Frames already on the stack: main, the bench's dispatch, libc start; the fault adds
+        // two (Fault.trigger and its body). Recurse the rest.
         var sink = 0
-        _ = recurse(max(1, depth - 4), &sink)
+        _ = recurse(max(1, depth - 6), &sink)
     }
 
     /// Real recursion: each frame passes the address of its own local down, so the compiler
@@ -96,11 +91,9 @@ enum CrashBench {
         var local = n
         let result: Int
         if n <= 1 {
-            var now = Stats.monotonicNanoseconds()
+            var now = Monotonic.nanoseconds()
             _ = write(3, &now, 8)
-            let p = UnsafeMutablePointer<Int>(bitPattern: 8)!
-            p.pointee = n
-            result = p.pointee
+            result = Fault.nullDereference.trigger(n)
         } else {
             result = recurse(n - 1, &local)
         }

@@ -18,10 +18,7 @@ enum StartBench {
         defer { try? FileManager.default.removeItem(atPath: root) }
         var times: [Double] = []
         for i in 0..<runs {
-            guard let child = BenchChild.spawn(["start-child", "--dir", "\(root)/\(i)"],
-                                               environment: ["SWIFT_BACKTRACE": "enable=no"]) else { continue }
-            let values = child.readValues()
-            _ = child.wait()
+            let values = benchChild(["start-child", "--dir", "\(root)/\(i)"], environment: ["SWIFT_BACKTRACE": "enable=no"]).values
             if let ns = values.first { times.append(Double(ns) / 1e6) }
         }
         let sorted = times.sorted()
@@ -33,9 +30,9 @@ enum StartBench {
         let dir = args.firstIndex(of: "--dir").map { args[$0 + 1] } ?? "/tmp/aftermath-start-bench-child"
         let config = Aftermath.Configuration(serviceName: "bench", serviceVersion: "1.0", exporter: InMemoryExporter(),
                                              reportsDirectory: dir)
-        let start = Stats.monotonicNanoseconds()
+        let start = Monotonic.nanoseconds()
         do { try Aftermath.start(config) } catch { exit(3) }
-        var elapsed = Stats.monotonicNanoseconds() - start
+        var elapsed = Monotonic.nanoseconds() - start
         _ = write(3, &elapsed, 8)
         exit(0)
     }

@@ -21,7 +21,7 @@ enum ChildMode {
     /// The line the crashing child prints before it faults.
     static let contextPrefix = "AFTERMATH_CONTEXT"
     /// Exit status of a child whose fault could not be set up (mkstemp, mmap, ...).
-    static let setupFailureStatus: Int32 = 70
+    static let setupFailureStatus = Fault.setupFailureStatus
     /// Exit status of a child whose fault did not crash it.
     static let survivedStatus: Int32 = 71
     /// Exit status of a child that could not start Aftermath.
@@ -85,14 +85,15 @@ enum ChildMode {
     }
 
     /// The next launch: reports what is pending, then starts Aftermath, which delivers it
-    /// synchronously to a FileExporter writing into outDirectory.
-    static func nextLaunch(reportsDirectory: String, outDirectory: String) -> Never {
+    /// synchronously; prints what was exported as RECORD lines.
+    static func nextLaunch(reportsDirectory: String) -> Never {
         let pending = ReportCollector(directory: ReportDirectory(root: reportsDirectory)).collect(moveRejected: false)
         say("NEXT_LAUNCH pending=\(pending.reports.count) rejected=\(pending.rejected.count)\n")
         for file in pending.rejected { say("NEXT_LAUNCH rejected \(file.path): \(file.reason)\n") }
+        let exporter = InMemoryExporter()
         let configuration = Aftermath.Configuration(
             serviceName: serviceName, serviceVersion: nextLaunchVersion,
-            exporter: FileExporter(directory: outDirectory), reportsDirectory: reportsDirectory,
+            exporter: exporter, reportsDirectory: reportsDirectory,
             deliverPendingReportsSynchronously: true)
         do {
             try Aftermath.start(configuration)
@@ -100,6 +101,7 @@ enum ChildMode {
             say("crash-harness: Aftermath.start failed: \(error)\n", fd: 2)
             _exit(startFailureStatus)
         }
+        RecordLine.emit(exporter.batches)
         say("NEXT_LAUNCH done\n")
         exit(0)
     }

@@ -1,3 +1,5 @@
+import HarnessSupport
+
 /// The fixed chain every scenario crashes through, innermost last:
 /// `crashChainLevel1` → `crashChainLevel2` → `crashChainLevel3` → the fault.
 ///
@@ -20,14 +22,6 @@ func crashChainLevel2(_ scenario: Scenario, _ seed: Int) -> Int {
 
 @inline(never)
 func crashChainLevel3(_ scenario: Scenario, _ seed: Int) -> Int {
-    let result = Faults.perform(scenario.fault, seed ^ 0x5A)
+    let result = scenario.fault.trigger(seed ^ 0x5A)
     return result &- scenario.name.utf8.count
-}
-
-/// Recursion `depth` calls deep that then dereferences null. `@_optimize(none)` so that LLVM's
-/// tail-recursion elimination (which handles `f(n - 1) + 1` with an accumulator) keeps every frame.
-@inline(never) @_optimize(none)
-func crashRecursion(_ depth: Int, _ seed: Int) -> Int {
-    if depth == 0 { return Faults.nullDereference(seed) }
-    return crashRecursion(depth - 1, seed) &+ 1
 }

@@ -16,7 +16,7 @@ struct Matrix {
     var verbose: Bool
 
     func run() -> Int32 {
-        let executable = Self.ownExecutable()
+        let executable = ChildProcess.ownExecutable
         guard let base = prepareBaseDirectory() else { return 2 }
         var environment = ProcessInfo.processInfo.environment
         environment["SWIFT_BACKTRACE"] = "enable=yes,interactive=no"
@@ -27,7 +27,7 @@ struct Matrix {
         var rows: [Row] = []
         for scenario in scenarios {
             fflush(nil)  // all streams: keeps this progress line after the details printed so far
-            ChildMode.say("crash-harness: \(scenario.name)…\n", fd: 2)
+            Table.progress("crash-harness", scenario.name)
             let evidence = runner.run(scenario)
             let record = evidence.crashRecords.count == 1 ? evidence.crashRecords[0] : nil
             let images = (record?[attribute: "apsio.crash.images"]?.stringValue).flatMap { try? ImageEntry.decodeList($0) } ?? []
@@ -40,25 +40,18 @@ struct Matrix {
             rows.append(row)
         }
 
-        print(Table.render(rows))
-        let failures = Table.failures(rows)
-        if !failures.isEmpty {
-            print("\nFailures:")
-            failures.forEach { print("  " + $0) }
-        }
-        var extra: [Bool] = []
+        var extra: [Bool?] = [], notes: [String] = []
         if scenarios.count == Scenario.all.count {
             let pid1 = PIDNamespaceCheck(executable: executable, baseDirectory: base, environment: environment).run()
-            print("\n" + pid1.line)
-            if let passed = pid1.passed { extra.append(passed) }
+            notes.append(pid1.line)
+            extra.append(pid1.passed)
         }
         if let keepDirectory {
-            print("\nReports kept in \(keepDirectory)")
+            notes.append("Reports kept in \(keepDirectory)")
         } else {
             try? FileManager.default.removeItem(atPath: base)
         }
-        print(Table.summary(rows, extra: extra))
-        return rows.allSatisfy(\.passed) && !extra.contains(false) ? 0 : 1
+        return Table.print(rows, extra: extra, between: notes)
     }
 
     private func prepareBaseDirectory() -> String? {
@@ -81,11 +74,6 @@ struct Matrix {
             return nil
         }
         return template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-    }
-
-    /// The harness's own executable, resolved (the children run this file).
-    static func ownExecutable() -> String {
-        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
     }
 }
 

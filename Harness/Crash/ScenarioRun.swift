@@ -8,7 +8,7 @@ import CHarnessFaults
 import Foundation
 
 /// Everything one scenario produced: the two crashing children, the next launch, the files
-/// left on disk and the records exported.
+/// left on disk and the records exported (the next launch's RECORD lines).
 struct Evidence: Sendable {
     var scenario: Scenario
     var withAftermath: ChildResult
@@ -23,7 +23,7 @@ struct Evidence: Sendable {
     var crashRecords: [LogRecord]
     /// The event names of the other records it exported (shown, not judged).
     var otherEventNames: [String]
-    /// Output files that could not be read or decoded.
+    /// RECORD lines that did not decode.
     var exportProblems: [String]
     /// What the crashing child printed on its AFTERMATH_CONTEXT line.
     var printedSession: String?
@@ -50,7 +50,6 @@ struct ScenarioRunner: Sendable {
         let reports = (root as NSString).appendingPathComponent("reports")
         let crashes = ReportDirectory(root: reports).crashes
         let unusedDirectory = (root as NSString).appendingPathComponent("without-aftermath")  // never created
-        let out = (root as NSString).appendingPathComponent("out")
         try? FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
 
         // The moment the backtracer's text shows up, our crash file must already be in place.
@@ -60,9 +59,9 @@ struct ScenarioRunner: Sendable {
         let without = ChildProcess.run(executable, ["child", scenario.name, "--dir", unusedDirectory, "--no-aftermath"],
                                        environment: environment, timeout: timeoutSeconds)
         let afterCrash = Self.listing(crashes)
-        let next = ChildProcess.run(executable, ["next-launch", "--dir", reports, "--out", out],
+        let next = ChildProcess.run(executable, ["next-launch", "--dir", reports],
                                     environment: environment, timeout: timeoutSeconds)
-        let (records, problems) = Self.exportedRecords(in: out)
+        let (records, problems) = RecordLine.records(in: next.lines)
         let crashRecords = records.filter { $0.eventName == "app.crash" }
         let context = Self.printedContext(with.standardOutput)
         return Evidence(
@@ -85,24 +84,6 @@ struct ScenarioRunner: Sendable {
             if kv.count == 2 { pairs[kv[0]] = kv[1] }
         }
         return pairs
-    }
-
-    /// Every record in the OTLP/JSON files of directory, and the files that did not decode.
-    static func exportedRecords(in directory: String) -> ([LogRecord], [String]) {
-        var records: [LogRecord] = [], problems: [String] = []
-        for name in listing(directory) where name.hasSuffix(".json") {
-            let path = (directory as NSString).appendingPathComponent(name)
-            guard let data = FileManager.default.contents(atPath: path) else {
-                problems.append("cannot read \(name)")
-                continue
-            }
-            do {
-                records += try OTLPJSON.decode(Array(data)).records
-            } catch {
-                problems.append("\(name): \(error)")
-            }
-        }
-        return (records, problems)
     }
 
     static func committedCrashFiles(_ directory: String) -> [String] {

@@ -1,3 +1,4 @@
+import HarnessSupport
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -68,11 +69,11 @@ extension Scenario {
                      threadName: "harness-crasher"),
             Scenario("deep-recursion", "null dereference 1,000 frames deep",
                      fault: .deepRecursion, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
-                     minimumFrames: Faults.recursionDepth),
+                     minimumFrames: Fault.recursionDepth),
         ]
         #if arch(x86_64)
         // arm64 integer division by zero does not trap (sdiv returns 0): x86-64 only.
-        scenarios.insert(Scenario("divide-by-zero", "C integer division by zero (glibc div)",
+        scenarios.insert(Scenario("divide-by-zero", "C integer division by zero (the CPU's divide instruction)",
                                   fault: .integerDivisionByZero, signal: SIGFPE, exceptionType: "SIGFPE (FPE_INTDIV)"),
                          at: 5)
         #endif

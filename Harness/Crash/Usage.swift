@@ -8,19 +8,19 @@ enum Usage {
           the crash report; checks the exit status, the app.crash record and the files left,
           prints a table and exits 1 if any scenario failed.
           --scenario NAME  run only this scenario (repeatable; see --list)
-          --keep DIR       keep the reports and exported records under DIR
+          --keep DIR       keep the reports under DIR
           --verbose, -v    print every scenario's symbolicated stack and the children's output
 
         internal (the harness runs these itself):
                crash-harness child NAME --dir DIR [--no-aftermath]
-               crash-harness next-launch --dir DIR --out DIR
+               crash-harness next-launch --dir DIR
         """
 
     enum Mode {
         case matrix(scenarios: [String], keep: String?, verbose: Bool)
         case list
         case child(Scenario, directory: String, withAftermath: Bool)
-        case nextLaunch(directory: String, out: String)
+        case nextLaunch(directory: String)
         case help
         case invalid(String)
     }
@@ -28,7 +28,7 @@ enum Usage {
     static func parse(_ arguments: [String]) -> Mode {
         var rest = arguments[...]
         var names: [String] = [], keep: String?, verbose = false, list = false
-        var directory: String?, out: String?, withAftermath = true
+        var directory: String?, withAftermath = true
         let command = rest.first.flatMap { ["child", "next-launch"].contains($0) ? $0 : nil }
         if command != nil { rest = rest.dropFirst() }
         var childScenario: String?
@@ -37,15 +37,14 @@ enum Usage {
         }
         while let argument = rest.popFirst() {
             switch argument {
-            case "--scenario", "--keep", "--dir", "--out":
+            case "--scenario", "--keep", "--dir":
                 guard let value = rest.popFirst() else { return .invalid("\(argument) needs a value") }
                 switch argument {
                 case "--scenario":
                     guard Scenario.named(value) != nil else { return .invalid("no scenario named '\(value)' (see --list)") }
                     names.append(value)
                 case "--keep": keep = value
-                case "--dir": directory = value
-                default: out = value
+                default: directory = value
                 }
             case "--no-aftermath": withAftermath = false
             case "--verbose", "-v": verbose = true
@@ -62,8 +61,8 @@ enum Usage {
             guard let directory else { return .invalid("child needs --dir") }
             return .child(scenario, directory: directory, withAftermath: withAftermath)
         case "next-launch":
-            guard let directory, let out else { return .invalid("next-launch needs --dir and --out") }
-            return .nextLaunch(directory: directory, out: out)
+            guard let directory else { return .invalid("next-launch needs --dir") }
+            return .nextLaunch(directory: directory)
         default:
             return list ? .list : .matrix(scenarios: names, keep: keep, verbose: verbose)
         }

@@ -18,8 +18,8 @@ case .list:
     exit(0)
 case .child(let scenario, let directory, let withAftermath):
     ChildMode.crash(scenario, reportsDirectory: directory, withAftermath: withAftermath)
-case .nextLaunch(let directory, let out):
-    ChildMode.nextLaunch(reportsDirectory: directory, outDirectory: out)
+case .nextLaunch(let directory):
+    ChildMode.nextLaunch(reportsDirectory: directory)
 case .help:
     print(Usage.text)
     exit(0)

@@ -49,7 +49,7 @@ enum ExitChild {
 
         switch mode {
         case "report":
-            for record in exporter.records { say("RECORD " + json(record)) }
+            RecordLine.emit(exporter.batches)
             say("REPORTED \(exporter.records.count)")
             exit(0)
         case "clean":
@@ -87,22 +87,4 @@ enum ExitChild {
             say("unknown mode \(mode)")
             exit(2)
         }
-    }
-
-    /// A record as one JSON object: eventName, severity and every attribute as a string.
-    static func json(_ r: LogRecord) -> String {
-        var d: [String: String] = ["eventName": r.eventName ?? "", "severity": String(r.severityNumber.rawValue),
-                                   "time": String(r.timeUnixNano)]
-        for a in r.attributes {
-            switch a.value {
-            case .string(let s): d[a.key] = s
-            case .int(let i): d[a.key] = String(i)
-            case .bool(let b): d[a.key] = String(b)
-            case .double(let x): d[a.key] = String(x)
-            default: d[a.key] = "\(a.value)"
-            }
-        }
-        let data = (try? JSONSerialization.data(withJSONObject: d, options: [.sortedKeys])) ?? Data("{}".utf8)
-        return String(decoding: data, as: UTF8.self)
-    }
-}
+    }}

@@ -1,3 +1,5 @@
+import AftermathOTLP
+import HarnessSupport
 import Foundation
 import Synchronization
 #if canImport(Glibc)
@@ -7,7 +9,6 @@ import Glibc
 /// The harness's rows: each ends a real child in one way, then runs a next launch and checks
 /// what it reported.
 enum ExitScenarios {
-    enum Result { case pass, fail, skipped(String) }
     struct Row: Sendable { var name: String; var expected: String; var run: @Sendable () -> (got: String, ok: Bool?) }
 
     static let created = Mutex<[String]>([])
@@ -21,24 +22,34 @@ enum ExitScenarios {
     }
 
     /// A next launch over dir; its records.
-    static func nextLaunch(_ dir: String, _ extra: [String] = []) -> [[String: String]] {
-        guard let c = try? ChildProcess(["report", dir] + extra) else { return [] }
+    static func nextLaunch(_ dir: String, _ extra: [String] = []) -> [LogRecord] {
+        guard let c = child(["report", dir] + extra) else { return [] }
         _ = c.waitForLine("REPORTED")
-        _ = c.finish()
-        return c.records
+        return c.finish().records
     }
 
-    static func abnormal(_ records: [[String: String]]) -> [[String: String]] {
-        records.filter { $0["eventName"] == "app.abnormal_exit" }
+    /// Starts `exit-harness child <args>`, optionally through a shell prefix (cgroup entry).
+    static func child(_ args: [String], shellPrefix: String? = nil, environment extra: [String: String] = [:]) -> ChildProcess? {
+        let exe = ChildProcess.ownExecutable
+        var env = ProcessInfo.processInfo.environment
+        env["SWIFT_BACKTRACE"] = "enable=no"
+        for (k, v) in extra { env[k] = v }
+        guard let shellPrefix else { return try? ChildProcess(exe, ["child"] + args, environment: env, inputPipe: true) }
+        return try? ChildProcess("/bin/sh", ["-c", shellPrefix + "; exec \"$0\" \"$@\"", exe, "child"] + args,
+                                 environment: env, inputPipe: true)
     }
 
-    static func describe(_ r: [String: String]) -> String {
-        "\(r["apsio.exit.reason"] ?? "?")/\(r["apsio.exit.source"] ?? "?")"
+    static func abnormal(_ records: [LogRecord]) -> [LogRecord] {
+        records.filter { $0.eventName == "app.abnormal_exit" }
+    }
+
+    static func describe(_ r: LogRecord) -> String {
+        "\(r[text: "apsio.exit.reason"] ?? "?")/\(r[text: "apsio.exit.source"] ?? "?")"
     }
 
     /// Starts a waiting child; returns it with (current session, first session).
     static func waitingChild(_ dir: String, env: [String: String] = [:]) -> (ChildProcess, String, String)? {
-        guard let c = try? ChildProcess(["wait", dir], environment: env),
+        guard let c = child(["wait", dir], environment: env),
               let ready = c.waitForLine("READY") else { return nil }
         let parts = ready.split(separator: " ").map(String.init)
         guard parts.count == 3 else { return nil }
@@ -48,81 +59,81 @@ enum ExitScenarios {
     static let rows: [Row] = [
         Row(name: "clean exit", expected: "nothing") {
             let dir = tempDir("clean")
-            guard let c = try? ChildProcess(["clean", dir]) else { return ("spawn failed", false) }
-            let status = c.finish()
+            guard let c = child(["clean", dir]) else { return ("spawn failed", false) }
+            let status = c.finish().termination
             let a = abnormal(nextLaunch(dir))
-            return ("\(status); \(a.isEmpty ? "nothing" : describe(a[0]))", status == "exit 0" && a.isEmpty)
+            return ("\(status); \(a.isEmpty ? "nothing" : describe(a[0]))", status == .exited(0) && a.isEmpty)
         },
         Row(name: "SIGKILL from outside", expected: "unknown/inferred, session+screen") {
             let dir = tempDir("kill")
             guard let (c, session, first) = waitingChild(dir) else { return ("child not ready", false) }
             c.signal(SIGKILL)
-            let status = c.finish()
+            let status = c.finish().termination
             let a = abnormal(nextLaunch(dir))
             guard a.count == 1 else { return ("\(status); \(a.count) abnormal exits", false) }
             let r = a[0]
-            let sessionOK = r["session.id"] == session && r["session.previous_id"] == first
-            let ok = status == "signal 9" && describe(r) == "unknown/inferred" && sessionOK
-                && r["app.screen.name"] == "checkout" && r["apsio.exit.foreground"] == "true"
-            return ("\(status); \(describe(r)), session \(sessionOK ? "ok" : "WRONG"), screen \(r["app.screen.name"] ?? "-")", ok)
+            let sessionOK = r[text: "session.id"] == session && r[text: "session.previous_id"] == first
+            let ok = status == .signaled(SIGKILL) && describe(r) == "unknown/inferred" && sessionOK
+                && r[text: "app.screen.name"] == "checkout" && r[text: "apsio.exit.foreground"] == "true"
+            return ("\(status); \(describe(r)), session \(sessionOK ? "ok" : "WRONG"), screen \(r[text: "app.screen.name"] ?? "-")", ok)
         },
         Row(name: "SIGTERM, not handled", expected: "dies of it; signal/platform") {
             let dir = tempDir("term")
             guard let (c, _, _) = waitingChild(dir) else { return ("child not ready", false) }
             c.signal(SIGTERM)
-            let status = c.finish()
+            let status = c.finish().termination
             let a = abnormal(nextLaunch(dir))
             guard a.count == 1 else { return ("\(status); \(a.count) abnormal exits", false) }
-            let evidence = a[0]["apsio.exit.evidence"] ?? ""
-            let ok = status == "signal 15" && describe(a[0]) == "signal/platform"
+            let evidence = a[0][text: "apsio.exit.evidence"] ?? ""
+            let ok = status == .signaled(SIGTERM) && describe(a[0]) == "signal/platform"
                 && evidence.contains("SIGTERM from pid \(getpid())")
             return ("\(status); \(describe(a[0])) \"\(evidence)\"", ok)
         },
         Row(name: "SIGTERM, app's own handler exits", expected: "handler runs; nothing") {
             let dir = tempDir("handled")
-            guard let c = try? ChildProcess(["handle-term", dir]), c.waitForLine("READY") != nil else {
+            guard let c = child(["handle-term", dir]), c.waitForLine("READY") != nil else {
                 return ("child not ready", false)
             }
             c.signal(SIGTERM)
-            let status = c.finish()
+            let status = c.finish().termination
             let ran = c.waitForLine("APP-HANDLER", timeout: 1) != nil
             let a = abnormal(nextLaunch(dir))
             return ("\(status); handler \(ran ? "ran" : "LOST"); \(a.isEmpty ? "nothing" : describe(a[0]))",
-                    status == "exit 0" && ran && a.isEmpty)
+                    status == .exited(0) && ran && a.isEmpty)
         },
         Row(name: "update between runs (1.0 -> 2.0)", expected: "nothing") {
             let dir = tempDir("update")
             guard let (c, _, _) = waitingChild(dir) else { return ("child not ready", false) }
             c.signal(SIGKILL)
-            let status = c.finish()
+            let status = c.finish().termination
             let a = abnormal(nextLaunch(dir, ["--version", "2.0"]))
-            return ("\(status); \(a.isEmpty ? "nothing" : describe(a[0]))", status == "signal 9" && a.isEmpty)
+            return ("\(status); \(a.isEmpty ? "nothing" : describe(a[0]))", status == .signaled(SIGKILL) && a.isEmpty)
         },
         Row(name: "reboot between runs (boot_id)", expected: "nothing") {
             let dir = tempDir("reboot")
             guard let (c, _, _) = waitingChild(dir) else { return ("child not ready", false) }
             c.signal(SIGKILL)
-            let status = c.finish()
+            let status = c.finish().termination
             let proc = tempDir("proc")
             try? FileManager.default.createDirectory(atPath: proc + "/sys/kernel/random", withIntermediateDirectories: true)
             try? (UUID().uuidString.lowercased() + "\n").write(toFile: proc + "/sys/kernel/random/boot_id", atomically: true, encoding: .utf8)
             let a = abnormal(nextLaunch(dir, ["--proc", proc]))
-            return ("\(status); \(a.isEmpty ? "nothing" : describe(a[0]))", status == "signal 9" && a.isEmpty)
+            return ("\(status); \(a.isEmpty ? "nothing" : describe(a[0]))", status == .signaled(SIGKILL) && a.isEmpty)
         },
         Row(name: "handled error, then crash", expected: "error + app.crash, one session") {
             let dir = tempDir("errcrash")
-            guard let c = try? ChildProcess(["error-crash", dir]), let ready = c.waitForLine("READY") else {
+            guard let c = child(["error-crash", dir]), let ready = c.waitForLine("READY") else {
                 return ("child not ready", false)
             }
             let session = String(ready.split(separator: " ").last ?? "")
-            let status = c.finish()
+            let status = c.finish().termination
             let records = nextLaunch(dir)
-            let errors = records.filter { $0["severity"] == "17" && $0["eventName"] == "" }
-            let crashes = records.filter { $0["eventName"] == "app.crash" }
-            let sameSession = (errors + crashes).allSatisfy { $0["session.id"] == session }
-            let typeOK = errors.first?["exception.type"]?.hasSuffix("HarnessError") ?? false
-            let ok = status == "signal 11" && errors.count == 1 && crashes.count == 1 && sameSession && typeOK
-                && errors[0]["apsio.error.fingerprint"] == "payment-declined" && abnormal(records).isEmpty
+            let errors = records.filter { $0.severityNumber.rawValue == 17 && ($0.eventName ?? "") == "" }
+            let crashes = records.filter { $0.eventName == "app.crash" }
+            let sameSession = (errors + crashes).allSatisfy { $0[text: "session.id"] == session }
+            let typeOK = errors.first?[text: "exception.type"]?.hasSuffix("HarnessError") ?? false
+            let ok = status == .signaled(SIGSEGV) && errors.count == 1 && crashes.count == 1 && sameSession && typeOK
+                && errors[0][text: "apsio.error.fingerprint"] == "payment-declined" && abnormal(records).isEmpty
             return ("\(status); \(errors.count) error, \(crashes.count) crash, session \(sameSession ? "same" : "DIFFERENT")", ok)
         },
         Row(name: "two instances at once", expected: "nothing, then nothing") {
@@ -130,10 +141,10 @@ enum ExitScenarios {
             guard let (a, _, _) = waitingChild(dir) else { return ("child not ready", false) }
             let during = abnormal(nextLaunch(dir))
             a.closeInput()
-            let status = a.finish()
+            let status = a.finish().termination
             let after = abnormal(nextLaunch(dir))
             return ("while alive: \(during.count), \(status), after: \(after.count)",
-                    during.isEmpty && after.isEmpty && status == "exit 0")
+                    during.isEmpty && after.isEmpty && status == .exited(0))
         },
         Row(name: "OOM kill in a 50M cgroup (v1)", expected: "memory/platform") { oomRow() },
         Row(name: "unfinished hang, then SIGKILL", expected: "anr/inferred + apsio.hang") { hangRow(watchdog: false) },
@@ -153,20 +164,20 @@ enum ExitScenarios {
         guard put("memory.limit_in_bytes", "52428800") else { return ("SKIPPED: cannot set memory.limit_in_bytes", nil) }
         if access(cg + "/memory.memsw.limit_in_bytes", W_OK) == 0 { _ = put("memory.memsw.limit_in_bytes", "52428800") }
         let dir = tempDir("oom")
-        guard let c = try? ChildProcess(["oom", dir], shellPrefix: "echo $$ > \(cg)/cgroup.procs") else {
+        guard let c = child(["oom", dir], shellPrefix: "echo $$ > \(cg)/cgroup.procs") else {
             return ("spawn failed", false)
         }
-        let status = c.finish(timeout: 60)
+        let status = c.finish(timeout: 60).termination
         let a = abnormal(nextLaunch(dir))
         guard a.count == 1 else { return ("\(status); \(a.count) abnormal exits", false) }
-        let evidence = a[0]["apsio.exit.evidence"] ?? ""
+        let evidence = a[0][text: "apsio.exit.evidence"] ?? ""
         return ("\(status); \(describe(a[0])) \"\(evidence)\"",
-                status == "signal 9" && describe(a[0]) == "memory/platform" && evidence.contains("memory.oom_control"))
+                status == .signaled(SIGKILL) && describe(a[0]) == "memory/platform" && evidence.contains("memory.oom_control"))
     }
 
     static func hangRow(watchdog: Bool) -> (got: String, ok: Bool?) {
         let dir = tempDir(watchdog ? "watchdog" : "anr")
-        guard let c = try? ChildProcess(["hang", dir], environment: watchdog ? ["WATCHDOG_USEC": "3000000"] : [:]),
+        guard let c = child(["hang", dir], environment: watchdog ? ["WATCHDOG_USEC": "3000000"] : [:]),
               c.waitForLine("READY") != nil else { return ("child not ready", false) }
         let deadline = Date().addingTimeInterval(5)
         var hangFiles: [String] = []
@@ -176,38 +187,40 @@ enum ExitScenarios {
         }
         usleep(400_000)
         c.signal(SIGKILL)
-        let status = c.finish()
+        let status = c.finish().termination
         let records = nextLaunch(dir)
         let a = abnormal(records)
-        let hangs = records.filter { $0["eventName"] == "apsio.hang" }
+        let hangs = records.filter { $0.eventName == "apsio.hang" }
         guard a.count == 1 else { return ("\(status); \(hangFiles.count) hang file(s); \(a.count) abnormal exits", false) }
         let want = watchdog ? "watchdog/inferred" : "anr/inferred"
         return ("\(status); \(describe(a[0])), \(hangs.count) apsio.hang", describe(a[0]) == want && hangs.count == 1)
     }
 
+    /// The table's columns, after the row's name.
+    enum Column: String, CaseIterable, Sendable, TableColumn {
+        case expected, got
+    }
+
     /// Runs every row (or those whose name contains filter); prints the table. True when none failed.
     static func runAll(filter: String?) -> Bool {
-        var passed = 0, failed = 0, skipped = 0
-        let selected = rows.filter { filter == nil || $0.name.contains(filter!) }
-        func pad(_ s: String, _ n: Int) -> String { s.count >= n ? s : s + String(repeating: " ", count: n - s.count) }
-        print(pad("scenario", 36) + pad("expected", 34) + pad("result", 8) + "got")
-        print(String(repeating: "-", count: 130))
-        for row in selected {
-            let start = Date()
+        var results: [TableRow<Column>] = []
+        for row in rows where filter == nil || row.name.contains(filter!) {
+            Table.progress("exit-harness", row.name)
+            let start = Monotonic.seconds()
             let (got, ok) = row.run()
-            let verdict: String
+            let ms = Int((Monotonic.seconds() - start) * 1000)
+            let check: TableCheck<Column>
             switch ok {
-            case true?: passed += 1; verdict = "PASS"
-            case false?: failed += 1; verdict = "FAIL"
-            case nil: skipped += 1; verdict = "SKIPPED"
+            case true?: check = .pass(.got, got)
+            case false?: check = .fail(.got, got, got)
+            case nil: check = .skip(.got, got)
             }
-            print(pad(row.name, 36) + pad(row.expected, 34) + pad(verdict, 8) + got
-                  + String(format: "  (%.1fs)", Date().timeIntervalSince(start)))
-            fflush(nil)
+            results.append(TableRow(scenario: row.name, checks: [.skip(.expected, row.expected), check],
+                                    milliseconds: ms, skipReason: ok == nil ? got : nil))
         }
-        if failed == 0 { for dir in created.withLock({ $0 }) { try? FileManager.default.removeItem(atPath: dir) } }
-        if skipped > 0 { print("\(skipped) skipped") }
-        print("\(passed) passed, \(failed) failed")
-        return failed == 0
+        if !results.contains(where: \.failed) {
+            for dir in created.withLock({ $0 }) { try? FileManager.default.removeItem(atPath: dir) }
+        }
+        return Table.print(results) == 0
     }
 }

@@ -12,7 +12,7 @@ import Glibc
 #endif
 
 /// A child process: starts Aftermath on a reports directory, runs one scenario on its main
-/// thread, then prints what its exporter received (`RECORD <json>` lines) and exits.
+/// thread, then prints what its exporter received (RECORD lines) and exits.
 enum Child {
     static let exporter = InMemoryExporter()
 
@@ -129,24 +129,7 @@ enum Child {
         var stats = aft_watchdog_stats()
         aft_watchdog_get_stats(&stats)
         emit("STATS hangs=\(stats.hangs) ignored=\(stats.ignored_stretches) late=\(stats.late_ticks) wakeups=\(stats.wakeups) latency_ms=\(stats.last_detection_latency_ns / 1_000_000) pause_us=\(stats.last_capture_pause_ns / 1000)")
-        for record in exporter.records {
-            var object: [String: Any] = [
-                "_event": record.eventName ?? "",
-                "_severity": Int(record.severityNumber.rawValue),
-                "_time": String(record.timeUnixNano),
-            ]
-            for attribute in record.attributes {
-                switch attribute.value {
-                case .string(let s): object[attribute.key] = s
-                case .int(let i): object[attribute.key] = Int(i)
-                case .bool(let b): object[attribute.key] = b
-                case .double(let d): object[attribute.key] = d
-                default: break
-                }
-            }
-            let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
-            emit("RECORD " + String(decoding: data, as: UTF8.self))
-        }
+        RecordLine.emit(exporter.batches)
     }
 
     /// One line on stdout, written at once (stdout is a pipe).

@@ -12,7 +12,7 @@ import Glibc
 
 /// What one child printed and how it ended.
 struct ChildOutcome {
-    var records: [[String: Any]] = []
+    var records: [LogRecord] = []
     var stats = ""
     var session = ""
     var lines: [String] = []
@@ -22,55 +22,34 @@ struct ChildOutcome {
 
 /// The parent: runs every scenario in real child processes and checks their records.
 enum Parent {
-    static let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    static let executable = ChildProcess.ownExecutable
     static let symbolicator = Symbolicator()
 
     /// Runs a child; `onLine` may act on its output as it comes (stop it, kill it).
     static func runChild(_ arguments: [String], launcher: [String] = [], timeout: Double = 20,
-                         onLine: @escaping @Sendable (String, pid_t) -> Void = { _, _ in }) -> ChildOutcome {
-        let process = Process()
+                         onLine: @escaping (String, pid_t) -> Void = { _, _ in }) -> ChildOutcome {
         let all = launcher + [executable] + arguments
-        process.executableURL = URL(fileURLWithPath: all[0])
-        process.arguments = Array(all.dropFirst())
         var environment = ProcessInfo.processInfo.environment
         environment["SWIFT_BACKTRACE"] = "enable=no"
-        process.environment = environment
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
         var outcome = ChildOutcome()
-        do { try process.run() } catch {
+        let result: ChildResult
+        do {
+            result = try ChildProcess(all[0], Array(all.dropFirst()), environment: environment, onLine: onLine)
+                .finish(timeout: timeout)
+        } catch {
             outcome.lines.append("ERROR cannot start: \(error)")
             return outcome
         }
-        let pid = process.processIdentifier
-        DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { [process] in
-            if process.isRunning { kill(pid, SIGKILL) }
-        }
-        var pending = Data()
-        let handle = pipe.fileHandleForReading
-        while true {
-            let chunk = handle.availableData
-            if chunk.isEmpty { break }
-            pending.append(chunk)
-            while let newline = pending.firstIndex(of: 10) {
-                let line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
-                pending.removeSubrange(pending.startIndex...newline)
-                outcome.lines.append(line)
-                onLine(line, pid)
-            }
-        }
-        process.waitUntilExit()
-        if process.terminationReason == .uncaughtSignal {
-            outcome.killedBySignal = process.terminationStatus
-        } else {
-            outcome.exitCode = process.terminationStatus
+        outcome.lines = result.lines
+        outcome.records = result.records
+        switch result.termination {
+        case .signaled(let signal): outcome.killedBySignal = signal
+        case .timedOut: outcome.killedBySignal = SIGKILL
+        case .exited(let code): outcome.exitCode = code
+        case .failedToStart: break
         }
         for line in outcome.lines {
-            if line.hasPrefix("RECORD "),
-               let object = try? JSONSerialization.jsonObject(with: Data(line.dropFirst(7).utf8)) as? [String: Any] {
-                outcome.records.append(object)
-            } else if line.hasPrefix("STATS ") {
+            if line.hasPrefix("STATS ") {
                 outcome.stats = String(line.dropFirst(6))
             } else if line.hasPrefix("SESSION ") {
                 outcome.session = String(line.dropFirst(8))

@@ -1,3 +1,5 @@
+import AftermathOTLP
+import HarnessSupport
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -9,26 +11,26 @@ struct Scenario {
     var summary: String
     var run: () -> (seen: String, failures: [String])
 
-    static func int(_ record: [String: Any], _ key: String) -> Int? { record[key] as? Int }
-    static func string(_ record: [String: Any], _ key: String) -> String { record[key] as? String ?? "" }
+    static func int(_ record: LogRecord, _ key: String) -> Int? { record[attribute: key]?.intValue.map(Int.init) }
+    static func string(_ record: LogRecord, _ key: String) -> String { record[text: key] ?? "" }
 
     /// Checks common to every hang record, plus the blocking function in the stack.
     static func checkHang(_ outcome: ChildOutcome, function: String, durationMs: ClosedRange<Int>?,
                           unfinished: Bool, state: String? = nil, ownSession: Bool = true) -> (String, [String]) {
         var failures: [String] = []
         // Other records (an abnormal exit of a killed run) are not this harness's business.
-        let hangs = outcome.records.filter { string($0, "_event") == "apsio.hang" }
+        let hangs = outcome.records.filter { $0.eventName == "apsio.hang" }
         guard hangs.count == 1, let r = hangs.first else {
             return ("\(hangs.count) hang records \(outcome.stats)", ["expected 1 apsio.hang record, got \(hangs.count)"])
         }
         let duration = int(r, "apsio.hang.duration") ?? -1
         let symbols = Parent.symbols(string(r, "exception.stacktrace"))
         let found = symbols.contains { $0.contains(function) }
-        if string(r, "_event") != "apsio.hang" { failures.append("eventName \(string(r, "_event"))") }
-        if int(r, "_severity") != 17 { failures.append("severity \(int(r, "_severity") ?? 0)") }
+        if r.eventName != "apsio.hang" { failures.append("eventName \(r.eventName ?? "none")") }
+        if r.severityNumber.rawValue != 17 { failures.append("severity \(r.severityNumber.rawValue)") }
         if string(r, "apsio.hang.source") != "live" { failures.append("source") }
         if let range = durationMs, !range.contains(duration) { failures.append("duration \(duration) ms not in \(range)") }
-        if (r["apsio.hang.unfinished"] as? Bool ?? false) != unfinished { failures.append("unfinished flag") }
+        if (r[attribute: "apsio.hang.unfinished"]?.boolValue ?? false) != unfinished { failures.append("unfinished flag") }
         if !found { failures.append("\(function) not in stack (\(symbols.prefix(6).joined(separator: ", ")))") }
         if ownSession, string(r, "session.id") != outcome.session { failures.append("session.id") }
         if string(r, "log.record.uid").count != 26 { failures.append("log.record.uid") }
@@ -45,7 +47,7 @@ struct Scenario {
 
     static func checkNone(_ outcome: ChildOutcome, directory: String) -> (String, [String]) {
         var failures: [String] = []
-        let hangs = outcome.records.filter { string($0, "_event") == "apsio.hang" }
+        let hangs = outcome.records.filter { $0.eventName == "apsio.hang" }
         if !hangs.isEmpty { failures.append("\(hangs.count) hang records") }
         let files = Parent.hangFiles(directory)
         if !files.isEmpty { failures.append("hang files left: \(files)") }

@@ -1,3 +1,4 @@
+import HarnessSupport
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -51,7 +52,7 @@ let scenarios: [Scenario] = [
                                               unfinished: true, ownSession: false)
         failures += more
         if !Parent.hangFiles(dir).isEmpty { failures.append("hang file not deleted after export") }
-        if let r = second.records.first(where: { Scenario.string($0, "_event") == "apsio.hang" }),
+        if let r = second.records.first(where: { $0.eventName == "apsio.hang" }),
            Scenario.string(r, "session.id") != first.session {
             failures.append("session.id \(Scenario.string(r, "session.id")) is not the hung run's \(first.session)")
         }
@@ -83,19 +84,19 @@ let scenarios: [Scenario] = [
              run: live("dispatchmain", "hangHarnessWaitOnSemaphore")),
 ]
 
-let only = arguments.count >= 2 ? Set(arguments.dropFirst()) : nil
-var passed = 0, failed = 0
-print("scenario      | what                                        | seen | result")
-print("--------------|---------------------------------------------|------|-------")
-let started = Date()
-for scenario in scenarios where only == nil || only!.contains(scenario.name) {
-    let (seen, failures) = scenario.run()
-    let ok = failures.isEmpty
-    if ok { passed += 1 } else { failed += 1 }
-    let name = scenario.name.padding(toLength: 13, withPad: " ", startingAt: 0)
-    let what = scenario.summary.padding(toLength: 43, withPad: " ", startingAt: 0)
-    print("\(name) | \(what) | \(seen) | \(ok ? "PASS" : "FAIL: " + failures.joined(separator: "; "))")
+/// The table's columns, after the scenario's name.
+enum Column: String, CaseIterable, Sendable, TableColumn {
+    case what, seen
 }
-print(String(format: "(%.1f s)", Date().timeIntervalSince(started)))
-print("\(passed) passed, \(failed) failed")
-exit(failed == 0 ? 0 : 1)
+
+let only = arguments.count >= 2 ? Set(arguments.dropFirst()) : nil
+var rows: [TableRow<Column>] = []
+for scenario in scenarios where only == nil || only!.contains(scenario.name) {
+    Table.progress("hang-harness", scenario.name)
+    let started = Monotonic.seconds()
+    let (seen, failures) = scenario.run()
+    let result: TableCheck<Column> = failures.isEmpty ? .pass(.seen, seen) : .fail(.seen, seen, failures.joined(separator: "; "))
+    rows.append(TableRow(scenario: scenario.name, checks: [.skip(.what, scenario.summary), result],
+                         milliseconds: Int((Monotonic.seconds() - started) * 1000)))
+}
+exit(Table.print(rows))

@@ -4,6 +4,7 @@ import AftermathOTLP
 import AftermathTesting
 import CSignalShim
 import CHarnessFaults
+import HarnessSupport
 import TestSupport
 import Foundation
 import Synchronization
@@ -13,36 +14,39 @@ import Testing
 /// crash file that the next launch reports. Each case crashes a real child process.
 @Suite("Exit status matrix")
 struct ExitStatusTests {
-    /// Faults, each with the signal the process must die of.
-    enum Fault: String, CaseIterable, Sendable {
+    /// Ways to die: the shared faults, signals sent to the thread itself, and faults on a
+    /// secondary thread. Each with the signal the process must die of.
+    enum Death: String, CaseIterable, Sendable {
         case nullDereference, abort, illegalInstruction, divideByZero, breakpoint, sentBus, sentSys, secondaryThread
         case threadStackOverflow
 
-        var signal: Int32 {
+        /// The fault, for the cases that are one.
+        var fault: Fault? {
             switch self {
-            case .nullDereference, .secondaryThread, .threadStackOverflow: return SIGSEGV
-            case .abort: return SIGABRT
-            case .illegalInstruction: return SIGILL
-            case .divideByZero: return SIGFPE
-            case .breakpoint: return SIGTRAP
-            case .sentBus: return SIGBUS
-            case .sentSys: return SIGSYS
+            case .nullDereference, .secondaryThread: .nullDereference
+            case .abort: .abort
+            case .illegalInstruction: .illegalInstruction
+            case .divideByZero: .integerDivisionByZero
+            case .breakpoint: .breakpoint
+            case .threadStackOverflow: .stackOverflow
+            case .sentBus, .sentSys: nil
             }
         }
 
-        /// Runs the fault; never returns.
+        var signal: Int32 {
+            switch self {
+            case .sentBus: SIGBUS
+            case .sentSys: SIGSYS
+            default: fault?.signal ?? 0
+            }
+        }
+
+        /// Dies; never returns.
         func trigger() -> Never {
             switch self {
-            case .nullDereference:
-                UnsafeMutablePointer<Int>(bitPattern: 16)!.pointee = 1
-            case .abort: Glibc.abort()
-            case .illegalInstruction: aft_test_illegal_instruction()
-            case .divideByZero: _ = aft_test_divide(1, 0)
-            case .breakpoint: aft_test_breakpoint()
-            case .sentBus: pthread_kill(pthread_self(), SIGBUS)
-            case .sentSys: pthread_kill(pthread_self(), SIGSYS)
+            case .sentBus, .sentSys: pthread_kill(pthread_self(), signal)
             case .secondaryThread:
-                let thread = Thread { UnsafeMutablePointer<Int>(bitPattern: 24)!.pointee = 2 }
+                let thread = Thread { _ = Fault.nullDereference.trigger() }
                 thread.start()
                 sleep(10)
             case .threadStackOverflow:
@@ -53,24 +57,16 @@ struct ExitStatusTests {
                 pthread_attr_setstacksize(&attributes, 256 * 1024)
                 var thread = pthread_t()
                 pthread_create(&thread, &attributes, { _ in
-                    var depth = 0
-                    _ = ExitStatusTests.recurse(&depth)
+                    _ = Fault.stackOverflow.trigger()
                     return nil
                 }, nil)
                 sleep(10)
+            default:
+                _ = fault?.trigger()
             }
             sleep(5)
             _exit(99) // not reached when the fault kills the process
         }
-    }
-
-    /// Unbounded recursion: each frame keeps a buffer alive so it cannot become a loop.
-    @inline(never)
-    static func recurse(_ depth: UnsafeMutablePointer<Int>) -> Int {
-        var buffer = (depth.pointee, 0, 0, 0, 0, 0, 0, 0)
-        depth.pointee += 1
-        let below = depth.pointee == Int.max ? 0 : recurse(depth)
-        return withUnsafeBytes(of: &buffer) { Int($0[0]) } &+ below
     }
 
     /// Starts Aftermath in a child. Its exporter never acknowledges, so the child's own
@@ -85,17 +81,17 @@ struct ExitStatusTests {
         do { try Aftermath.start(config) } catch { _exit(98) }
     }
 
-    @Test("Same signal with and without Aftermath, and a crash file that decodes", arguments: Fault.allCases)
-    func matrix(_ fault: Fault) async throws {
+    @Test("Same signal with and without Aftermath, and a crash file that decodes", arguments: Death.allCases)
+    func matrix(_ fault: Death) async throws {
         let directory: String = TestSupport.childDirectory("exit-\(fault.rawValue)")
         let faultName: String = fault.rawValue
         let expected = ExitTest.Condition.signal(fault.signal)
         await #expect(processExitsWith: expected) { [faultName = faultName as String] in
-            Fault(rawValue: faultName)!.trigger()
+            Death(rawValue: faultName)!.trigger()
         }
         await #expect(processExitsWith: expected) { [directory = directory as String, faultName = faultName as String] in
             ExitStatusTests.childStart(directory)
-            Fault(rawValue: faultName)!.trigger()
+            Death(rawValue: faultName)!.trigger()
         }
         let exporter = InMemoryExporter()
         let delivery = ReportCollector(directory: ReportDirectory(root: directory)).deliver(to: exporter, resource: Resource())
