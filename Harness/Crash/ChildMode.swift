@@ -109,12 +109,6 @@ enum ChildMode {
     /// Writes text straight to a descriptor: nothing is left in a stdio buffer when the
     /// process dies a moment later.
     static func say(_ text: String, fd: Int32 = 1) {
-        var bytes = Array(text.utf8)[...]
-        while !bytes.isEmpty {
-            let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            if written < 0 && errno == EINTR { continue }
-            if written <= 0 { return }
-            bytes = bytes.dropFirst(written)
-        }
+        writeNow(text, fd: fd)
     }
 }

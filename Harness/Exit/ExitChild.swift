@@ -18,8 +18,7 @@ enum ExitChild {
 
     /// Writes a line to stdout now (no buffering: the process may be killed next).
     static func say(_ line: String) {
-        let bytes = Array((line + "\n").utf8)
-        _ = bytes.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+        writeNow(line + "\n")
     }
 
     static func run(_ args: [String]) -> Never {

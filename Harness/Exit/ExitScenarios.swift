@@ -216,7 +216,7 @@ enum ExitScenarios {
             case nil: check = .skip(.got, got)
             }
             results.append(TableRow(scenario: row.name, checks: [.skip(.expected, row.expected), check],
-                                    milliseconds: ms, skipReason: ok == nil ? got : nil))
+                                    milliseconds: ms, skipReason: ok == nil ? String(got.trimmingPrefix("SKIPPED: ")) : nil))
         }
         if !results.contains(where: \.failed) {
             for dir in created.withLock({ $0 }) { try? FileManager.default.removeItem(atPath: dir) }

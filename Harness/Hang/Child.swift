@@ -134,7 +134,6 @@ enum Child {
 
     /// One line on stdout, written at once (stdout is a pipe).
     static func emit(_ line: String) {
-        let bytes = Array((line + "\n").utf8)
-        bytes.withUnsafeBytes { raw in _ = write(1, raw.baseAddress, raw.count) }
+        writeNow(line + "\n")
     }
 }

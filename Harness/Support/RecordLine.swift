@@ -1,9 +1,4 @@
 import AftermathOTLP
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
 
 /// How harness children report the records their launch exported, on stdout:
 /// `RECORD <OTLP/JSON ExportLogsServiceRequest of one batch>`, one line per batch (OTLP/JSON
@@ -18,15 +13,7 @@ package enum RecordLine {
 
     /// Writes one RECORD line per batch to stdout at once (no buffer: the process may end next).
     package static func emit(_ batches: [LogBatch]) {
-        for batch in batches {
-            var bytes = Array((line(batch) + "\n").utf8)[...]
-            while !bytes.isEmpty {
-                let written = bytes.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
-                if written < 0 && errno == EINTR { continue }
-                if written <= 0 { return }
-                bytes = bytes.dropFirst(written)
-            }
-        }
+        for batch in batches { writeNow(line(batch) + "\n") }
     }
 
     /// The records of the RECORD lines among lines, in order, and the lines that did not decode.

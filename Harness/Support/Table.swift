@@ -1,9 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
-
 /// The columns of a harness's results table, in order, after the scenario's name.
 package protocol TableColumn: RawRepresentable<String>, CaseIterable, Sendable, Equatable {}
 
@@ -104,8 +98,7 @@ package enum Table {
 
     /// A progress line on stderr: `<harness>: <scenario>…`.
     package static func progress(_ harness: String, _ scenario: String) {
-        let bytes = Array("\(harness): \(scenario)…\n".utf8)
-        _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+        writeNow("\(harness): \(scenario)…\n", fd: 2)
     }
 }
 
