@@ -45,11 +45,7 @@ enum HangBench {
         RunLoop.main.run()
     }
 
-    static func now() -> UInt64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-    }
+    static func now() -> UInt64 { Monotonic.nanoseconds() }
 
     static func stats() -> aft_watchdog_stats {
         var s = aft_watchdog_stats()
