@@ -10,7 +10,8 @@ import PackageDescription
 // - AftermathOTLPHTTP (product): the OTLP/HTTP exporter; the only module that links
 //   FoundationNetworking.
 // - AftermathTesting (product): an in-memory exporter for apps' tests.
-// - AftermathSymbolication: tools only (the `aftermath` command), never linked into apps.
+// - AftermathSymbolication: tools only (the `aftermath` command), never linked into apps; its
+//   C side (CSymbolication) uses elfutils through the CDW system library.
 // README.md, section Layout, says what each may depend on.
 let package = Package(
     name: "Aftermath",
@@ -65,9 +66,25 @@ let package = Package(
             dependencies: ["AftermathOTLP"],
             path: "Sources/AftermathTesting"
         ),
+        // Tools only. Debian: libdw-dev and libdebuginfod-dev (elfutils: DWARF, build ids,
+        // debuginfod); libstdc++ for C++ demangling.
+        .systemLibrary(
+            name: "CDW",
+            path: "Sources/CDW",
+            pkgConfig: "libdw",
+            providers: [.apt(["libdw-dev", "libdebuginfod-dev"])]
+        ),
+        .target(
+            name: "CSymbolication",
+            dependencies: ["CDW"],
+            path: "Sources/CSymbolication",
+            cSettings: [.define("_GNU_SOURCE")],
+            // pkg-config's libdw brings -ldw -lelf; the debuginfod client and __cxa_demangle:
+            linkerSettings: [.linkedLibrary("debuginfod"), .linkedLibrary("stdc++")]
+        ),
         .target(
             name: "AftermathSymbolication",
-            dependencies: ["AftermathNextLaunch"],
+            dependencies: ["AftermathNextLaunch", "CSymbolication"],
             path: "Sources/AftermathSymbolication"
         ),
         .executableTarget(

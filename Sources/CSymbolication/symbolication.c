@@ -1,0 +1,427 @@
+// DWARF lookups with elfutils' libdwfl. Tools only; see include/CSymbolication.h.
+#include "CSymbolication.h"
+
+// The CDW system library target links elfutils and libstdc++; its header lists the same.
+#include <dwarf.h>
+#include <elfutils/debuginfod.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
+#include <elfutils/libdwfl.h>
+#include <gelf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/// A compile unit's address range, for files without .debug_aranges (Swift's): libdw 0.188
+/// finds compile units only through that section.
+typedef struct {
+    Dwarf_Addr low, high;
+    Dwarf_Off cu_offset;
+} cu_range;
+
+char *__cxa_demangle(const char *mangled_name, char *output_buffer, size_t *length, int *status);
+
+struct aftsym_image {
+    Dwfl *dwfl;
+    Dwfl_Module *module;
+    char *debug_path;
+    cu_range *ranges;   ///< sorted by low; built on the first lookup libdw cannot place
+    size_t range_count;
+    int ranges_built;
+};
+
+/// Opens `path` read-only without blocking (a FIFO cannot hang us) and only if it is a regular
+/// file. Returns the descriptor or -1 with errno set.
+static int open_regular(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        errno = EINVAL;
+        return -1;
+    }
+    int flags = fcntl(fd, F_GETFL);
+    if (flags >= 0) (void)fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    return fd;
+}
+
+/// libdwfl asks for the separate debug file only when the main file has no DWARF of its own;
+/// the caller chose (and checked) it beforehand, so this opens exactly that file.
+static int find_chosen_debuginfo(Dwfl_Module *module, void **userdata, const char *module_name,
+                                 Dwarf_Addr base, const char *file_name, const char *debuglink_file,
+                                 GElf_Word debuglink_crc, char **debuginfo_file_name) {
+    (void)module; (void)module_name; (void)base; (void)file_name; (void)debuglink_file; (void)debuglink_crc;
+    const aftsym_image *image = *userdata;
+    if (image == NULL || image->debug_path == NULL) return -1;
+    int fd = open_regular(image->debug_path);
+    if (fd >= 0) *debuginfo_file_name = strdup(image->debug_path);
+    return fd;
+}
+
+static char *no_debuginfo_path = NULL;
+static const Dwfl_Callbacks callbacks = {
+    .find_elf = dwfl_build_id_find_elf,
+    .find_debuginfo = find_chosen_debuginfo,
+    .section_address = dwfl_offline_section_address,
+    .debuginfo_path = &no_debuginfo_path,
+};
+
+aftsym_image *aftsym_image_open(const char *elf_path, const char *debug_path, uint64_t load_address,
+                                char *error, size_t error_size) {
+    elf_version(EV_CURRENT);
+    aftsym_image *image = calloc(1, sizeof *image);
+    if (image == NULL) { snprintf(error, error_size, "out of memory"); return NULL; }
+    if (debug_path != NULL) image->debug_path = strdup(debug_path);
+    image->dwfl = dwfl_begin(&callbacks);
+    if (image->dwfl == NULL) {
+        snprintf(error, error_size, "libdwfl: %s", dwfl_errmsg(-1));
+        aftsym_image_close(image);
+        return NULL;
+    }
+    int fd = open_regular(elf_path);
+    if (fd < 0) {
+        snprintf(error, error_size, "cannot open %s: %s", elf_path, strerror(errno));
+        aftsym_image_close(image);
+        return NULL;
+    }
+    dwfl_report_begin(image->dwfl);
+    // libdwfl takes the descriptor (it closes it with the Dwfl). With add_p_vaddr false, the
+    // module starts at load_address and its bias is load_address minus the first PT_LOAD's
+    // aligned address: how the loader placed it.
+    image->module = dwfl_report_elf(image->dwfl, elf_path, elf_path, fd, load_address, false);
+    if (image->module == NULL) {
+        snprintf(error, error_size, "%s: %s", elf_path, dwfl_errmsg(-1));
+        close(fd);
+        aftsym_image_close(image);
+        return NULL;
+    }
+    dwfl_report_end(image->dwfl, NULL, NULL);
+    void **userdata = NULL;
+    dwfl_module_info(image->module, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
+    if (userdata != NULL) *userdata = image;
+    return image;
+}
+
+void aftsym_image_close(aftsym_image *image) {
+    if (image == NULL) return;
+    if (image->dwfl != NULL) dwfl_end(image->dwfl);
+    free(image->debug_path);
+    free(image->ranges);
+    free(image);
+}
+
+int aftsym_image_has_dwarf(aftsym_image *image) {
+    Dwarf_Addr bias = 0;
+    return dwfl_module_getdwarf(image->module, &bias) != NULL;
+}
+
+/// The DIE's linkage name (following abstract origins and specifications), else its name.
+static const char *die_name(Dwarf_Die *die) {
+    Dwarf_Attribute attr;
+    const char *name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &attr));
+    if (name == NULL) name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
+    if (name == NULL) name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &attr));
+    return name;
+}
+
+static int die_int(Dwarf_Die *die, unsigned int at) {
+    Dwarf_Attribute attr;
+    Dwarf_Word value = 0;
+    if (dwarf_formudata(dwarf_attr(die, at, &attr), &value) != 0) return 0;
+    return value > 0x7fffffff ? 0 : (int)value;
+}
+
+static int compare_ranges(const void *a, const void *b) {
+    const cu_range *x = a, *y = b;
+    return x->low < y->low ? -1 : x->low > y->low;
+}
+
+/// Every compile unit's ranges, from DW_AT_low_pc/high_pc or DW_AT_ranges.
+static void build_ranges(aftsym_image *image, Dwarf *dwarf) {
+    image->ranges_built = 1;
+    size_t capacity = 0;
+    Dwarf_Off offset = 0, next = 0;
+    size_t header_size = 0;
+    while (dwarf_nextcu(dwarf, offset, &next, &header_size, NULL, NULL, NULL) == 0) {
+        Dwarf_Die cu;
+        if (dwarf_offdie(dwarf, offset + header_size, &cu) != NULL) {
+            Dwarf_Addr base = 0, low = 0, high = 0;
+            ptrdiff_t it = 0;
+            while ((it = dwarf_ranges(&cu, it, &base, &low, &high)) > 0) {
+                if (high <= low) continue;
+                if (image->range_count == capacity) {
+                    size_t grown = capacity == 0 ? 64 : capacity * 2;
+                    cu_range *bigger = realloc(image->ranges, grown * sizeof *bigger);
+                    if (bigger == NULL) return;
+                    image->ranges = bigger;
+                    capacity = grown;
+                }
+                image->ranges[image->range_count++] = (cu_range){ low, high, offset + header_size };
+            }
+        }
+        offset = next;
+    }
+    qsort(image->ranges, image->range_count, sizeof *image->ranges, compare_ranges);
+}
+
+/// The compile unit containing the DWARF address, through the range table.
+static Dwarf_Die *find_cu(aftsym_image *image, Dwarf *dwarf, Dwarf_Addr address, Dwarf_Die *out) {
+    if (!image->ranges_built) build_ranges(image, dwarf);
+    size_t low = 0, high = image->range_count;
+    while (low < high) {
+        size_t mid = low + (high - low) / 2;
+        if (image->ranges[mid].low <= address) low = mid + 1; else high = mid;
+    }
+    // Ranges of different units may nest (a unit's overall range around another's); look back.
+    for (size_t i = low, checked = 0; i > 0 && checked < 64; i--, checked++) {
+        const cu_range *r = &image->ranges[i - 1];
+        if (address >= r->low && address < r->high) return dwarf_offdie(dwarf, r->cu_offset, out);
+    }
+    return NULL;
+}
+
+enum { max_scope_depth = 256 };
+
+/// Appends to `path` the DIEs under `parent` that contain `pc`, outermost first; returns the
+/// new depth. Containers without addresses (modules, namespaces, types) are searched through.
+static int walk_scopes(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *path, int depth) {
+    Dwarf_Die child;
+    if (depth >= max_scope_depth || dwarf_child(parent, &child) != 0) return depth;
+    do {
+        int tag = dwarf_tag(&child);
+        switch (tag) {
+        case DW_TAG_subprogram:
+        case DW_TAG_inlined_subroutine:
+        case DW_TAG_lexical_block:
+        case DW_TAG_try_block:
+        case DW_TAG_catch_block:
+            if (dwarf_haspc(&child, pc) > 0) {
+                path[depth] = child;
+                return walk_scopes(&child, pc, path, depth + 1);
+            }
+            break;
+        case DW_TAG_module:
+        case DW_TAG_namespace:
+        case DW_TAG_class_type:
+        case DW_TAG_structure_type:
+        case DW_TAG_union_type:
+        case DW_TAG_enumeration_type: {
+            int found = walk_scopes(&child, pc, path, depth);
+            if (found > depth) return found;
+            break;
+        }
+        default:
+            break;
+        }
+    } while (dwarf_siblingof(&child, &child) == 0);
+    return depth;
+}
+
+/// The scopes containing `pc`, innermost first, in a malloc'ed array (like dwarf_getscopes).
+/// dwarf_getscopes first; libdw 0.188 gives up on a whole unit when one DIE's address
+/// attributes puzzle it (it does on Swift's), so then a plain walk of the unit.
+static int find_scopes(Dwarf_Die *cu, Dwarf_Addr pc, Dwarf_Die **scopes) {
+    int count = dwarf_getscopes(cu, pc, scopes);
+    if (count > 0) return count;
+    *scopes = NULL;
+    Dwarf_Die *path = malloc(max_scope_depth * sizeof *path);
+    if (path == NULL) return 0;
+    int depth = walk_scopes(cu, pc, path, 0);
+    for (int i = 0; i < depth / 2; i++) {
+        Dwarf_Die t = path[i];
+        path[i] = path[depth - 1 - i];
+        path[depth - 1 - i] = t;
+    }
+    *scopes = path;
+    return depth;
+}
+
+static char *dup_or_null(const char *s) { return s == NULL ? NULL : strdup(s); }
+
+int aftsym_image_lookup(aftsym_image *image, uint64_t address, aftsym_frame *frames, int capacity,
+                        char **symbol, uint64_t *symbol_offset) {
+    *symbol = NULL;
+    *symbol_offset = 0;
+    GElf_Off offset = 0;
+    GElf_Sym sym;
+    const char *name = dwfl_module_addrinfo(image->module, address, &offset, &sym, NULL, NULL, NULL);
+    if (name != NULL) {
+        *symbol = strdup(name);
+        *symbol_offset = offset;
+    }
+    if (capacity <= 0) return 0;
+
+    Dwarf_Addr bias = 0;
+    Dwarf_Die *cu = dwfl_module_addrdie(image->module, address, &bias);
+    Dwarf_Die cu_mem;
+    if (cu == NULL) {
+        Dwarf *dwarf = dwfl_module_getdwarf(image->module, &bias);
+        if (dwarf == NULL) return 0;
+        cu = find_cu(image, dwarf, address - bias, &cu_mem);
+        if (cu == NULL) return 0;
+    }
+    Dwarf_Addr dwarf_address = address - bias;
+
+    // The innermost frame's place is the line table's row for the address.
+    const char *file = NULL;
+    int line = 0, column = 0;
+    Dwarf_Line *row = dwarf_getsrc_die(cu, dwarf_address);
+    if (row != NULL) {
+        file = dwarf_linesrc(row, NULL, NULL);
+        dwarf_lineno(row, &line);
+        dwarf_linecol(row, &column);
+    }
+
+    Dwarf_Files *files = NULL;
+    size_t file_count = 0;
+    if (dwarf_getsrcfiles(cu, &files, &file_count) != 0) files = NULL;
+
+    // Scopes containing the address, innermost first; each inlined subroutine is a frame whose
+    // caller's place is its DW_AT_call_file/line/column.
+    Dwarf_Die *scopes = NULL;
+    int scope_count = find_scopes(cu, dwarf_address, &scopes);
+    int count = 0;
+    for (int i = 0; i < scope_count && count < capacity; i++) {
+        Dwarf_Die *scope = &scopes[i];
+        int tag = dwarf_tag(scope);
+        if (tag != DW_TAG_subprogram && tag != DW_TAG_inlined_subroutine) continue;
+        aftsym_frame *frame = &frames[count++];
+        frame->name = dup_or_null(die_name(scope));
+        frame->file = dup_or_null(file);
+        frame->line = line;
+        frame->column = column;
+        frame->inlined = tag == DW_TAG_inlined_subroutine;
+        if (tag == DW_TAG_subprogram) break;
+        // The caller's place, for the next frame.
+        Dwarf_Attribute attr;
+        Dwarf_Word file_index = 0;
+        file = NULL;
+        if (files != NULL && dwarf_formudata(dwarf_attr(scope, DW_AT_call_file, &attr), &file_index) == 0
+            && file_index < file_count) {
+            file = dwarf_filesrc(files, file_index, NULL, NULL);
+        }
+        line = die_int(scope, DW_AT_call_line);
+        column = die_int(scope, DW_AT_call_column);
+    }
+    free(scopes);
+    return count;
+}
+
+void aftsym_frames_free(aftsym_frame *frames, int count) {
+    for (int i = 0; i < count; i++) {
+        free(frames[i].name);
+        free(frames[i].file);
+        frames[i].name = NULL;
+        frames[i].file = NULL;
+    }
+}
+
+/// The ELF file at `path`, opened for reading (its descriptor in fd_out), or NULL.
+static Elf *open_elf(const char *path, int *fd_out) {
+    elf_version(EV_CURRENT);
+    int fd = open_regular(path);
+    if (fd < 0) return NULL;
+    Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+    if (elf == NULL || elf_kind(elf) != ELF_K_ELF) {
+        if (elf != NULL) elf_end(elf);
+        close(fd);
+        return NULL;
+    }
+    *fd_out = fd;
+    return elf;
+}
+
+int aftsym_elf_build_id(const char *path, uint8_t *out, size_t capacity) {
+    int fd = -1;
+    Elf *elf = open_elf(path, &fd);
+    if (elf == NULL) return -1;
+    const void *id = NULL;
+    ssize_t size = dwelf_elf_gnu_build_id(elf, &id);
+    int result = 0;
+    if (size > 0) {
+        size_t n = (size_t)size < capacity ? (size_t)size : capacity;
+        memcpy(out, id, n);
+        result = (int)n;
+    }
+    elf_end(elf);
+    close(fd);
+    return result;
+}
+
+int aftsym_elf_debuglink(const char *path, char *out, size_t capacity) {
+    int fd = -1;
+    Elf *elf = open_elf(path, &fd);
+    if (elf == NULL) return 0;
+    GElf_Word crc = 0;
+    const char *link = dwelf_elf_gnu_debuglink(elf, &crc);
+    int found = 0;
+    if (link != NULL && capacity > 0 && strchr(link, '/') == NULL && strlen(link) < capacity) {
+        strcpy(out, link);
+        found = 1;
+    }
+    elf_end(elf);
+    close(fd);
+    return found;
+}
+
+int aftsym_elf_has_dwarf(const char *path) {
+    int fd = -1;
+    Elf *elf = open_elf(path, &fd);
+    if (elf == NULL) return 0;
+    size_t strndx = 0;
+    int found = 0;
+    if (elf_getshdrstrndx(elf, &strndx) == 0) {
+        Elf_Scn *scn = NULL;
+        while (!found && (scn = elf_nextscn(elf, scn)) != NULL) {
+            GElf_Shdr shdr;
+            if (gelf_getshdr(scn, &shdr) == NULL || shdr.sh_type == SHT_NOBITS || shdr.sh_size == 0) continue;
+            const char *name = elf_strptr(elf, strndx, shdr.sh_name);
+            if (name != NULL && (strcmp(name, ".debug_info") == 0 || strcmp(name, ".zdebug_info") == 0)) found = 1;
+        }
+    }
+    elf_end(elf);
+    close(fd);
+    return found;
+}
+
+int aftsym_debuginfod_find(const uint8_t *build_id, size_t build_id_size, char *path_out, size_t path_size,
+                           char *error, size_t error_size) {
+    debuginfod_client *client = debuginfod_begin();
+    if (client == NULL) {
+        snprintf(error, error_size, "debuginfod client could not start");
+        return 0;
+    }
+    char *path = NULL;
+    int fd = debuginfod_find_debuginfo(client, build_id, (int)build_id_size, &path);
+    int found = 0;
+    if (fd >= 0) {
+        close(fd);
+        if (path != NULL && strlen(path) < path_size) {
+            strcpy(path_out, path);
+            found = 1;
+        } else {
+            snprintf(error, error_size, "debuginfod gave no usable path");
+        }
+    } else {
+        snprintf(error, error_size, "%s", strerror(-fd));
+    }
+    free(path);
+    debuginfod_end(client);
+    return found;
+}
+
+char *aftsym_cxx_demangle(const char *name) {
+    if (name == NULL || strncmp(name, "_Z", 2) != 0) return NULL;
+    int status = 0;
+    char *demangled = __cxa_demangle(name, NULL, NULL, &status);
+    if (status != 0) {
+        free(demangled);
+        return NULL;
+    }
+    return demangled;
+}
