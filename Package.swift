@@ -125,7 +125,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "AftermathBench",
-            dependencies: ["HarnessSupport", "Aftermath", "AftermathNextLaunch", "AftermathOTLP",
+            dependencies: ["HarnessSupport", "Aftermath", "AftermathNextLaunch", "AftermathOTLP", "AftermathSymbolication",
                            "AftermathTesting", "CSignalShim", "CHarnessFaults"],
             path: "Harness/Bench"
         ),

@@ -16,6 +16,9 @@ package final class DWARFSymbolicator: Sendable {
         var files: DebugFiles
         var handle: OpaquePointer?
         var openError: String?
+        /// Names by binary search (libdwfl's own symbol search is linear): the debug file's
+        /// full table, else the binary's.
+        var symbols: ELFSymbolTable?
     }
 
     /// Images by build id, path and load address. libdwfl objects are not thread-safe: every
@@ -49,19 +52,24 @@ package final class DWARFSymbolicator: Sendable {
     ///   call instruction, not what follows it. The reported offset is still from `address`.
     package func symbolicate(address: UInt64, image: ImageReference, isReturnAddress: Bool) -> SymbolicatedFrame? {
         entries.withLock { entries -> SymbolicatedFrame? in
-            guard let handle = entry(image, in: &entries).handle else { return nil }
+            let opened = entry(image, in: &entries)
+            guard let handle = opened.handle else { return nil }
             let adjust: UInt64 = isReturnAddress && address > 0 ? 1 : 0
             let capacity = 64
             var frames = [aftsym_frame](repeating: aftsym_frame(), count: capacity)
-            var symbol: UnsafeMutablePointer<CChar>?
             var symbolOffset: UInt64 = 0
-            let count = Int(aftsym_image_lookup(handle, address - adjust, &frames, Int32(capacity), &symbol,
+            let count = Int(aftsym_image_lookup(handle, address - adjust, &frames, Int32(capacity), nil,
                                                 &symbolOffset))
-            defer {
-                aftsym_frames_free(&frames, Int32(count))
-                free(symbol)
+            defer { aftsym_frames_free(&frames, Int32(count)) }
+            var symbolName: String?
+            if let table = opened.symbols, address - adjust >= image.loadAddress {
+                let (fileAddress, overflow) = (address - adjust - image.loadAddress)
+                    .addingReportingOverflow(table.firstLoadVirtualAddress)
+                if !overflow, let hit = table.lookup(virtualAddress: fileAddress) {
+                    symbolName = hit.name
+                    symbolOffset = hit.offset
+                }
             }
-            let symbolName = symbol.map { String(cString: $0) }
             let found = frames.prefix(count).map { frame in
                 (name: frame.name.map { String(cString: $0) }, location: Self.location(frame), inlined: frame.inlined != 0)
             }
@@ -92,6 +100,8 @@ package final class DWARFSymbolicator: Sendable {
             var error = [CChar](repeating: 0, count: 512)
             entry.handle = aftsym_image_open(elf, files.separateDebugFile, image.loadAddress, &error, error.count)
             if entry.handle == nil { entry.openError = String(cBuffer: error) }
+            let debugTable = files.separateDebugFile.flatMap { try? ELFSymbolTable(path: $0) }
+            entry.symbols = debugTable.flatMap { $0.symbolCount > 0 ? $0 : nil } ?? (try? ELFSymbolTable(path: elf))
         }
         entries[image] = entry
         return entry

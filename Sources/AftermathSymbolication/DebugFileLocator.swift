@@ -85,14 +85,20 @@ package struct DebugFileLocator: Sendable {
 
     package func locate(_ image: ImageReference) -> DebugFiles {
         var found = DebugFiles()
-        var seen = Set<String>()
+        var checked: [String: Bool] = [:]
         let id = image.buildID
         if id.isEmpty { found.problems.append("the report has no build id for \(image.name): files used unverified") }
 
         /// Whether `path` is an ELF file with the report's build id (mismatches are noted).
+        /// Each path is checked (and a problem noted) once.
         func matches(_ path: String) -> Bool {
-            guard !seen.contains(path), FileManager.default.fileExists(atPath: path) else { return false }
-            seen.insert(path)
+            if let known = checked[path] { return known }
+            let result = check(path)
+            checked[path] = result
+            return result
+        }
+        func check(_ path: String) -> Bool {
+            guard FileManager.default.fileExists(atPath: path) else { return false }
             guard let actual = Self.buildID(of: path) else {
                 found.problems.append("\(path): not a readable ELF file, not used")
                 return false

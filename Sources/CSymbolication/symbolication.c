@@ -16,22 +16,37 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/// A compile unit's address range, for files without .debug_aranges (Swift's): libdw 0.188
-/// finds compile units only through that section.
+char *__cxa_demangle(const char *mangled_name, char *output_buffer, size_t *length, int *status);
+
+/// An address range and the DIE it belongs to.
 typedef struct {
     Dwarf_Addr low, high;
-    Dwarf_Off cu_offset;
-} cu_range;
+    Dwarf_Off offset;
+} die_range;
 
-char *__cxa_demangle(const char *mangled_name, char *output_buffer, size_t *length, int *status);
+/// Ranges sorted by low address, for binary search.
+typedef struct {
+    die_range *items;
+    size_t count, capacity;
+} range_list;
+
+/// One compile unit's functions, collected on the first lookup that lands in it.
+typedef struct {
+    Dwarf_Off cu_offset;
+    range_list functions;
+    int built;
+} cu_table;
 
 struct aftsym_image {
     Dwfl *dwfl;
     Dwfl_Module *module;
     char *debug_path;
-    cu_range *ranges;   ///< sorted by low; built on the first lookup libdw cannot place
-    size_t range_count;
-    int ranges_built;
+    /// Every compile unit's ranges: libdw 0.188 finds units only through .debug_aranges,
+    /// which Swift's compiler does not write.
+    range_list units;
+    cu_table *tables;   ///< one per unit, by offset
+    size_t table_count;
+    int units_built;
 };
 
 /// Opens `path` read-only without blocking (a FIFO cannot hang us) and only if it is a regular
@@ -111,7 +126,9 @@ void aftsym_image_close(aftsym_image *image) {
     if (image == NULL) return;
     if (image->dwfl != NULL) dwfl_end(image->dwfl);
     free(image->debug_path);
-    free(image->ranges);
+    free(image->units.items);
+    for (size_t i = 0; i < image->table_count; i++) free(image->tables[i].functions.items);
+    free(image->tables);
     free(image);
 }
 
@@ -137,64 +154,130 @@ static int die_int(Dwarf_Die *die, unsigned int at) {
 }
 
 static int compare_ranges(const void *a, const void *b) {
-    const cu_range *x = a, *y = b;
+    const die_range *x = a, *y = b;
     return x->low < y->low ? -1 : x->low > y->low;
 }
 
-/// Every compile unit's ranges, from DW_AT_low_pc/high_pc or DW_AT_ranges.
-static void build_ranges(aftsym_image *image, Dwarf *dwarf) {
-    image->ranges_built = 1;
+static int range_add(range_list *list, Dwarf_Addr low, Dwarf_Addr high, Dwarf_Off offset) {
+    if (list->count == list->capacity) {
+        size_t grown = list->capacity == 0 ? 64 : list->capacity * 2;
+        die_range *bigger = realloc(list->items, grown * sizeof *bigger);
+        if (bigger == NULL) return -1;
+        list->items = bigger;
+        list->capacity = grown;
+    }
+    list->items[list->count++] = (die_range){ low, high, offset };
+    return 0;
+}
+
+/// Adds every range of `die` (DW_AT_low_pc/high_pc or DW_AT_ranges).
+static void add_die_ranges(range_list *list, Dwarf_Die *die, Dwarf_Off offset) {
+    Dwarf_Addr base = 0, low = 0, high = 0;
+    ptrdiff_t it = 0;
+    while ((it = dwarf_ranges(die, it, &base, &low, &high)) > 0) {
+        if (high > low && range_add(list, low, high, offset) != 0) return;
+    }
+}
+
+/// The range containing `pc`; among nested ones, the innermost (latest starting).
+static const die_range *range_find(const range_list *list, Dwarf_Addr pc) {
+    size_t low = 0, high = list->count;
+    while (low < high) {
+        size_t mid = low + (high - low) / 2;
+        if (list->items[mid].low <= pc) low = mid + 1; else high = mid;
+    }
+    for (size_t i = low, checked = 0; i > 0 && checked < 64; i--, checked++) {
+        const die_range *r = &list->items[i - 1];
+        if (pc >= r->low && pc < r->high) return r;
+    }
+    return NULL;
+}
+
+static void build_units(aftsym_image *image, Dwarf *dwarf) {
+    image->units_built = 1;
     size_t capacity = 0;
     Dwarf_Off offset = 0, next = 0;
     size_t header_size = 0;
     while (dwarf_nextcu(dwarf, offset, &next, &header_size, NULL, NULL, NULL) == 0) {
         Dwarf_Die cu;
-        if (dwarf_offdie(dwarf, offset + header_size, &cu) != NULL) {
-            Dwarf_Addr base = 0, low = 0, high = 0;
-            ptrdiff_t it = 0;
-            while ((it = dwarf_ranges(&cu, it, &base, &low, &high)) > 0) {
-                if (high <= low) continue;
-                if (image->range_count == capacity) {
-                    size_t grown = capacity == 0 ? 64 : capacity * 2;
-                    cu_range *bigger = realloc(image->ranges, grown * sizeof *bigger);
-                    if (bigger == NULL) return;
-                    image->ranges = bigger;
-                    capacity = grown;
-                }
-                image->ranges[image->range_count++] = (cu_range){ low, high, offset + header_size };
+        Dwarf_Off cu_offset = offset + header_size;
+        if (dwarf_offdie(dwarf, cu_offset, &cu) != NULL) {
+            add_die_ranges(&image->units, &cu, cu_offset);
+            if (image->table_count == capacity) {
+                size_t grown = capacity == 0 ? 16 : capacity * 2;
+                cu_table *bigger = realloc(image->tables, grown * sizeof *bigger);
+                if (bigger == NULL) break;
+                image->tables = bigger;
+                capacity = grown;
             }
+            image->tables[image->table_count++] = (cu_table){ .cu_offset = cu_offset };
         }
         offset = next;
     }
-    qsort(image->ranges, image->range_count, sizeof *image->ranges, compare_ranges);
+    qsort(image->units.items, image->units.count, sizeof *image->units.items, compare_ranges);
 }
 
-/// The compile unit containing the DWARF address, through the range table.
+/// The compile unit containing the DWARF address, through the unit table.
 static Dwarf_Die *find_cu(aftsym_image *image, Dwarf *dwarf, Dwarf_Addr address, Dwarf_Die *out) {
-    if (!image->ranges_built) build_ranges(image, dwarf);
-    size_t low = 0, high = image->range_count;
+    if (!image->units_built) build_units(image, dwarf);
+    const die_range *r = range_find(&image->units, address);
+    return r == NULL ? NULL : dwarf_offdie(dwarf, r->offset, out);
+}
+
+/// Collects the functions under `parent`: subprograms with addresses, searching through
+/// containers (modules, namespaces, types) and into functions for nested ones.
+static void collect_functions(Dwarf_Die *parent, range_list *out, int depth) {
+    Dwarf_Die child;
+    if (depth > 64 || dwarf_child(parent, &child) != 0) return;
+    do {
+        switch (dwarf_tag(&child)) {
+        case DW_TAG_subprogram:
+            add_die_ranges(out, &child, dwarf_dieoffset(&child));
+            collect_functions(&child, out, depth + 1);
+            break;
+        case DW_TAG_lexical_block:
+        case DW_TAG_module:
+        case DW_TAG_namespace:
+        case DW_TAG_class_type:
+        case DW_TAG_structure_type:
+        case DW_TAG_union_type:
+        case DW_TAG_enumeration_type:
+            collect_functions(&child, out, depth + 1);
+            break;
+        default:
+            break;
+        }
+    } while (dwarf_siblingof(&child, &child) == 0);
+}
+
+/// The function table of the unit at `cu`, built on first use.
+static const range_list *unit_functions(aftsym_image *image, Dwarf *dwarf, Dwarf_Die *cu) {
+    if (!image->units_built) build_units(image, dwarf);
+    Dwarf_Off offset = dwarf_dieoffset(cu);
+    size_t low = 0, high = image->table_count;
     while (low < high) {
         size_t mid = low + (high - low) / 2;
-        if (image->ranges[mid].low <= address) low = mid + 1; else high = mid;
+        if (image->tables[mid].cu_offset < offset) low = mid + 1; else high = mid;
     }
-    // Ranges of different units may nest (a unit's overall range around another's); look back.
-    for (size_t i = low, checked = 0; i > 0 && checked < 64; i--, checked++) {
-        const cu_range *r = &image->ranges[i - 1];
-        if (address >= r->low && address < r->high) return dwarf_offdie(dwarf, r->cu_offset, out);
+    if (low == image->table_count || image->tables[low].cu_offset != offset) return NULL;
+    cu_table *table = &image->tables[low];
+    if (!table->built) {
+        table->built = 1;
+        collect_functions(cu, &table->functions, 0);
+        qsort(table->functions.items, table->functions.count, sizeof *table->functions.items, compare_ranges);
     }
-    return NULL;
+    return &table->functions;
 }
 
 enum { max_scope_depth = 256 };
 
-/// Appends to `path` the DIEs under `parent` that contain `pc`, outermost first; returns the
-/// new depth. Containers without addresses (modules, namespaces, types) are searched through.
+/// Appends to `path` the scopes under `parent` that contain `pc`, outermost first; returns the
+/// new depth.
 static int walk_scopes(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *path, int depth) {
     Dwarf_Die child;
     if (depth >= max_scope_depth || dwarf_child(parent, &child) != 0) return depth;
     do {
-        int tag = dwarf_tag(&child);
-        switch (tag) {
+        switch (dwarf_tag(&child)) {
         case DW_TAG_subprogram:
         case DW_TAG_inlined_subroutine:
         case DW_TAG_lexical_block:
@@ -205,16 +288,6 @@ static int walk_scopes(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *path, int de
                 return walk_scopes(&child, pc, path, depth + 1);
             }
             break;
-        case DW_TAG_module:
-        case DW_TAG_namespace:
-        case DW_TAG_class_type:
-        case DW_TAG_structure_type:
-        case DW_TAG_union_type:
-        case DW_TAG_enumeration_type: {
-            int found = walk_scopes(&child, pc, path, depth);
-            if (found > depth) return found;
-            break;
-        }
         default:
             break;
         }
@@ -222,16 +295,23 @@ static int walk_scopes(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *path, int de
     return depth;
 }
 
-/// The scopes containing `pc`, innermost first, in a malloc'ed array (like dwarf_getscopes).
-/// dwarf_getscopes first; libdw 0.188 gives up on a whole unit when one DIE's address
-/// attributes puzzle it (it does on Swift's), so then a plain walk of the unit.
-static int find_scopes(Dwarf_Die *cu, Dwarf_Addr pc, Dwarf_Die **scopes) {
-    int count = dwarf_getscopes(cu, pc, scopes);
-    if (count > 0) return count;
+/// The scopes containing `pc`, innermost first, in a malloc'ed array (as dwarf_getscopes
+/// gives them): the unit's function table finds the function, then a walk of its inlined
+/// subroutines and blocks. Without a function there, dwarf_getscopes itself (which on libdw
+/// 0.188 gives up on a whole unit when one DIE's address attributes puzzle it, as Swift's do).
+static int find_scopes(aftsym_image *image, Dwarf *dwarf, Dwarf_Die *cu, Dwarf_Addr pc, Dwarf_Die **scopes) {
     *scopes = NULL;
+    const range_list *functions = dwarf == NULL ? NULL : unit_functions(image, dwarf, cu);
+    const die_range *r = functions == NULL ? NULL : range_find(functions, pc);
+    Dwarf_Die function;
+    if (r == NULL || dwarf_offdie(dwarf, r->offset, &function) == NULL) {
+        int count = dwarf_getscopes(cu, pc, scopes);
+        return count > 0 ? count : 0;
+    }
     Dwarf_Die *path = malloc(max_scope_depth * sizeof *path);
     if (path == NULL) return 0;
-    int depth = walk_scopes(cu, pc, path, 0);
+    path[0] = function;
+    int depth = walk_scopes(&function, pc, path, 1);
     for (int i = 0; i < depth / 2; i++) {
         Dwarf_Die t = path[i];
         path[i] = path[depth - 1 - i];
@@ -245,22 +325,24 @@ static char *dup_or_null(const char *s) { return s == NULL ? NULL : strdup(s); }
 
 int aftsym_image_lookup(aftsym_image *image, uint64_t address, aftsym_frame *frames, int capacity,
                         char **symbol, uint64_t *symbol_offset) {
-    *symbol = NULL;
-    *symbol_offset = 0;
-    GElf_Off offset = 0;
-    GElf_Sym sym;
-    const char *name = dwfl_module_addrinfo(image->module, address, &offset, &sym, NULL, NULL, NULL);
-    if (name != NULL) {
-        *symbol = strdup(name);
-        *symbol_offset = offset;
+    if (symbol != NULL) {
+        *symbol = NULL;
+        *symbol_offset = 0;
+        GElf_Off offset = 0;
+        GElf_Sym sym;
+        const char *name = dwfl_module_addrinfo(image->module, address, &offset, &sym, NULL, NULL, NULL);
+        if (name != NULL) {
+            *symbol = strdup(name);
+            *symbol_offset = offset;
+        }
     }
     if (capacity <= 0) return 0;
 
     Dwarf_Addr bias = 0;
+    Dwarf *dwarf = dwfl_module_getdwarf(image->module, &bias);
     Dwarf_Die *cu = dwfl_module_addrdie(image->module, address, &bias);
     Dwarf_Die cu_mem;
     if (cu == NULL) {
-        Dwarf *dwarf = dwfl_module_getdwarf(image->module, &bias);
         if (dwarf == NULL) return 0;
         cu = find_cu(image, dwarf, address - bias, &cu_mem);
         if (cu == NULL) return 0;
@@ -284,7 +366,7 @@ int aftsym_image_lookup(aftsym_image *image, uint64_t address, aftsym_frame *fra
     // Scopes containing the address, innermost first; each inlined subroutine is a frame whose
     // caller's place is its DW_AT_call_file/line/column.
     Dwarf_Die *scopes = NULL;
-    int scope_count = find_scopes(cu, dwarf_address, &scopes);
+    int scope_count = find_scopes(image, dwarf, cu, dwarf_address, &scopes);
     int count = 0;
     for (int i = 0; i < scope_count && count < capacity; i++) {
         Dwarf_Die *scope = &scopes[i];
