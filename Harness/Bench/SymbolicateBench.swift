@@ -38,7 +38,7 @@ enum SymbolicateBench {
         for i in 0..<5 {
             let symbolicator = DWARFSymbolicator(locator: DebugFileLocator(debugDirectories: [], debuginfod: false))
             let start = DispatchTime.now().uptimeNanoseconds
-            let frame = symbolicator.symbolicate(address: sample[sample.count / 2 + i], image: image, isReturnAddress: false)
+            _ = symbolicator.symbolicate(address: sample[sample.count / 2 + i], image: image, isReturnAddress: false)
             firsts.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
         }
         print(String(format: "time to first frame: %.1f ms first run, %.1f ms median of the next 4",

@@ -89,6 +89,36 @@ import TestSupport
         #expect(frame == nil)
     }
 
+    @Test("a .gnu_debuglink name in .debug/ beside the binary, and the system's .build-id tree")
+    func debugLinkNameAndSystemTree() throws {
+        let crash = try fixture.crash("force-unwrap", executable: fixture.stripped)
+        let dir = try Tool.temporaryDirectory("debuglink")
+        try FileManager.default.createDirectory(atPath: dir + "/.debug", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: fixture.debugFile, toPath: dir + "/.debug/renamed.dbg")
+        let binary = dir + "/swift-trap"
+        let objcopy = try #require(Tool.which("objcopy"))
+        let linked = try Tool.run(objcopy, ["--strip-all", "--add-gnu-debuglink=\(dir)/.debug/renamed.dbg",
+                                            fixture.binary, binary])
+        #expect(linked.status == 0, "\(linked.stderr)")
+        let locator = DebugFileLocator(debugDirectories: [], systemRoot: dir + "/none", debuginfod: false)
+        let files = locator.locate(image(binary, crash))
+        #expect(files.source == .debugLink)
+        #expect(files.debugFile == dir + "/.debug/renamed.dbg")
+        #expect(files.binary == binary)
+
+        // The binary is gone; the system tree has the debug file by build id.
+        let root = try Tool.temporaryDirectory("system-debug")
+        let id = fixture.buildID
+        try FileManager.default.createDirectory(atPath: "\(root)/.build-id/\(id.prefix(2))", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: fixture.debugFile, toPath: "\(root)/.build-id/\(id.prefix(2))/\(id.dropFirst(2)).debug")
+        let system = DebugFileLocator(debugDirectories: [], systemRoot: root, debuginfod: false)
+        let gone = ImageReference(name: "swift-trap", path: dir + "/missing/swift-trap", buildID: id,
+                                  loadAddress: crash.loadAddress, isInApp: true)
+        #expect(system.locate(gone).source == .systemBuildID)
+        let frame = DWARFSymbolicator(locator: system).symbolicate(address: crash.pc, image: gone, isReturnAddress: false)
+        #expect(frame?.swiftRuntimeFailure?.reason == "force-unwrap of nil")
+    }
+
     @Test("C++ and Swift names demangle; others stay as they are")
     func demangling() {
         #expect(Demangler.demangle("_ZN3foo3barEi") == "foo::bar(int)")

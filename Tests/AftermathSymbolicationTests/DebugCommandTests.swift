@@ -229,6 +229,16 @@ import Glibc
         #expect(byID.status == 0)
         #expect(try JSONDecoder().decode([View].self, from: Data(byID.stdout.utf8)).first?.kind == "hang")
 
+        // OTLP/JSON on stdin: JSON lines, one request a line, as the collector's file exporter writes.
+        let fixture = try SwiftTrapFixture.get()
+        let crash = try fixture.crash("arithmetic-overflow")
+        let line = fixture.otlpRequest(crash).replacingOccurrences(of: "\n", with: "")
+        let byStdin = try Tool.aftermath(["symbolicate", "-", "--json"], input: Data((line + "\n" + line + "\n").utf8))
+        #expect(byStdin.status == 0, "\(byStdin.stderr)")
+        let stdinViews = try JSONDecoder().decode([View].self, from: Data(byStdin.stdout.utf8))
+        #expect(stdinViews.count == 2)
+        #expect(stdinViews.first?.frames.first?.address == String(format: "0x%016llx", crash.pc))
+
         #expect(try Tool.aftermath(["symbolicate", "no-such-report", "--dir", dir]).status == 1)
         let garbage = try Tool.temporaryDirectory("cli-garbage") + "/x.json"
         try "{\"nothing\": true}\n".write(toFile: garbage, atomically: true, encoding: .utf8)

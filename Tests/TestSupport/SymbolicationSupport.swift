@@ -16,7 +16,7 @@ package enum Tool {
 
     /// Runs `executable` with `arguments`; `environment` entries are added to this process's.
     package static func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
-                    removing: [String] = []) throws -> Output {
+                            removing: [String] = [], input: Data? = nil) throws -> Output {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
@@ -27,8 +27,13 @@ package enum Tool {
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
         process.standardError = err
-        process.standardInput = FileHandle.nullDevice
+        let stdin = Pipe()
+        process.standardInput = input == nil ? FileHandle.nullDevice : stdin
         try process.run()
+        if let input {
+            stdin.fileHandleForWriting.write(input)
+            try? stdin.fileHandleForWriting.close()
+        }
         // Read both pipes while it runs so neither fills up.
         nonisolated(unsafe) var errData = Data()
         let errReader = Thread { errData = err.fileHandleForReading.readDataToEndOfFile() }
@@ -49,8 +54,9 @@ package enum Tool {
     package static var aftermath: String { productsDirectory + "/aftermath" }
 
     /// Runs the built `aftermath` command. NO_COLOR is left to the caller; stdout is a pipe.
-    package static func aftermath(_ arguments: [String], environment: [String: String] = [:]) throws -> Output {
-        try run(aftermath, arguments, environment: environment, removing: ["DEBUGINFOD_URLS"])
+    package static func aftermath(_ arguments: [String], environment: [String: String] = [:],
+                                  input: Data? = nil) throws -> Output {
+        try run(aftermath, arguments, environment: environment, removing: ["DEBUGINFOD_URLS"], input: input)
     }
 
     /// The first executable named `name` on PATH.
