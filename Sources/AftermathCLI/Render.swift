@@ -27,7 +27,10 @@ struct Render {
 
     func show(_ v: ReportView) -> String {
         var out: [String] = []
-        let what = v.signal ?? v.details.first { $0.key == "type" || $0.key == "exit reason" }?.value
+        let duration = v.details.first { $0.key == "duration (ms)" }.map { d in
+            "\(d.value) ms" + (v.details.contains { $0.key == "unfinished" && $0.value == "true" } ? ", unfinished" : "")
+        }
+        let what = v.signal ?? duration ?? v.details.first { $0.key == "type" || $0.key == "exit reason" }?.value
         out.append(bold((Self.titles[v.kind] ?? v.kind) + (what.map { ": \($0)" } ?? "")))
         func field(_ name: String, _ value: String?) {
             if let value { out.append((name + ":").padding(toLength: max(14, name.count + 2), withPad: " ", startingAt: 0) + value) }
