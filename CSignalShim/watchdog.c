@@ -52,8 +52,21 @@ static uint64_t aft_watchdog_post_ping(aft_watchdog *w) {
     return now;
 }
 
+/* Lets the capture signal through on the calling thread, the one to be watched. libdispatch's
+ * workers (which serve the main queue under dispatchMain() and an async main) block every
+ * asynchronous signal; the signal is ours alone, so letting it through changes nothing else. Done
+ * at every ping: the app may block it again, and the thread serving the main queue may change. */
+static void aft_watchdog_admit_capture_signal(aft_watchdog *w) {
+    if (!w->signal_usable) return;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, w->capture_signal);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+}
+
 void aft_watchdog_ping_ran(void) {
     aft_watchdog *w = &aft_g_watchdog;
+    aft_watchdog_admit_capture_signal(w);
     uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC);
     atomic_store(&w->watched_tid, aft_async_gettid());
     atomic_store(&w->ping_ran_ns, now);
@@ -69,6 +82,7 @@ void aft_heartbeat_slow(void) {
     uint64_t tid = aft_async_gettid();
     if (attention & AFT_ATTENTION_BIND) {
         atomic_store(&w->watched_tid, tid);
+        aft_watchdog_admit_capture_signal(w);
         __atomic_fetch_and(&aft_g_heartbeat_attention, ~AFT_ATTENTION_BIND, __ATOMIC_RELEASE);
         if (!atomic_exchange(&w->armed, 1)) aft_watchdog_wake(w);
     }
@@ -94,6 +108,11 @@ static void *aft_watchdog_main(void *arg) {
     sigset_t mask;
     sigfillset(&mask);
     for (int i = 0; i < AFT_SIGNAL_COUNT; i++) sigdelset(&mask, aft_g_signals[i]);
+    /* The Swift runtime's backtracer pauses every other thread of a crashing process with
+     * SIGUSR1, SIGUSR2 or SIGPROF, whichever the thread lets through; a thread that blocks all
+     * three is missing from its report. SIGPROF: the one signal an app sends without caring
+     * which thread takes it (a profiling timer). */
+    sigdelset(&mask, SIGPROF);
     pthread_sigmask(SIG_BLOCK, &mask, NULL);
     atomic_store(&w->watchdog_tid, aft_async_gettid());
 
@@ -190,16 +209,25 @@ static void *aft_watchdog_main(void *arg) {
                     blocked_since = posted;
                 }
             } else if (now - blocked_since > w->threshold_ns) {
+                /* Past the threshold: only now is /proc worth reading. */
                 uint64_t tid = atomic_load(&w->watched_tid);
-                char state = aft_async_watchdog_thread_state(w, tid);
-                if (aft_async_crash_in_progress() || aft_async_watchdog_traced(w) ||
-                    state == 'T' || state == 't') {
-                    /* The process is crashing (its handlers, ours and the Swift runtime's
-                     * backtracer, hold the threads), under a debugger, or the thread is
-                     * stopped: not a hang. */
+                aft_hang_facts facts = {
+                    .silent_ns = now - blocked_since,
+                    .threshold_ns = w->threshold_ns,
+                    .armed = atomic_load(&w->armed),
+                    .pause_depth = atomic_load(&w->pause_depth),
+                    .foreground = atomic_load(&w->foreground),
+                    .crash_in_progress = aft_async_crash_in_progress(),
+                    .traced = aft_async_watchdog_traced(w),
+                    .thread_state = aft_async_watchdog_thread_state(w, tid),
+                };
+                uint32_t verdict = aft_async_hang_decide(&facts);
+                if (verdict == AFT_HANG_VERDICT_OFF) {
+                    rebase = 1; /* paused or sent to the background just now */
+                } else if (verdict == AFT_HANG_VERDICT_IGNORE) {
                     atomic_fetch_add(&w->ignored, 1);
                     stretch = AFT_STRETCH_IGNORED;
-                } else {
+                } else if (verdict == AFT_HANG_VERDICT_HANG) {
                     uint64_t onset = earliest_onset + (blocked_since - earliest_onset) / 2;
                     atomic_store(&w->hang_end_ns, 0);
                     atomic_store(&w->in_hang, 1);
@@ -227,8 +255,33 @@ static void aft_watchdog_set_error(char *error, size_t capacity, const char *wha
     if (error && capacity > 0) snprintf(error, capacity, "%s: %s", what, strerror(err));
 }
 
+/* Whether signo's action is left to its default (nobody handles or ignores it). */
+static int aft_watchdog_signal_free(int signo) {
+    struct sigaction current;
+    if (sigaction(signo, NULL, &current) != 0) return 0;
+    return !(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_DFL;
+}
+
+/* A real-time signal nobody uses, from the top down (libraries that take one take SIGRTMIN + n),
+ * or 0. One the starting thread blocks while others are let through is skipped: an app waiting
+ * for a signal with sigwait() blocks it first. */
+static int aft_watchdog_choose_signal(void) {
+    if (aft_g_watchdog_handler_installed) return aft_g_watchdog_handler_installed; /* kept */
+    sigset_t blocked;
+    pthread_sigmask(SIG_BLOCK, NULL, &blocked);
+    for (int pass = 0; pass < 2; pass++) {
+        for (int signo = SIGRTMAX; signo >= SIGRTMIN; signo--) {
+            if (pass == 0 && sigismember(&blocked, signo)) continue;
+            if (aft_watchdog_signal_free(signo)) return signo;
+        }
+    }
+    return 0;
+}
+
 static void aft_watchdog_install_signal(aft_watchdog *w, int signo) {
     struct sigaction current;
+    if (signo == 0) signo = aft_watchdog_choose_signal();
+    if (signo == 0) signo = SIGURG;
     w->capture_signal = signo;
     w->signal_usable = 0;
     if (signo <= 0 || signo >= 65 || sigaction(signo, NULL, &current) != 0) return;
@@ -286,7 +339,10 @@ int aft_watchdog_start(const aft_watchdog_options *options, char *error, size_t 
         atomic_store(&w->watched_tid, 0);
         __atomic_fetch_and(&aft_g_heartbeat_attention, ~AFT_ATTENTION_BIND, __ATOMIC_RELEASE);
     }
-    aft_watchdog_install_signal(w, options->capture_signal ? options->capture_signal : SIGURG);
+    aft_watchdog_install_signal(w, options->capture_signal);
+    /* The first ping now, from the caller: queued before any job the app adds after start, it
+     * arms detection as soon as the main queue is served, so a first job that hangs is seen. */
+    aft_watchdog_post_ping(w);
 
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -316,7 +372,9 @@ void aft_watchdog_stop(void) {
         w->hang_fd = -1;
     }
     atomic_store(&w->in_hang, 0);
-    if (aft_g_watchdog_handler_installed) {
+    /* A capture signal still pending would find the previous action (for a real-time signal,
+     * the default: death). Our handler stays; it ignores captures nobody asked for. */
+    if (aft_g_watchdog_handler_installed && !atomic_load(&w->capture_undelivered)) {
         sigaction(aft_g_watchdog_handler_installed, &w->previous_action, NULL);
         aft_g_watchdog_handler_installed = 0;
     }
@@ -363,4 +421,9 @@ void aft_watchdog_get_stats(aft_watchdog_stats *out) {
     out->signal_usable = (uint32_t)w->signal_usable;
     out->watched_tid = atomic_load(&w->armed) ? atomic_load(&w->watched_tid) : 0;
     out->watchdog_tid = atomic_load(&w->watchdog_tid);
+    out->capture_signal = w->capture_signal;
+}
+
+uint32_t aft_hang_decide(const aft_hang_facts *facts) {
+    return facts ? aft_async_hang_decide(facts) : AFT_HANG_VERDICT_OFF;
 }

@@ -38,6 +38,18 @@ void aft_async_futex_wait_until(_Atomic uint32_t *word, uint32_t expected, uint6
             FUTEX_BITSET_MATCH_ANY);
 }
 
+/* ---- the decision ---- */
+
+uint32_t aft_async_hang_decide(const aft_hang_facts *f) {
+    if (!f->armed || f->pause_depth > 0 || !f->foreground) return AFT_HANG_VERDICT_OFF;
+    if (f->silent_ns <= f->threshold_ns) return AFT_HANG_VERDICT_ALIVE;
+    /* The process is crashing (its handlers, ours and the Swift runtime's backtracer, hold the
+     * threads), under a debugger, or the thread is stopped: nobody's hang. */
+    if (f->crash_in_progress || f->traced || f->thread_state == 'T' || f->thread_state == 't')
+        return AFT_HANG_VERDICT_IGNORE;
+    return AFT_HANG_VERDICT_HANG;
+}
+
 /* ---- reading the watched thread ---- */
 
 /* "/proc/self/task/<tid>/<leaf>" into w->path_buf. */
@@ -143,8 +155,12 @@ static int aft_async_signal_capture(aft_watchdog *w, uint64_t tid) {
         if (aft_async_now_ns(CLOCK_MONOTONIC) >= deadline) {
             uint32_t expected = gen | AFT_CAPTURE_REQUESTED;
             if (atomic_compare_exchange_strong(&w->capture_state, &expected,
-                                               gen | AFT_CAPTURE_CANCELLED))
-                return 0; /* not delivered: the handler will find no request */
+                                               gen | AFT_CAPTURE_CANCELLED)) {
+                /* Not delivered: the handler will find no request, but must stay in place
+                 * for as long as the signal may be pending (a real-time one kills). */
+                atomic_store(&w->capture_undelivered, 1);
+                return 0;
+            }
             if (extended) return 0; /* a handler that runs for a second: leave its buffer */
             extended = 1;           /* it is running now: give it a moment to finish */
             deadline += 1000000000ull;

@@ -53,6 +53,7 @@ typedef struct aft_watchdog {
     _Atomic uint64_t hang_end_ns;      /* set by the heartbeat that ended a hang (manual mode) */
     _Atomic uint32_t capture_state;    /* generation << 8 | AFT_CAPTURE_* */
     _Atomic uint64_t capture_tid;
+    _Atomic int capture_undelivered;   /* a capture signal was sent and may still be pending */
 
     /* The signal handler's results (valid when capture_state is DONE). */
     uint64_t capture_frames[AFT_MAX_FRAMES + AFT_UNWIND_SLACK]; /* the unwinder needs the slack */
@@ -102,6 +103,9 @@ void aft_async_watchdog_update_hang(aft_watchdog *w, uint64_t end_ns, int finish
 void aft_async_futex_wake(_Atomic uint32_t *word);
 /* Waits while *word == expected, until the absolute CLOCK_MONOTONIC deadline (0 = forever). */
 void aft_async_futex_wait_until(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_ns);
+
+/* The hang decision (aft_hang_decide), pure. */
+uint32_t aft_async_hang_decide(const aft_hang_facts *facts);
 
 /* Parsers shared with the test entry points. */
 char aft_async_stat_state(const char *text, size_t length);

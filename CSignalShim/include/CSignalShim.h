@@ -85,7 +85,9 @@ uint32_t aft_current_stack(uint64_t *frames, uint32_t capacity, uint32_t skip);
 #define AFT_HEARTBEAT_MAIN_QUEUE 0u
 #define AFT_HEARTBEAT_MANUAL 1u
 
-/* Events the watchdog thread passes to options.notify (in normal time, never during a hang). */
+/* Events the watchdog passes to options.notify (in normal time, never during a hang): on the
+ * watchdog thread, except the first ping, posted by aft_watchdog_start on the caller's thread so
+ * that it is queued before any job the app adds after start. */
 #define AFT_WATCHDOG_EVENT_PING 1u          /* post one main-queue block calling ..._ping_ran */
 #define AFT_WATCHDOG_EVENT_HANG_FINISHED 2u /* a hang file got AFT_FLAG_HANG_FINISHED */
 
@@ -96,7 +98,8 @@ uint32_t aft_current_stack(uint64_t *frames, uint32_t capacity, uint32_t skip);
 typedef struct aft_watchdog_options {
     const char *hang_directory;     /* existing directory for hang files */
     uint32_t threshold_ms;          /* 0 = 250 */
-    int32_t capture_signal;         /* 0 = SIGURG; never used when the app handles it */
+    int32_t capture_signal;         /* 0 = a free real-time signal (else SIGURG); never used
+                                       when the app handles it */
     uint32_t heartbeat_mode;        /* AFT_HEARTBEAT_* */
     uint32_t _reserved;
     void (*notify)(uint32_t event); /* called on the watchdog thread; may be NULL */
@@ -115,7 +118,29 @@ typedef struct aft_watchdog_stats {
     uint32_t signal_usable;         /* 1 when the capture signal may be sent */
     uint64_t watched_tid;           /* 0 until armed */
     uint64_t watchdog_tid;          /* the watchdog thread's kernel tid */
+    int32_t capture_signal;         /* the signal chosen at start (usable or not) */
+    uint32_t _reserved;
 } aft_watchdog_stats;
+
+/* What the watchdog knows about the watched thread at a tick (aft_hang_decide). */
+typedef struct aft_hang_facts {
+    uint64_t silent_ns;             /* since its last sign of life, time stopped excluded */
+    uint64_t threshold_ns;
+    int32_t armed;                  /* a first heartbeat or ping was seen */
+    int32_t pause_depth;            /* aft_watchdog_pause() calls not yet resumed */
+    int32_t foreground;
+    int32_t crash_in_progress;      /* a crash handler (ours) holds the process */
+    int32_t traced;                 /* TracerPid != 0: a debugger may hold the thread */
+    int32_t thread_state;           /* /proc state letter ('?' unknown) */
+} aft_hang_facts;
+
+#define AFT_HANG_VERDICT_OFF 0u     /* detection off: not armed, paused or in the background */
+#define AFT_HANG_VERDICT_ALIVE 1u   /* silent for less than the threshold */
+#define AFT_HANG_VERDICT_IGNORE 2u  /* silent past it, but held by a crash, debugger or SIGSTOP */
+#define AFT_HANG_VERDICT_HANG 3u    /* hung: capture and persist it */
+
+/* The hang decision: a pure function of the facts (no clock, no /proc, no state). */
+uint32_t aft_hang_decide(const aft_hang_facts *facts);
 
 /* Starts (or restarts with new options) the watchdog thread. Returns 0, or an errno value with
  * a message in error (NUL-terminated). The crash handler must be installed first (aft_install):

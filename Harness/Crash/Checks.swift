@@ -168,7 +168,18 @@ struct Checks {
         guard evidence.withAftermath.watchResult == true else {
             return .fail(.swiftBacktrace, "before file", "the backtracer's report appeared before the crash file was committed")
         }
+        // It pauses every other thread first; one it cannot pause is missing from its report.
+        let unsuspended = Self.unsuspendedThreads(evidence.withAftermath.standardError)
+        if unsuspended > Self.unsuspendedThreads(evidence.withoutAftermath.standardError) {
+            return .fail(.swiftBacktrace, "incomplete",
+                         "the backtracer could not pause \(unsuspended) thread(s) with Aftermath (\"failed to suspend thread\")")
+        }
         return .pass(.swiftBacktrace, "after file")
+    }
+
+    /// How many "failed to suspend thread" lines the backtracer printed.
+    static func unsuspendedThreads(_ stderr: String) -> Int {
+        stderr.components(separatedBy: "failed to suspend thread").count - 1
     }
 
     static func backtracerPrinted(_ stderr: String) -> Bool {

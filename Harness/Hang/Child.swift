@@ -11,6 +11,10 @@ import Foundation
 import Glibc
 #endif
 
+/// The Swift runtime's entry that an `async` main ends in: runs the main actor's queue.
+@_silgen_name("swift_task_asyncMainDrainQueue")
+func asyncMainDrainQueue() -> Never
+
 /// A child process: starts Aftermath on a reports directory, runs one scenario on its main
 /// thread, then prints what its exporter received (RECORD lines) and exits.
 enum Child {
@@ -22,6 +26,10 @@ enum Child {
                                              deliverPendingReportsSynchronously: true)
         if scenario == "collect" { config.hangHeartbeat = .off }
         if scenario == "heartbeat" { config.hangHeartbeat = .manual }
+        // As a new app starts: earlier reports are delivered in the background.
+        if scenario == "first" { config.deliverPendingReportsSynchronously = false }
+        // The app owns SIGURG (as Go-style runtimes and some I/O libraries do).
+        if scenario == "urgowner" { signal(SIGURG) { _ in } }
         do {
             try Aftermath.start(config)
         } catch {
@@ -35,9 +43,23 @@ enum Child {
             exit(0)
         case "heartbeat":
             ownLoop()
-        case "dispatchmain":
+        case "dispatchmain", "dmbusy", "dmsleep":
             whenArmed { DispatchQueue.main.async { body(scenario) } }
             dispatchMain()
+        case "asyncbusy", "asyncblock", "asyncsleep":
+            // What an `async` main does: the main task on the main actor, then the runtime
+            // drains the main queue (dispatchMain(): worker threads serve it, all signals blocked).
+            whenArmed { Task { @MainActor in body(scenario) } }
+            asyncMainDrainQueue()
+        case "first":
+            // The first main-queue job after start hangs; nothing waits for the watchdog.
+            DispatchQueue.main.async { body(scenario) }
+            RunLoop.main.run()
+            exit(3)
+        case "urgowner":
+            whenArmed { DispatchQueue.main.async { body(scenario) } }
+            RunLoop.main.run()
+            exit(3)
         default:
             whenArmed { DispatchQueue.main.async { body(scenario) } }
             RunLoop.main.run()
@@ -58,11 +80,17 @@ enum Child {
         case "lock":
             Blocking.hangHarnessLockWait(seconds: 1.0)
             finish(expecting: 1)
-        case "sleep":
+        case "sleep", "dmsleep", "asyncsleep":
             Blocking.hangHarnessSleep(seconds: 1.0)
             finish(expecting: 1)
-        case "busy":
+        case "busy", "dmbusy", "asyncbusy", "urgowner":
             Blocking.hangHarnessBusyLoop(seconds: 1.0)
+            finish(expecting: 1)
+        case "first":
+            Blocking.hangHarnessWaitOnSemaphore(seconds: 1.5)
+            finish(expecting: 1)
+        case "asyncblock":
+            Blocking.hangHarnessWaitOnSemaphore(seconds: 1.0)
             finish(expecting: 1)
         case "stall200":
             stall(remaining: 5)

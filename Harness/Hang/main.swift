@@ -82,6 +82,27 @@ let scenarios: [Scenario] = [
              run: live("heartbeat", "hangHarnessWaitOnSemaphore")),
     Scenario(name: "dispatchmain", summary: "dispatchMain(), main-queue block 1 s",
              run: live("dispatchmain", "hangHarnessWaitOnSemaphore")),
+    Scenario(name: "dmbusy", summary: "dispatchMain(), busy loop 1 s",
+             run: live("dmbusy", "hangHarnessBusyLoop", state: "running")),
+    Scenario(name: "dmsleep", summary: "dispatchMain(), usleep 1 s",
+             run: live("dmsleep", "hangHarnessSleep", state: "sleeping")),
+    Scenario(name: "asyncbusy", summary: "async main, @MainActor busy loop 1 s",
+             run: live("asyncbusy", "hangHarnessBusyLoop", state: "running")),
+    Scenario(name: "asyncblock", summary: "async main, @MainActor blocked 1 s",
+             run: live("asyncblock", "hangHarnessWaitOnSemaphore", state: "sleeping")),
+    Scenario(name: "asyncsleep", summary: "async main, @MainActor usleep 1 s",
+             run: live("asyncsleep", "hangHarnessSleep", state: "sleeping")),
+    Scenario(name: "urgowner", summary: "app owns SIGURG, busy loop 1 s",
+             run: live("urgowner", "hangHarnessBusyLoop", state: "running")),
+    Scenario(name: "first", summary: "first main-queue job after start, 1.5 s, x5", run: {
+        var seen: [String] = [], failures: [String] = []
+        for attempt in 1...5 {
+            let (s, f) = live("first", "hangHarnessWaitOnSemaphore", range: 1350...1650)()
+            seen.append(f.isEmpty ? "ok" : s)
+            failures += f.map { "#\(attempt): \($0)" }
+        }
+        return ("\(seen.filter { $0 == "ok" }.count)/5 recorded" + (failures.isEmpty ? "" : " (\(seen.first { $0 != "ok" } ?? ""))"), failures)
+    }),
 ]
 
 /// The table's columns, after the scenario's name.

@@ -32,8 +32,10 @@ extension Aftermath {
         public var maxPendingErrors = 256
         /// The watched thread blocked longer than this is a hang (default 250 ms).
         public var hangThreshold: Duration = .milliseconds(250)
-        /// Signal sent to the blocked thread to take its stack (default SIGURG). Never used when
-        /// the app has its own handler for it; the stack then comes from /proc.
+        /// Signal sent to the blocked thread to take its stack. The default, 0, takes the highest
+        /// real-time signal nobody handles at start (SIGURG if none is free). The watched thread
+        /// lets it through at each ping, even on libdispatch's workers, which block all others.
+        /// Never used when the app has its own handler for it; the stack then comes from /proc.
         public var hangCaptureSignal: Int32 = HangMonitor.defaultCaptureSignal
         /// Where the hang watchdog's heartbeat comes from (default: main-queue pings).
         public var hangHeartbeat: HangHeartbeat = .mainQueue

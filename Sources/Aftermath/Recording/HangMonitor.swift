@@ -11,8 +11,9 @@ import Glibc
 /// deleted once the exporter acknowledged it. A refused export keeps the file; the next finished
 /// hang, or the next launch, sends it again.
 enum HangMonitor {
-    /// The default capture signal: SIGURG, ignored by default and rarely used by apps.
-    static let defaultCaptureSignal: Int32 = SIGURG
+    /// The default capture signal, 0: the watchdog takes the highest real-time signal that
+    /// nobody handles at start (SIGURG when there is none).
+    static let defaultCaptureSignal: Int32 = 0
 
     /// Exports of finished hangs run here, one at a time, never on the watchdog thread.
     static let reportQueue = DispatchQueue(label: "dev.apsio.aftermath.hangs", qos: .utility)

@@ -1,0 +1,126 @@
+import CSignalShim
+import Foundation
+import Testing
+@testable import Aftermath
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The watchdog's decision (is the watched thread hung?) as a pure function, and the signal
+/// set-up that lets the capture and the Swift runtime's backtracer reach the threads.
+@Suite("Hang decision")
+struct HangDecisionTests {
+    static let ms: UInt64 = 1_000_000
+
+    static func facts(silentMs: UInt64 = 300, thresholdMs: UInt64 = 250, armed: Int32 = 1, paused: Int32 = 0,
+                      foreground: Int32 = 1, crashing: Int32 = 0, traced: Int32 = 0,
+                      state: Character = "R") -> aft_hang_facts {
+        var f = aft_hang_facts()
+        f.silent_ns = silentMs * ms
+        f.threshold_ns = thresholdMs * ms
+        f.armed = armed
+        f.pause_depth = paused
+        f.foreground = foreground
+        f.crash_in_progress = crashing
+        f.traced = traced
+        f.thread_state = Int32(state.asciiValue ?? 63)
+        return f
+    }
+
+    static func decide(_ f: aft_hang_facts) -> UInt32 {
+        var f = f
+        return aft_hang_decide(&f)
+    }
+
+    @Test("Silent past the threshold, running, sleeping or in a disk wait: a hang")
+    func hang() {
+        for state: Character in ["R", "S", "D", "?"] {
+            #expect(Self.decide(Self.facts(state: state)) == AFT_HANG_VERDICT_HANG)
+        }
+    }
+
+    @Test("At or under the threshold: alive")
+    func threshold() {
+        #expect(Self.decide(Self.facts(silentMs: 250)) == AFT_HANG_VERDICT_ALIVE)
+        #expect(Self.decide(Self.facts(silentMs: 10)) == AFT_HANG_VERDICT_ALIVE)
+        #expect(Self.decide(Self.facts(silentMs: 251)) == AFT_HANG_VERDICT_HANG)
+        #expect(Self.decide(Self.facts(silentMs: 2000, thresholdMs: 2000)) == AFT_HANG_VERDICT_ALIVE)
+    }
+
+    @Test("Not armed, paused or in the background: detection is off, however long the silence")
+    func off() {
+        #expect(Self.decide(Self.facts(silentMs: 60_000, armed: 0)) == AFT_HANG_VERDICT_OFF)
+        #expect(Self.decide(Self.facts(silentMs: 60_000, paused: 1)) == AFT_HANG_VERDICT_OFF)
+        #expect(Self.decide(Self.facts(silentMs: 60_000, paused: 3)) == AFT_HANG_VERDICT_OFF)
+        #expect(Self.decide(Self.facts(silentMs: 60_000, foreground: 0)) == AFT_HANG_VERDICT_OFF)
+        #expect(Self.decide(Self.facts(silentMs: 60_000, paused: -1)) == AFT_HANG_VERDICT_HANG)
+    }
+
+    @Test("A crash in progress, a tracer, a stopped or traced thread: ignored")
+    func ignored() {
+        #expect(Self.decide(Self.facts(crashing: 1)) == AFT_HANG_VERDICT_IGNORE)
+        #expect(Self.decide(Self.facts(traced: 1)) == AFT_HANG_VERDICT_IGNORE)
+        #expect(Self.decide(Self.facts(state: "T")) == AFT_HANG_VERDICT_IGNORE)
+        #expect(Self.decide(Self.facts(state: "t")) == AFT_HANG_VERDICT_IGNORE)
+        // Under the threshold the thread is alive whatever else holds.
+        #expect(Self.decide(Self.facts(silentMs: 100, traced: 1)) == AFT_HANG_VERDICT_ALIVE)
+        // Off wins over ignored: nothing to count while paused.
+        #expect(Self.decide(Self.facts(paused: 1, crashing: 1)) == AFT_HANG_VERDICT_OFF)
+    }
+
+    /// Starts Aftermath in a child with manual heartbeats; exits 10 when it cannot.
+    static func startManual(_ tag: String) {
+        var config = Aftermath.Configuration(serviceName: "hang-test", serviceVersion: "1", exporter: InMemoryExporter(),
+                                             reportsDirectory: TestSupport.childDirectory(tag),
+                                             deliverPendingReportsSynchronously: true)
+        config.hangHeartbeat = .manual
+        do { try Aftermath.start(config) } catch { exit(10) }
+    }
+
+    /// The SigBlk mask of one of this process's threads.
+    static func blockedMask(tid: UInt64) -> UInt64? {
+        guard let text = try? String(contentsOfFile: "/proc/self/task/\(tid)/status", encoding: .utf8),
+              let line = text.split(separator: "\n").first(where: { $0.hasPrefix("SigBlk:") }) else { return nil }
+        return UInt64(line.dropFirst(7).trimmingCharacters(in: .whitespaces), radix: 16)
+    }
+
+    static func blocks(_ mask: UInt64, _ signo: Int32) -> Bool { (mask >> UInt64(signo - 1)) & 1 == 1 }
+
+    @Test("The watchdog thread lets SIGPROF through (the Swift backtracer pauses threads with it), and the capture signal is a free real-time one")
+    func watchdogSignals() async {
+        await #expect(processExitsWith: .success) {
+            HangDecisionTests.startManual("hang-signals")
+            var stats = aft_watchdog_stats()
+            for _ in 0..<100 where stats.watchdog_tid == 0 {
+                usleep(10_000)
+                aft_watchdog_get_stats(&stats)
+            }
+            guard let mask = HangDecisionTests.blockedMask(tid: stats.watchdog_tid) else { exit(11) }
+            // The backtracer tries SIGUSR1, then SIGUSR2, then SIGPROF.
+            guard [SIGUSR1, SIGUSR2, SIGPROF].contains(where: { !HangDecisionTests.blocks(mask, $0) }) else { exit(12) }
+            // Process-directed signals the app handles stay away from the watchdog.
+            guard HangDecisionTests.blocks(mask, SIGTERM), HangDecisionTests.blocks(mask, SIGUSR1) else { exit(13) }
+            let signo = stats.capture_signal
+            guard signo >= __libc_current_sigrtmin(), signo <= __libc_current_sigrtmax(), stats.signal_usable == 1 else { exit(14) }
+            exit(0)
+        }
+    }
+
+    @Test("A thread that blocks every signal lets the capture signal through once it beats")
+    func admittedOnBind() async {
+        await #expect(processExitsWith: .success) {
+            HangDecisionTests.startManual("hang-admit")
+            var stats = aft_watchdog_stats()
+            aft_watchdog_get_stats(&stats)
+            let signo = stats.capture_signal
+            // As libdispatch's workers do: every asynchronous signal blocked.
+            var all = sigset_t()
+            sigfillset(&all)
+            pthread_sigmask(SIG_BLOCK, &all, nil)
+            Aftermath.heartbeat()
+            var now = sigset_t()
+            pthread_sigmask(SIG_BLOCK, nil, &now)
+            exit(sigismember(&now, signo) == 0 && sigismember(&now, SIGTERM) == 1 ? 0 : 1)
+        }
+    }
+}
