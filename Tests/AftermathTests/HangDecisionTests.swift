@@ -1,7 +1,8 @@
 import CSignalShim
 import Foundation
 import Testing
-@testable import Aftermath
+import Aftermath
+import AftermathTesting
 #if canImport(Glibc)
 import Glibc
 #endif
