@@ -90,6 +90,30 @@ int aft_read_line(const char *path, char *out, size_t capacity) {
     return (int)len;
 }
 
+uint64_t aft_process_start_ticks(const char *proc_root) {
+    char path[AFT_PATH_CAPACITY + 64], buf[1024];
+    if (!proc_root || snprintf(path, sizeof(path), "%s/self/stat", proc_root) >= (int)sizeof(path))
+        return 0;
+    ssize_t n = aft_run_read_file(path, buf, sizeof(buf) - 1);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    /* "pid (comm) state ppid ...": comm may hold spaces and ')', so count after the last ')'.
+     * starttime is field 22, the 20th after the comm. */
+    char *p = strrchr(buf, ')');
+    if (!p) return 0;
+    p++;
+    for (int field = 3; field < 22; field++) {
+        while (*p == ' ') p++;
+        while (*p && *p != ' ') p++;
+        if (!*p) return 0;
+    }
+    while (*p == ' ') p++;
+    uint64_t v = 0;
+    int digits = 0;
+    for (; *p >= '0' && *p <= '9' && digits < 20; p++, digits++) v = v * 10 + (uint64_t)(*p - '0');
+    return digits > 0 && (*p == ' ' || *p == '\n' || *p == '\0') ? v : 0;
+}
+
 static int aft_run_file_exists(const char *dir, const char *name) {
     char path[AFT_PATH_CAPACITY + 64];
     if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path)) return 0;

@@ -235,6 +235,7 @@ int aft_run_prepare(const aft_run_options *o, aft_run_file *file) {
     info->start_boottime_ns = aft_async_now_ns(CLOCK_BOOTTIME);
     info->watchdog_usec = o->watchdog_usec;
     info->parent_pid = (int64_t)getppid();
+    info->process_start_ticks = aft_process_start_ticks(o->proc_root);
     info->update_interval_ms = o->update_interval_ms ? o->update_interval_ms
                                                      : AFT_RUN_DEFAULT_INTERVAL_MS;
     char path[AFT_PATH_CAPACITY + 64];

@@ -233,6 +233,10 @@ uint32_t aft_read_psi_avg10(const char *path, const char *prefix);
 /* Reads the first line of a file (boot_id) into out without its newline. Returns its length
  * or -1. */
 int aft_read_line(const char *path, char *out, size_t capacity);
+/* The starttime field of <proc_root>/self/stat: when this process began, in clock ticks after
+ * boot. It survives execve, with the pid: a run with the same pid and start time as this
+ * process was this process before an exec. 0 when unreadable. */
+uint64_t aft_process_start_ticks(const char *proc_root);
 /* Finds this process's memory cgroups from <proc_root>/self/cgroup and the mounts under
  * <sys_root>/fs/cgroup: dirs[AFT_CGROUP_*] receive directories that hold the counter files
  * ("" when absent). */

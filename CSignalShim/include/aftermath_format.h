@@ -256,7 +256,9 @@ typedef struct aft_run_info {
     uint64_t vmstat_oom_kill_at_start;
     uint32_t update_interval_ms;
     uint32_t flags;                   /* none defined yet; kept when unknown */
-    uint8_t _reserved[64];
+    uint64_t process_start_ticks;     /* /proc/self/stat starttime (clock ticks after boot);
+                                         0 when unknown (files written before it existed) */
+    uint8_t _reserved[56];
 } aft_run_info;
 
 /* Updated in place; two slots alternate. */
@@ -345,6 +347,7 @@ _Static_assert(sizeof(aft_run_info) == 2240, "aft_run_info size");
 _Static_assert(offsetof(aft_run_info, boot_id) == 1032, "boot_id offset");
 _Static_assert(offsetof(aft_run_info, cgroup_dirs) == 1072, "cgroup_dirs offset");
 _Static_assert(offsetof(aft_run_info, oom_at_start) == 2096, "oom_at_start offset");
+_Static_assert(offsetof(aft_run_info, process_start_ticks) == 2176, "process_start_ticks offset");
 _Static_assert(sizeof(aft_run_live) == 336, "aft_run_live size");
 _Static_assert(offsetof(aft_run_live, oom) == 80, "live oom offset");
 _Static_assert(offsetof(aft_run_live, screen) == 168, "live screen offset");

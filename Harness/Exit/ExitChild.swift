@@ -48,12 +48,22 @@ enum ExitChild {
 
         switch mode {
         case "report":
+            say("PID \(getpid())")
             RecordLine.emit(exporter.batches)
             say("REPORTED \(exporter.records.count)")
             exit(0)
         case "clean":
             say("READY \(first)")
             exit(0)
+        case "exec":
+            // Replaces its image with its own binary (same pid, same start time); the new image
+            // is a next launch over the same directory.
+            say("READY \(getpid())")
+            let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+            let argv: [UnsafeMutablePointer<CChar>?] = [strdup(exe), strdup("child"), strdup("report"), strdup(dir), nil]
+            execv(exe, argv)
+            say("EXEC-FAILED \(errno)")
+            exit(4)
         case "wait", "handle-term":
             Aftermath.setScreen("checkout")
             let second = Aftermath.startNewSession().uuidString.lowercased()

@@ -64,6 +64,20 @@ enum ExitScenarios {
             let a = abnormal(nextLaunch(dir))
             return ("\(status); \(a.isEmpty ? "nothing" : describe(a[0]))", status == .exited(0) && a.isEmpty)
         },
+        Row(name: "execv of its own binary", expected: "nothing (same pid, start time)") {
+            let dir = tempDir("exec")
+            guard let c = try? ChildProcess(["exec", dir]), let ready = c.waitForLine("READY") else {
+                return ("child not ready", false)
+            }
+            let pid = c.waitForLine("PID").map { String($0.dropFirst(4)) } ?? "?"
+            _ = c.waitForLine("REPORTED")
+            let status = c.finish()
+            let a = abnormal(c.records)
+            let samePID = ready.dropFirst(6) == pid
+            let ended = ((try? FileManager.default.contentsOfDirectory(atPath: dir + "/runs")) ?? []).filter { $0.hasSuffix(".ended") }
+            return ("\(status); pid \(samePID ? "kept" : "CHANGED"); \(a.isEmpty ? "nothing" : describe(a[0])); \(ended.count) run ended",
+                    status == "exit 0" && samePID && a.isEmpty && ended.count == 1)
+        },
         Row(name: "SIGKILL from outside", expected: "unknown/inferred, session+screen") {
             let dir = tempDir("kill")
             guard let (c, session, first) = waitingChild(dir) else { return ("child not ready", false) }

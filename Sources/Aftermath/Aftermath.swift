@@ -108,7 +108,8 @@ public enum Aftermath {
         let environment = ExitEnvironment(procRoot: c.procRoot, sysRoot: c.sysRoot, serviceVersion: context.serviceVersion,
                                           appBuildID: context.appBuildID.isEmpty ? nil : context.appBuildID,
                                           osName: context.osName, osVersion: context.osVersion,
-                                          kernelRelease: context.kernelRelease)
+                                          kernelRelease: context.kernelRelease,
+                                          process: ExitEnvironment.currentProcess(procRoot: c.procRoot))
         let limits = ReportCollector.Limits(maxRunFiles: c.maxRunFiles, maxRunAgeSeconds: c.maxRunAge.seconds)
         return ReportCollector(directory: directory, currentRunID: context.runID, environment: environment, limits: limits)
     }

@@ -90,6 +90,15 @@ struct ExitInferenceTests {
         Case(name: "unfinished hang", hangMs: 4000, expected: "anr/inferred"),
         Case(name: "unfinished hang, WATCHDOG_USEC", watchdogUsec: 3_000_000, hangMs: 4000, expected: "watchdog/inferred"),
         Case(name: "WATCHDOG_USEC without a hang", watchdogUsec: 3_000_000, expected: "unknown/inferred"),
+        Case(name: "exec: this process before it replaced its image (same pid and start time)",
+             environment: { s in var e = s.environment(); e.process = (4321, CraftedSystem.startTicks); return e },
+             expected: "nothing"),
+        Case(name: "same pid, other start time (the pid was reused)",
+             environment: { s in var e = s.environment(); e.process = (4321, CraftedSystem.startTicks + 1); return e },
+             expected: "unknown/inferred"),
+        Case(name: "same start time, other pid",
+             environment: { s in var e = s.environment(); e.process = (4322, CraftedSystem.startTicks); return e },
+             expected: "unknown/inferred"),
         Case(name: "unfinished hang and vmstat rise", hangMs: 900, after: { try $0.set("proc/vmstat", "oom_kill 9\n") },
              expected: "memory/inferred"),
     ]
@@ -110,6 +119,19 @@ struct ExitInferenceTests {
             #expect(!report.evidence.isEmpty)
             #expect(ExitReason.allCases.contains(report.reason))
         }
+    }
+
+    @Test("The process start time: field 22 of stat, after a comm with spaces and parentheses; 0 when unreadable")
+    func processStartTicks() throws {
+        let system = try CraftedSystem()
+        #expect(aft_process_start_ticks(system.proc) == CraftedSystem.startTicks)
+        #expect(system.runFile().info.process_start_ticks == CraftedSystem.startTicks)
+        try system.set("proc/self/stat", "4321 (app) S 1 2 3\n")
+        #expect(aft_process_start_ticks(system.proc) == 0)
+        try system.set("proc/self/stat", "4321 app S 1 4321 4321 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0 77 1\n")
+        #expect(aft_process_start_ticks(system.proc) == 0)
+        #expect(aft_process_start_ticks(system.root + "/nowhere") == 0)
+        #expect(aft_process_start_ticks("/proc") > 0)
     }
 
     @Test func recordCarriesTheRunsSessionReleaseAndStableUID() throws {

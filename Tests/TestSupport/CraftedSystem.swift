@@ -9,6 +9,7 @@ package struct CraftedSystem: Sendable {
     package var proc: String { root + "/proc" }
     package var sys: String { root + "/sys" }
     package static let bootID = "4d199072-35a5-496a-986f-ece73932a683"
+    package static let startTicks: UInt64 = 987_654
 
     package init(v1: Bool = true, v2: Bool = true, unified: Bool = false) throws {
         root = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-sys-\(UUID().uuidString)").path
@@ -17,6 +18,8 @@ package struct CraftedSystem: Sendable {
         cgroup += "0::/app/svc\n"
         try set("proc/self/cgroup", cgroup)
         try set("proc/self/status", "Name:\tapp\nState:\tS (sleeping)\nTracerPid:\t0\n")
+        // starttime (field 22) \(Self.startTicks), after a comm with a space and a parenthesis.
+        try set("proc/self/stat", "4321 (my) app) S 1 4321 4321 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0 \(Self.startTicks) 1000000 50\n")
         try set("proc/vmstat", "nr_free_pages 100\noom_kill 5\nnr_zone_active_file 3\n")
         try set("proc/pressure/memory", "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
         try set("proc/sys/kernel/random/boot_id", Self.bootID + "\n")

@@ -1,3 +1,4 @@
+import CSignalShim
 import Foundation
 
 /// The launch that judges earlier runs: where /proc and /sys are, and its own boot, release
@@ -20,11 +21,21 @@ package struct ExitEnvironment: Sendable, Hashable {
     package var osVersion: String?
     /// The kernel release now.
     package var kernelRelease: String?
+    /// This process's pid and start time (/proc/self/stat starttime, clock ticks after boot):
+    /// a dead run with both equal was this process before it replaced its image (execve).
+    /// nil: unknown (a collection made outside the app), no run is taken for an exec.
+    package var process: (pid: Int64, startTicks: UInt64)? {
+        get { pid.flatMap { pid in processStartTicks.map { (pid, $0) } } }
+        set { pid = newValue?.pid; processStartTicks = newValue?.startTicks }
+    }
+    private var pid: Int64?
+    private var processStartTicks: UInt64?
 
     /// An environment; the boot id is read under procRoot unless given.
     package init(procRoot: String = "/proc", sysRoot: String = "/sys", bootID: String? = nil,
                 serviceVersion: String? = nil, appBuildID: String? = nil, osName: String? = nil,
-                osVersion: String? = nil, kernelRelease: String? = nil) {
+                osVersion: String? = nil, kernelRelease: String? = nil,
+                process: (pid: Int64, startTicks: UInt64)? = nil) {
         self.procRoot = procRoot
         self.sysRoot = sysRoot
         self.bootID = bootID ?? EvidenceReader(procRoot: procRoot).bootID()
@@ -33,6 +44,13 @@ package struct ExitEnvironment: Sendable, Hashable {
         self.osName = osName
         self.osVersion = osVersion
         self.kernelRelease = kernelRelease
+        self.process = process
+    }
+
+    /// This process as ``process`` wants it, read under procRoot; nil when unreadable.
+    package static func currentProcess(procRoot: String) -> (pid: Int64, startTicks: UInt64)? {
+        let ticks = aft_process_start_ticks(procRoot)
+        return ticks == 0 ? nil : (Int64(getpid()), ticks)
     }
 
     /// Tests: replaces the environment a collection judges with.

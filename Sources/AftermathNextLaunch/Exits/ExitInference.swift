@@ -4,7 +4,8 @@ import Foundation
 /// The rules that decide, on a later launch, whether a run that ended (its file unlocked) is
 /// reported as `app.abnormal_exit`, and why. In order:
 ///
-/// 1. Nothing when the run left a crash report (the crash wins), ended normally, or when the
+/// 1. Nothing when the run left a crash report (the crash wins), ended normally, was this very
+///    process before an exec (same boot, pid and process start time), or when the
 ///    boot_id, service.version, app.build_id, os.name/os.version or kernel differ from this
 ///    launch's (reboot, update), or a debugger was attached (TracerPid) at some update.
 /// 2. `signal`, platform: a termination signal was caught and its default action killed the run.
@@ -45,6 +46,10 @@ package struct ExitInference: Sendable {
         if let exit = run.exit { return .nothing("clean exit (status \(exit.status))") }
         if let now = environment.bootID, !run.bootID.isEmpty, now != run.bootID {
             return .nothing("reboot (boot_id \(run.bootID) -> \(now))")
+        }
+        if let me = environment.process, run.info.process_start_ticks != 0,
+           c.pid == me.pid, run.info.process_start_ticks == me.startTicks {
+            return .nothing("exec: this process (pid \(me.pid), start tick \(me.startTicks)) replaced its image")
         }
         if let v = environment.serviceVersion, v != c.serviceVersion {
             return .nothing("update (service.version \(c.serviceVersion) -> \(v))")
