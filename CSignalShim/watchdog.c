@@ -403,6 +403,11 @@ void aft_watchdog_set_foreground(int32_t foreground) {
 
 int32_t aft_watchdog_is_foreground(void) { return atomic_load(&aft_g_watchdog.foreground) ? 1 : 0; }
 
+void aft_watchdog_set_previous_session(const uint8_t previous_session_id[AFT_ID_SIZE]) {
+    for (uint32_t i = 0; i < AFT_ID_SIZE; i++)
+        aft_g_watchdog.previous_session_id[i] = previous_session_id ? previous_session_id[i] : 0;
+}
+
 void aft_watchdog_watch_next_heartbeat_thread(void) {
     __atomic_fetch_or(&aft_g_heartbeat_attention, AFT_ATTENTION_BIND, __ATOMIC_RELEASE);
 }

@@ -267,6 +267,7 @@ int aft_async_watchdog_begin_hang(aft_watchdog *w, uint64_t tid, uint64_t onset_
     h->begin_realtime_ns = real_now - (mono_now > onset_ns ? mono_now - onset_ns : 0);
     h->thread_id = tid;
     h->threshold_ms = w->threshold_ms;
+    for (uint32_t i = 0; i < AFT_ID_SIZE; i++) h->previous_session_id[i] = w->previous_session_id[i];
     h->syscall_number = UINT64_MAX;
 
     /* What the kernel says first: the signal would make the thread runnable for a moment. */

@@ -54,6 +54,7 @@ typedef struct aft_watchdog {
     _Atomic uint32_t capture_state;    /* generation << 8 | AFT_CAPTURE_* */
     _Atomic uint64_t capture_tid;
     _Atomic int capture_undelivered;   /* a capture signal was sent and may still be pending */
+    volatile uint8_t previous_session_id[AFT_ID_SIZE]; /* for hang files; zero: none */
 
     /* The signal handler's results (valid when capture_state is DONE). */
     uint64_t capture_frames[AFT_MAX_FRAMES + AFT_UNWIND_SLACK]; /* the unwinder needs the slack */

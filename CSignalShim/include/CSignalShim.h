@@ -163,6 +163,10 @@ int32_t aft_watchdog_is_foreground(void);
 /* Called by the main-queue ping block: records the calling thread and the time it ran. */
 void aft_watchdog_ping_ran(void);
 
+/* The session before the current one (startNewSession), for the hang files to come; NULL
+ * clears it. Byte copies: a hang detected at this moment may carry a mix (still this run's). */
+void aft_watchdog_set_previous_session(const uint8_t previous_session_id[AFT_ID_SIZE]);
+
 /* Manual mode: the next aft_heartbeat() caller becomes the watched thread. */
 void aft_watchdog_watch_next_heartbeat_thread(void);
 

@@ -154,7 +154,9 @@ typedef struct aft_hang_info {
     char _pad[3];
     char thread_name[AFT_THREAD_NAME];
     char wait_channel[AFT_SHORT_STRING];
-    uint8_t _reserved[32];
+    uint8_t previous_session_id[AFT_ID_SIZE]; /* session.previous_id; zero: none (and in
+                                                 files written before it existed) */
+    uint8_t _reserved[16];
 } aft_hang_info;
 
 #define AFT_CAPTURE_SIGNAL 1u        /* a signal handler on the thread captured its stack */
@@ -196,6 +198,7 @@ _Static_assert(offsetof(aft_context, executable_path) == 488, "executable_path o
 _Static_assert(sizeof(aft_crash_info) == 464, "aft_crash_info size");
 _Static_assert(offsetof(aft_crash_info, registers) == 88, "registers offset");
 _Static_assert(sizeof(aft_hang_info) == 176, "aft_hang_info size");
+_Static_assert(offsetof(aft_hang_info, previous_session_id) == 144, "previous_session_id offset");
 _Static_assert(sizeof(aft_image) == 328, "aft_image size");
 _Static_assert(offsetof(aft_image, path) == 72, "aft_image path offset");
 #endif

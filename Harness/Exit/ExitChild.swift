@@ -72,6 +72,12 @@ enum ExitChild {
             var byte: UInt8 = 0
             while read(0, &byte, 1) > 0 {}
             exit(0)
+        case "session-crash":
+            let second = Aftermath.startNewSession().uuidString.lowercased()
+            say("READY \(second) \(first)")
+            let p = UnsafeMutablePointer<Int>(bitPattern: Int.random(in: 1...2) * 8)!
+            p.pointee = 1
+            exit(0)
         case "error-crash":
             Aftermath.record(error: HarnessError(code: 51), fingerprint: "payment-declined")
             say("READY \(first)")

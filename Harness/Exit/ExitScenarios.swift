@@ -150,6 +150,19 @@ enum ExitScenarios {
                 && errors[0][text: "apsio.error.fingerprint"] == "payment-declined" && abnormal(records).isEmpty
             return ("\(status); \(errors.count) error, \(crashes.count) crash, session \(sameSession ? "same" : "DIFFERENT")", ok)
         },
+        Row(name: "startNewSession(), then crash", expected: "app.crash, session + previous") {
+            let dir = tempDir("sesscrash")
+            guard let c = try? ChildProcess(["session-crash", dir]), let ready = c.waitForLine("READY") else {
+                return ("child not ready", false)
+            }
+            let parts = ready.split(separator: " ").map(String.init)
+            let status = c.finish()
+            let crashes = nextLaunch(dir).filter { $0["eventName"] == "app.crash" }
+            guard parts.count == 3, crashes.count == 1 else { return ("\(status); \(crashes.count) crashes", false) }
+            let session = crashes[0]["session.id"] == parts[1], previous = crashes[0]["session.previous_id"] == parts[2]
+            return ("\(status); session \(session ? "ok" : "WRONG"), previous \(previous ? "ok" : "MISSING")",
+                    status == "signal 11" && session && previous)
+        },
         Row(name: "two instances at once", expected: "nothing, then nothing") {
             let dir = tempDir("two")
             guard let (a, _, _) = waitingChild(dir) else { return ("child not ready", false) }

@@ -28,6 +28,9 @@ struct HangLiveTests {
                                              reportsDirectory: root, deliverPendingReportsSynchronously: true)
         config.hangHeartbeat = .manual
         do { try Aftermath.start(config) } catch { return 10 }
+        // The hang happens in a session the app started: its record names the one before.
+        let firstSession = Aftermath.sessionID?.lowercased ?? "-"
+        _ = Aftermath.startNewSession()
         for _ in 0..<30 {
             Aftermath.heartbeat()
             usleep(10_000)
@@ -46,12 +49,13 @@ struct HangLiveTests {
               r[attribute: "service.version"] == .string("3.1"),
               r[attribute: "apsio.hang.thread_state"] == .string("sleeping"),
               r[attribute: "exception.stacktrace"]?.stringValue?.isEmpty == false else { return 12 }
+        guard r[attribute: "session.previous_id"] == .string(firstSession) else { return 14 }
         let left = (try? FileManager.default.contentsOfDirectory(atPath: root + "/hangs")) ?? []
         guard left.isEmpty else { return 13 }
         return 0
     }
 
-    @Test("A thread blocked past the threshold is reported live, once, and its file deleted")
+    @Test("A thread blocked past the threshold is reported live, once, with its session and the one before, and its file deleted")
     func liveHang() async {
         await #expect(processExitsWith: .success) {
             exit(HangLiveTests.liveHangInThisRun())

@@ -25,6 +25,7 @@ enum RunRecorder {
             s.previousSessionID = nil
             return s.screen
         }
+        aft_watchdog_set_previous_session(nil)
         var options = aft_run_options()
         options.context = Aftermath.cContext(context)
         options.watchdog_usec = watchdogMicroseconds()
@@ -68,6 +69,8 @@ enum RunRecorder {
         let newBytes = new.bytes, previousBytes = previous.bytes
         aft_set_session_id(newBytes)
         aft_run_set_session(newBytes, previousBytes)
+        // Crash files take it from this run's file on the next launch; hang files carry it.
+        aft_watchdog_set_previous_session(previousBytes)
         return new
     }
 

@@ -67,6 +67,19 @@ extension ReportCollector {
         }
     }
 
+    /// session.previous_id of a report from the run's file (judged or not): the run's last
+    /// session and the one before it, taken when the report is of that last session. A crash
+    /// ends its run, so its session is the run's last. nil without a readable run file.
+    package func previousSession(of context: ReportContext) -> UUID? {
+        let base = (directory.runs as NSString).appendingPathComponent(Hex.encode(context.runID.bytes))
+        for suffix in [".run", ".ended"] {
+            guard let bytes = try? FileReader.read(base + suffix, maximumSize: RunFile.maximumSize),
+                  let run = try? RunFile.decode(bytes) else { continue }
+            return run.sessionID == context.sessionID ? run.previousSessionID : nil
+        }
+        return nil
+    }
+
     /// The longest unfinished hang of each run in hangs/ (duration until its last update, ms).
     package func unfinishedHangsByRun() -> [UUID: UInt64] {
         var out: [UUID: UInt64] = [:]

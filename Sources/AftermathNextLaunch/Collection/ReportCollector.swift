@@ -99,7 +99,8 @@ package struct ReportCollector: Sendable {
             pass.crashedRuns.insert(crash.context.runID)
             pass.reports.append(PendingReport(
                 kind: .crash, path: path,
-                record: RecordMapper.crash(crash, observedTimeUnixNano: pass.observedTimeUnixNano),
+                record: RecordMapper.crash(crash, observedTimeUnixNano: pass.observedTimeUnixNano,
+                                           previousSessionID: previousSession(of: crash.context)),
                 crash: crash))
         })
     }

@@ -22,7 +22,7 @@ package enum HangRecordMapper {
             Attribute("apsio.hang.id", .string(h.context.reportID.lowercased)),
             Attribute("log.record.uid", .string(RecordMapper.recordUID(timeUnixNano: h.timeUnixNano, id: h.context.reportID))),
         ]
-        a += RecordMapper.runAttributes(h.context)
+        a += RecordMapper.runAttributes(h.context, previousSessionID: h.previousSessionID)
         a += [
             Attribute("thread.id", .int(Int64(bitPattern: h.threadID))),
             Attribute("thread.name", .string(h.threadName)),

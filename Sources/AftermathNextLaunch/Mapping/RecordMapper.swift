@@ -3,14 +3,16 @@ import Foundation
 
 /// Maps decoded reports to OpenTelemetry log records (`app.crash`, `app.abnormal_exit`).
 package enum RecordMapper {
-    /// The attributes every record of a run carries: that run's session and release (2.5).
-    package static func runAttributes(_ c: ReportContext) -> [Attribute] {
+    /// The attributes every record of a run carries: that run's session (and the one before,
+    /// when the app started a new one) and release (2.5).
+    package static func runAttributes(_ c: ReportContext, previousSessionID: UUID? = nil) -> [Attribute] {
         var a = [
             Attribute("session.id", .string(c.sessionID.lowercased)),
             Attribute("service.version", .string(c.serviceVersion)),
             Attribute("os.name", .string(c.osName)),
             Attribute("os.version", .string(c.osVersion)),
         ]
+        if let previousSessionID { a.append(Attribute("session.previous_id", .string(previousSessionID.lowercased))) }
         if !c.appBuildID.isEmpty { a.append(Attribute("app.build_id", .string(c.appBuildID))) }
         if !c.kernelRelease.isEmpty { a.append(Attribute("apsio.os.kernel_release", .string(c.kernelRelease))) }
         return a
@@ -23,7 +25,9 @@ package enum RecordMapper {
     }
 
     /// An `app.crash` record.
-    package static func crash(_ r: CrashReport, observedTimeUnixNano: UInt64) -> LogRecord {
+    /// - Parameter previousSessionID: session.previous_id, from the crashed run's file (the
+    ///   crash file does not carry it).
+    package static func crash(_ r: CrashReport, observedTimeUnixNano: UInt64, previousSessionID: UUID? = nil) -> LogRecord {
         var a: [Attribute] = [
             Attribute("exception.type", .string(SignalDescription.exceptionType(signal: r.signal, code: r.code))),
             Attribute("exception.message", .string(SignalDescription.explanation(
@@ -35,7 +39,7 @@ package enum RecordMapper {
             Attribute("apsio.crash.images", .string(StackFormatter.imagesJSON(
                 frames: r.frames, images: r.images, appRoot: r.context.appRoot))),
         ]
-        a += runAttributes(r.context)
+        a += runAttributes(r.context, previousSessionID: previousSessionID)
         a += [
             Attribute("thread.id", .int(Int64(bitPattern: r.threadID))),
             Attribute("thread.name", .string(r.threadName)),

@@ -1,4 +1,5 @@
 import CSignalShim
+import Foundation
 
 /// A hang as the watchdog recorded it: the blocked thread's stack and what the kernel said
 /// about it, its start, and its duration so far.
@@ -35,6 +36,8 @@ package struct HangReport: Sendable, Hashable {
     package var framesTruncated: Bool
     /// The images loaded when the hang was captured.
     package var images: [LoadedImage]
+    /// session.previous_id: the session before the hang's, when the app started a new one.
+    package var previousSessionID: UUID?
 
     /// The state letter in words, as records carry it (`apsio.hang.thread_state`).
     package var threadStateName: String {
@@ -77,5 +80,7 @@ extension HangReport {
         frames = file.frames
         framesTruncated = file.framesTruncated
         images = file.images.map(LoadedImage.init)
+        let previous = UUID(bytes: &h.previous_session_id)
+        previousSessionID = previous.bytes.allSatisfy { $0 == 0 } ? nil : previous
     }
 }
