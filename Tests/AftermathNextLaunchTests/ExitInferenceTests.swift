@@ -38,6 +38,13 @@ struct ExitInferenceTests {
         }
     }
 
+    /// CLOCK_BOOTTIME an hour from now: a next launch long after the run's last update.
+    static func anHourLater() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_BOOTTIME, &ts)
+        return UInt64(ts.tv_sec + 3600) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+
     static let oomV1 = "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n"
     static let oomV2 = "low 0\nhigh 0\nmax 9\noom 1\noom_kill 1\noom_group_kill 0\n"
     static let groupV2 = "low 0\nhigh 0\nmax 9\noom 1\noom_kill 0\noom_group_kill 1\n"
@@ -90,6 +97,19 @@ struct ExitInferenceTests {
         Case(name: "unfinished hang", hangMs: 4000, expected: "anr/inferred"),
         Case(name: "unfinished hang, WATCHDOG_USEC", watchdogUsec: 3_000_000, hangMs: 4000, expected: "watchdog/inferred"),
         Case(name: "WATCHDOG_USEC without a hang", watchdogUsec: 3_000_000, expected: "unknown/inferred"),
+        Case(name: "system vmstat oom_kill rose, judged an hour after the run's last update",
+             environment: { s in var e = s.environment(); e.boottimeNanoseconds = Self.anHourLater(); return e },
+             after: { try $0.set("proc/vmstat", "oom_kill 6\n") }, expected: "unknown/inferred"),
+        Case(name: "unfinished hang and vmstat rise, judged an hour later", hangMs: 900,
+             environment: { s in var e = s.environment(); e.boottimeNanoseconds = Self.anHourLater(); return e },
+             after: { try $0.set("proc/vmstat", "oom_kill 9\n") }, expected: "anr/inferred"),
+        Case(name: "system vmstat oom_kill rose, judged in another boot",
+             environment: { s in var e = s.environment(); e.boottimeNanoseconds = 1_000_000_000; return e },
+             after: { try $0.set("proc/vmstat", "oom_kill 6\n") }, expected: "unknown/inferred"),
+        Case(name: "PSI high at the last update, judged an hour later (read at the last update)",
+             environment: { s in var e = s.environment(); e.boottimeNanoseconds = Self.anHourLater(); return e },
+             run: { f in f.live.1.psi_some_avg10_centi = 5500; RunBytes.sealLive(&f.live.1) },
+             expected: "memory/inferred"),
         Case(name: "exec: this process before it replaced its image (same pid and start time)",
              environment: { s in var e = s.environment(); e.process = (4321, CraftedSystem.startTicks); return e },
              expected: "nothing"),
@@ -115,6 +135,8 @@ struct ExitInferenceTests {
         let got = verdict.report.map { "\($0.reason.rawValue)/\($0.source.rawValue)" } ?? "nothing"
         #expect(got == c.expected, "\(verdict)")
         if let report = verdict.report {
+            if report.evidence.contains("vmstat") { #expect(report.evidence.contains("of the run's last update"), "\(report.evidence)") }
+            if report.evidence.contains("pressure") { #expect(report.evidence.contains("at the run's last update"), "\(report.evidence)") }
             #expect(report.foreground == c.foreground)
             #expect(!report.evidence.isEmpty)
             #expect(ExitReason.allCases.contains(report.reason))

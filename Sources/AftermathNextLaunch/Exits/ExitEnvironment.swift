@@ -28,6 +28,8 @@ package struct ExitEnvironment: Sendable, Hashable {
         get { pid.flatMap { pid in processStartTicks.map { (pid, $0) } } }
         set { pid = newValue?.pid; processStartTicks = newValue?.startTicks }
     }
+    /// CLOCK_BOOTTIME when judging; nil: read the clock (tests set it).
+    package var boottimeNanoseconds: UInt64?
     private var pid: Int64?
     private var processStartTicks: UInt64?
 

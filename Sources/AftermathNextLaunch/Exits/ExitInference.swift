@@ -19,8 +19,12 @@ import Foundation
 /// the run was in the foreground at its last update:
 /// 5. `watchdog`: the run has an unfinished hang and systemd's watchdog was armed for it
 ///    (WATCHDOG_USEC): the service manager kills a service that stops answering.
-/// 6. `memory`: /proc/vmstat oom_kill is higher than at the run's last update (same boot),
-///    or memory pressure was high at its last update (PSI some avg10 ≥ 40% or full ≥ 10%).
+/// 6. `memory`: host-wide evidence near the death, which came after the run's last update
+///    (about one update interval after it while the run was alive): /proc/vmstat oom_kill is
+///    higher than at the last update, read by a launch within ``hostEvidenceWindowNanoseconds``
+///    of it (later, the rise may be any process's kill since: an OOM kill days after the app was
+///    killed by hand is not its cause); or memory pressure was high at the last update itself
+///    (PSI some avg10 ≥ 40% or full ≥ 10%). The evidence text says which and when.
 /// 7. `anr`: the run has an unfinished hang: it was killed while not answering.
 /// 8. `unknown`.
 package struct ExitInference: Sendable {
@@ -28,6 +32,8 @@ package struct ExitInference: Sendable {
     package static let psiSomeHigh: UInt32 = 4000
     /// PSI `full avg10` at or above this (×100) is high memory pressure.
     package static let psiFullHigh: UInt32 = 1000
+    /// How long after the run's last update a rise of the host's OOM-kill counter still counts.
+    package static let hostEvidenceWindowNanoseconds: UInt64 = 60_000_000_000
 
     /// The launch judging.
     package var environment: ExitEnvironment
@@ -114,19 +120,27 @@ package struct ExitInference: Sendable {
         return nil
     }
 
-    /// The system's OOM kills rose, or memory pressure was high at the last update.
+    /// The system's OOM kills rose soon after the run's last update, or memory pressure was
+    /// high at the last update.
     package func systemMemoryEvidence(_ run: RunFile) -> String? {
-        if let live = run.live, live.vmstat_oom_kill != AFT_RUN_UNREAD,
-           let now = EvidenceReader(procRoot: environment.procRoot).vmstatOOMKills(), now > live.vmstat_oom_kill {
-            return "/proc/vmstat oom_kill \(live.vmstat_oom_kill) -> \(now)"
+        guard let live = run.live else { return nil }
+        let now = environment.boottimeNanoseconds ?? Clock.boottimeNanoseconds()
+        // Same boot (CLOCK_BOOTTIME went on), and soon enough that a rise is near the death.
+        let since = now >= live.updated_boottime_ns && live.updated_boottime_ns > 0 ? now - live.updated_boottime_ns : nil
+        if let since, since <= Self.hostEvidenceWindowNanoseconds, live.vmstat_oom_kill != AFT_RUN_UNREAD,
+           let kills = EvidenceReader(procRoot: environment.procRoot).vmstatOOMKills(), kills > live.vmstat_oom_kill {
+            return "/proc/vmstat oom_kill \(live.vmstat_oom_kill) -> \(kills) within \(Self.seconds(since)) of the run's last update"
         }
-        if let live = run.live {
-            let some = live.psi_some_avg10_centi, full = live.psi_full_avg10_centi
-            if (some != UInt32.max && some >= Self.psiSomeHigh) || (full != UInt32.max && full >= Self.psiFullHigh) {
-                return "memory pressure at last update: some avg10 \(Self.percent(some)), full avg10 \(Self.percent(full))"
-            }
+        let some = live.psi_some_avg10_centi, full = live.psi_full_avg10_centi
+        if (some != UInt32.max && some >= Self.psiSomeHigh) || (full != UInt32.max && full >= Self.psiFullHigh) {
+            return "memory pressure at the run's last update: some avg10 \(Self.percent(some)), full avg10 \(Self.percent(full))"
         }
         return nil
+    }
+
+    /// "12.3 s".
+    package static func seconds(_ ns: UInt64) -> String {
+        String(format: "%.1f s", Double(ns) / 1e9)
     }
 
     package static func percent(_ centi: UInt32) -> String {
