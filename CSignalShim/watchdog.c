@@ -58,6 +58,10 @@ static uint64_t aft_watchdog_post_ping(aft_watchdog *w) {
  * at every ping: the app may block it again, and the thread serving the main queue may change. */
 static void aft_watchdog_admit_capture_signal(aft_watchdog *w) {
     if (!w->signal_usable) return;
+    struct sigaction current; /* an app that took the signal since start keeps its mask */
+    if (sigaction(w->capture_signal, NULL, &current) != 0 || !(current.sa_flags & SA_SIGINFO) ||
+        current.sa_sigaction != aft_async_watchdog_capture_handler)
+        return;
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, w->capture_signal);
