@@ -433,6 +433,3 @@ void aft_watchdog_get_stats(aft_watchdog_stats *out) {
     out->capture_signal = w->capture_signal;
 }
 
-uint32_t aft_hang_decide(const aft_hang_facts *facts) {
-    return facts ? aft_async_hang_decide(facts) : AFT_HANG_VERDICT_OFF;
-}

@@ -105,7 +105,24 @@ void aft_async_futex_wake(_Atomic uint32_t *word);
 /* Waits while *word == expected, until the absolute CLOCK_MONOTONIC deadline (0 = forever). */
 void aft_async_futex_wait_until(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_ns);
 
-/* The hang decision (aft_hang_decide), pure. */
+/* What the watchdog knows about the watched thread at a tick (aft_async_hang_decide). */
+typedef struct aft_hang_facts {
+    uint64_t silent_ns;             /* since its last sign of life, time stopped excluded */
+    uint64_t threshold_ns;
+    int32_t armed;                  /* a first heartbeat or ping was seen */
+    int32_t pause_depth;            /* aft_watchdog_pause() calls not yet resumed */
+    int32_t foreground;
+    int32_t crash_in_progress;      /* a crash handler (ours) holds the process */
+    int32_t traced;                 /* TracerPid != 0: a debugger may hold the thread */
+    int32_t thread_state;           /* /proc state letter ('?' unknown) */
+} aft_hang_facts;
+
+#define AFT_HANG_VERDICT_OFF 0u     /* detection off: not armed, paused or in the background */
+#define AFT_HANG_VERDICT_ALIVE 1u   /* silent for less than the threshold */
+#define AFT_HANG_VERDICT_IGNORE 2u  /* silent past it, but held by a crash, debugger or SIGSTOP */
+#define AFT_HANG_VERDICT_HANG 3u    /* hung: capture and persist it */
+
+/* The hang decision: a pure function of the facts (no clock, no /proc, no state). */
 uint32_t aft_async_hang_decide(const aft_hang_facts *facts);
 
 /* Parsers shared with the test entry points. */

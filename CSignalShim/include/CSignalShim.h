@@ -122,26 +122,6 @@ typedef struct aft_watchdog_stats {
     uint32_t _reserved;
 } aft_watchdog_stats;
 
-/* What the watchdog knows about the watched thread at a tick (aft_hang_decide). */
-typedef struct aft_hang_facts {
-    uint64_t silent_ns;             /* since its last sign of life, time stopped excluded */
-    uint64_t threshold_ns;
-    int32_t armed;                  /* a first heartbeat or ping was seen */
-    int32_t pause_depth;            /* aft_watchdog_pause() calls not yet resumed */
-    int32_t foreground;
-    int32_t crash_in_progress;      /* a crash handler (ours) holds the process */
-    int32_t traced;                 /* TracerPid != 0: a debugger may hold the thread */
-    int32_t thread_state;           /* /proc state letter ('?' unknown) */
-} aft_hang_facts;
-
-#define AFT_HANG_VERDICT_OFF 0u     /* detection off: not armed, paused or in the background */
-#define AFT_HANG_VERDICT_ALIVE 1u   /* silent for less than the threshold */
-#define AFT_HANG_VERDICT_IGNORE 2u  /* silent past it, but held by a crash, debugger or SIGSTOP */
-#define AFT_HANG_VERDICT_HANG 3u    /* hung: capture and persist it */
-
-/* The hang decision: a pure function of the facts (no clock, no /proc, no state). */
-uint32_t aft_hang_decide(const aft_hang_facts *facts);
-
 /* Starts (or restarts with new options) the watchdog thread. Returns 0, or an errno value with
  * a message in error (NUL-terminated). The crash handler must be installed first (aft_install):
  * hang files copy its prepared context. */

@@ -31,4 +31,16 @@ int64_t aft_proc_status_tracer(const char *text, size_t length);
 /* Whether signal signo is set in the SigBlk mask of a /proc/.../status text (-1: no SigBlk). */
 int aft_proc_status_blocks(const char *text, size_t length, int signo);
 
+/* The watchdog's hang decision (aft_async_hang_decide), for the tests (hang_decide.c). */
+#define AFT_TEST_HANG_OFF 0u    /* detection off: not armed, paused or in the background */
+#define AFT_TEST_HANG_ALIVE 1u  /* silent for less than the threshold */
+#define AFT_TEST_HANG_IGNORE 2u /* silent past it, but held by a crash, debugger or SIGSTOP */
+#define AFT_TEST_HANG_HANG 3u   /* hung */
+/* The verdict for these facts: silence since the last sign of life, the threshold, whether
+ * detection is armed, the pause depth, foreground, a crash in progress, a tracer, and the
+ * watched thread's /proc state letter. */
+uint32_t aft_hang_decide(uint64_t silent_ns, uint64_t threshold_ns, int32_t armed,
+                         int32_t pause_depth, int32_t foreground, int32_t crash_in_progress,
+                         int32_t traced, char thread_state);
+
 #endif /* CHARNESSFAULTS_H */
