@@ -110,6 +110,7 @@ void aft_run_current_path(char *out, size_t capacity) {
 
 static void *aft_run_updater(void *arg) {
     (void)arg;
+    aft_thread_set_own_mask();
     pthread_mutex_lock(&aft_g_run_lock);
     while (!aft_g_run_thread_stop) {
         uint32_t ms = aft_g_run_info.update_interval_ms;
@@ -334,8 +335,10 @@ int aft_run_start(const aft_run_options *o, char *error, size_t error_capacity) 
     if (o->catch_termination) aft_run_install_handlers();
     if (o->start_updater) {
         aft_g_run_thread_stop = 0;
-        if (pthread_create(&aft_g_run_thread, NULL, aft_run_updater, NULL) == 0)
+        if (pthread_create(&aft_g_run_thread, NULL, aft_run_updater, NULL) == 0) {
+            pthread_setname_np(aft_g_run_thread, "aftermath.run");
             aft_g_run_thread_running = 1;
+        }
     }
     return 0;
 }

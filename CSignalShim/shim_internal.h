@@ -32,6 +32,10 @@ extern aft_state aft_g_state;
 /* Threads created after install get an alternate stack (threads.c). */
 extern _Atomic int aft_g_thread_stacks_enabled;
 extern const int aft_g_signals[AFT_SIGNAL_COUNT];
+/* The signal mask of Aftermath's own threads (watchdog, run updater), set on entry: the app's
+ * asynchronous signals blocked (they are for the app's threads), crash signals and SIGPROF (the
+ * Swift backtracer's pause) let through. Normal time (watchdog.c). */
+void aft_thread_set_own_mask(void);
 
 /* Scratch memory for the crash path, reserved at load time (BSS), never malloc'ed.
  * Frame buffers passed to aft_async_unwind_context have AFT_UNWIND_SLACK extra entries for

@@ -41,6 +41,20 @@ static uint64_t aft_beats(void) {
     return __atomic_load_n(&aft_g_heartbeat_beats, __ATOMIC_ACQUIRE);
 }
 
+void aft_thread_set_own_mask(void) {
+    sigset_t mask;
+    sigfillset(&mask);
+    for (int i = 0; i < AFT_SIGNAL_COUNT; i++) sigdelset(&mask, aft_g_signals[i]);
+    /* The Swift runtime's backtracer pauses every other thread of a crashing process with
+     * SIGUSR1, SIGUSR2 or SIGPROF, whichever the thread lets through; a thread that blocks all
+     * three is missing from its report. SIGPROF: the one signal an app sends without caring
+     * which thread takes it (a profiling timer). */
+    sigdelset(&mask, SIGPROF);
+    /* Set, not added: a thread started from one that blocks everything (a libdispatch worker)
+     * inherits that mask. */
+    pthread_sigmask(SIG_SETMASK, &mask, NULL);
+}
+
 /* Posts one main-queue ping; returns its time, or 0 when none was posted. */
 static uint64_t aft_watchdog_post_ping(aft_watchdog *w) {
     if (w->mode != AFT_HEARTBEAT_MAIN_QUEUE || w->notify == NULL) return 0;
@@ -109,15 +123,7 @@ static void aft_watchdog_finish(aft_watchdog *w, uint64_t end_ns) {
 
 static void *aft_watchdog_main(void *arg) {
     aft_watchdog *w = arg;
-    sigset_t mask;
-    sigfillset(&mask);
-    for (int i = 0; i < AFT_SIGNAL_COUNT; i++) sigdelset(&mask, aft_g_signals[i]);
-    /* The Swift runtime's backtracer pauses every other thread of a crashing process with
-     * SIGUSR1, SIGUSR2 or SIGPROF, whichever the thread lets through; a thread that blocks all
-     * three is missing from its report. SIGPROF: the one signal an app sends without caring
-     * which thread takes it (a profiling timer). */
-    sigdelset(&mask, SIGPROF);
-    pthread_sigmask(SIG_BLOCK, &mask, NULL);
+    aft_thread_set_own_mask();
     atomic_store(&w->watchdog_tid, aft_async_gettid());
 
     int stretch = AFT_STRETCH_NONE, rebase = 1;

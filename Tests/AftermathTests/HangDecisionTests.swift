@@ -96,6 +96,29 @@ struct HangDecisionTests {
         }
     }
 
+    @Test("Started from a thread that blocks every signal (a libdispatch worker), Aftermath's threads still let the backtracer pause them")
+    func threadsFromBlockedStarter() async {
+        await #expect(processExitsWith: .success) {
+            var all = sigset_t()
+            sigfillset(&all)
+            pthread_sigmask(SIG_BLOCK, &all, nil)
+            HangDecisionTests.startManual("hang-blocked-starter")
+            usleep(100_000)
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+            var names: [String] = []
+            for tid in tasks {
+                let comm = (try? String(contentsOfFile: "/proc/self/task/\(tid)/comm", encoding: .utf8))?
+                    .trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+                guard comm.hasPrefix("aftermath."), let id = UInt64(tid),
+                      let mask = HangDecisionTests.blockedMask(tid: id) else { continue }
+                names.append(comm)
+                guard [SIGUSR1, SIGUSR2, SIGPROF].contains(where: { !HangDecisionTests.blocks(mask, $0) }) else { exit(12) }
+                guard HangDecisionTests.blocks(mask, SIGTERM) else { exit(13) }
+            }
+            exit(Set(names) == ["aftermath.hang", "aftermath.run"] ? 0 : 11)
+        }
+    }
+
     @Test("A thread that blocks every signal lets the capture signal through once it beats")
     func admittedOnBind() async {
         await #expect(processExitsWith: .success) {
