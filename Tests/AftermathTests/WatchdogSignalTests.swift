@@ -1,63 +1,17 @@
-import CHarnessFaults
 import CSignalShim
 import Foundation
 import Testing
 import Aftermath
 import AftermathTesting
+import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// The watchdog's decision (is the watched thread hung?) as a pure function, and the signal
-/// set-up that lets the capture and the Swift runtime's backtracer reach the threads.
-@Suite("Hang decision")
-struct HangDecisionTests {
-    static let ms: UInt64 = 1_000_000
-
-    /// The verdict for one set of facts, the defaults a hung, running, watched thread.
-    static func decide(silentMs: UInt64 = 300, thresholdMs: UInt64 = 250, armed: Int32 = 1, paused: Int32 = 0,
-                       foreground: Int32 = 1, crashing: Int32 = 0, traced: Int32 = 0,
-                       state: Character = "R") -> UInt32 {
-        aft_hang_decide(silentMs * ms, thresholdMs * ms, armed, paused, foreground, crashing, traced,
-                        CChar(bitPattern: state.asciiValue ?? 63))
-    }
-
-    @Test("Silent past the threshold, running, sleeping or in a disk wait: a hang")
-    func hang() {
-        for state: Character in ["R", "S", "D", "?"] {
-            #expect(Self.decide(state: state) == AFT_TEST_HANG_HANG)
-        }
-    }
-
-    @Test("At or under the threshold: alive")
-    func threshold() {
-        #expect(Self.decide(silentMs: 250) == AFT_TEST_HANG_ALIVE)
-        #expect(Self.decide(silentMs: 10) == AFT_TEST_HANG_ALIVE)
-        #expect(Self.decide(silentMs: 251) == AFT_TEST_HANG_HANG)
-        #expect(Self.decide(silentMs: 2000, thresholdMs: 2000) == AFT_TEST_HANG_ALIVE)
-    }
-
-    @Test("Not armed, paused or in the background: detection is off, however long the silence")
-    func off() {
-        #expect(Self.decide(silentMs: 60_000, armed: 0) == AFT_TEST_HANG_OFF)
-        #expect(Self.decide(silentMs: 60_000, paused: 1) == AFT_TEST_HANG_OFF)
-        #expect(Self.decide(silentMs: 60_000, paused: 3) == AFT_TEST_HANG_OFF)
-        #expect(Self.decide(silentMs: 60_000, foreground: 0) == AFT_TEST_HANG_OFF)
-        #expect(Self.decide(silentMs: 60_000, paused: -1) == AFT_TEST_HANG_HANG)
-    }
-
-    @Test("A crash in progress, a tracer, a stopped or traced thread: ignored")
-    func ignored() {
-        #expect(Self.decide(crashing: 1) == AFT_TEST_HANG_IGNORE)
-        #expect(Self.decide(traced: 1) == AFT_TEST_HANG_IGNORE)
-        #expect(Self.decide(state: "T") == AFT_TEST_HANG_IGNORE)
-        #expect(Self.decide(state: "t") == AFT_TEST_HANG_IGNORE)
-        // Under the threshold the thread is alive whatever else holds.
-        #expect(Self.decide(silentMs: 100, traced: 1) == AFT_TEST_HANG_ALIVE)
-        // Off wins over ignored: nothing to count while paused.
-        #expect(Self.decide(paused: 1, crashing: 1) == AFT_TEST_HANG_OFF)
-    }
-
+/// The signal set-up that lets the hang capture and the Swift runtime's backtracer reach the
+/// threads: the capture signal, the watched thread's mask, Aftermath's own threads' masks.
+@Suite("Watchdog signals")
+struct WatchdogSignalTests {
     /// Starts Aftermath in a child with manual heartbeats; exits 10 when it cannot.
     static func startManual(_ tag: String) {
         var config = Aftermath.Configuration(serviceName: "hang-test", serviceVersion: "1", exporter: InMemoryExporter(),
@@ -79,17 +33,17 @@ struct HangDecisionTests {
     @Test("The watchdog thread lets SIGPROF through (the Swift backtracer pauses threads with it), and the capture signal is a free real-time one")
     func watchdogSignals() async {
         await #expect(processExitsWith: .success) {
-            HangDecisionTests.startManual("hang-signals")
+            WatchdogSignalTests.startManual("hang-signals")
             var stats = aft_watchdog_stats()
             for _ in 0..<100 where stats.watchdog_tid == 0 {
                 usleep(10_000)
                 aft_watchdog_get_stats(&stats)
             }
-            guard let mask = HangDecisionTests.blockedMask(tid: stats.watchdog_tid) else { exit(11) }
+            guard let mask = WatchdogSignalTests.blockedMask(tid: stats.watchdog_tid) else { exit(11) }
             // The backtracer tries SIGUSR1, then SIGUSR2, then SIGPROF.
-            guard [SIGUSR1, SIGUSR2, SIGPROF].contains(where: { !HangDecisionTests.blocks(mask, $0) }) else { exit(12) }
+            guard [SIGUSR1, SIGUSR2, SIGPROF].contains(where: { !WatchdogSignalTests.blocks(mask, $0) }) else { exit(12) }
             // Process-directed signals the app handles stay away from the watchdog.
-            guard HangDecisionTests.blocks(mask, SIGTERM), HangDecisionTests.blocks(mask, SIGUSR1) else { exit(13) }
+            guard WatchdogSignalTests.blocks(mask, SIGTERM), WatchdogSignalTests.blocks(mask, SIGUSR1) else { exit(13) }
             let signo = stats.capture_signal
             guard signo >= __libc_current_sigrtmin(), signo <= __libc_current_sigrtmax(), stats.signal_usable == 1 else { exit(14) }
             exit(0)
@@ -102,7 +56,7 @@ struct HangDecisionTests {
             var all = sigset_t()
             sigfillset(&all)
             pthread_sigmask(SIG_BLOCK, &all, nil)
-            HangDecisionTests.startManual("hang-blocked-starter")
+            WatchdogSignalTests.startManual("hang-blocked-starter")
             usleep(100_000)
             let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
             var names: [String] = []
@@ -110,10 +64,10 @@ struct HangDecisionTests {
                 let comm = (try? String(contentsOfFile: "/proc/self/task/\(tid)/comm", encoding: .utf8))?
                     .trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
                 guard comm.hasPrefix("aftermath."), let id = UInt64(tid),
-                      let mask = HangDecisionTests.blockedMask(tid: id) else { continue }
+                      let mask = WatchdogSignalTests.blockedMask(tid: id) else { continue }
                 names.append(comm)
-                guard [SIGUSR1, SIGUSR2, SIGPROF].contains(where: { !HangDecisionTests.blocks(mask, $0) }) else { exit(12) }
-                guard HangDecisionTests.blocks(mask, SIGTERM) else { exit(13) }
+                guard [SIGUSR1, SIGUSR2, SIGPROF].contains(where: { !WatchdogSignalTests.blocks(mask, $0) }) else { exit(12) }
+                guard WatchdogSignalTests.blocks(mask, SIGTERM) else { exit(13) }
             }
             exit(Set(names) == ["aftermath.hang", "aftermath.run"] ? 0 : 11)
         }
@@ -122,7 +76,7 @@ struct HangDecisionTests {
     @Test("A thread that blocks every signal lets the capture signal through once it beats")
     func admittedOnBind() async {
         await #expect(processExitsWith: .success) {
-            HangDecisionTests.startManual("hang-admit")
+            WatchdogSignalTests.startManual("hang-admit")
             var stats = aft_watchdog_stats()
             aft_watchdog_get_stats(&stats)
             let signo = stats.capture_signal
