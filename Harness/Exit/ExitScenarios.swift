@@ -66,17 +66,17 @@ enum ExitScenarios {
         },
         Row(name: "execv of its own binary", expected: "nothing (same pid, start time)") {
             let dir = tempDir("exec")
-            guard let c = try? ChildProcess(["exec", dir]), let ready = c.waitForLine("READY") else {
+            guard let c = child(["exec", dir]), let ready = c.waitForLine("READY") else {
                 return ("child not ready", false)
             }
             let pid = c.waitForLine("PID").map { String($0.dropFirst(4)) } ?? "?"
             _ = c.waitForLine("REPORTED")
-            let status = c.finish()
-            let a = abnormal(c.records)
+            let result = c.finish()
+            let a = abnormal(result.records)
             let samePID = ready.dropFirst(6) == pid
             let ended = ((try? FileManager.default.contentsOfDirectory(atPath: dir + "/runs")) ?? []).filter { $0.hasSuffix(".ended") }
-            return ("\(status); pid \(samePID ? "kept" : "CHANGED"); \(a.isEmpty ? "nothing" : describe(a[0])); \(ended.count) run ended",
-                    status == "exit 0" && samePID && a.isEmpty && ended.count == 1)
+            return ("\(result.termination); pid \(samePID ? "kept" : "CHANGED"); \(a.isEmpty ? "nothing" : describe(a[0])); \(ended.count) run ended",
+                    result.termination == .exited(0) && samePID && a.isEmpty && ended.count == 1)
         },
         Row(name: "SIGKILL from outside", expected: "unknown/inferred, session+screen") {
             let dir = tempDir("kill")
@@ -152,16 +152,16 @@ enum ExitScenarios {
         },
         Row(name: "startNewSession(), then crash", expected: "app.crash, session + previous") {
             let dir = tempDir("sesscrash")
-            guard let c = try? ChildProcess(["session-crash", dir]), let ready = c.waitForLine("READY") else {
+            guard let c = child(["session-crash", dir]), let ready = c.waitForLine("READY") else {
                 return ("child not ready", false)
             }
             let parts = ready.split(separator: " ").map(String.init)
-            let status = c.finish()
-            let crashes = nextLaunch(dir).filter { $0["eventName"] == "app.crash" }
+            let status = c.finish().termination
+            let crashes = nextLaunch(dir).filter { $0.eventName == "app.crash" }
             guard parts.count == 3, crashes.count == 1 else { return ("\(status); \(crashes.count) crashes", false) }
-            let session = crashes[0]["session.id"] == parts[1], previous = crashes[0]["session.previous_id"] == parts[2]
+            let session = crashes[0][text: "session.id"] == parts[1], previous = crashes[0][text: "session.previous_id"] == parts[2]
             return ("\(status); session \(session ? "ok" : "WRONG"), previous \(previous ? "ok" : "MISSING")",
-                    status == "signal 11" && session && previous)
+                    status == .signaled(SIGSEGV) && session && previous)
         },
         Row(name: "two instances at once", expected: "nothing, then nothing") {
             let dir = tempDir("two")
