@@ -2,9 +2,10 @@
  * watchdog.c: NORMAL-TIME CODE. The hang watchdog's thread and its controls: start/stop, the
  * tick on CLOCK_MONOTONIC (at most 10 wakeups a second, none while paused, in the background or
  * before the first heartbeat), stop detection (a late tick), pause/resume, foreground, the
- * heartbeat's rare path and the main-queue ping. Everything it does once the watched thread is
- * suspected stuck is in watchdog_async.c; the only call out of C (notify) is made while the
- * watched thread is known to be running.
+ * heartbeat's rare path and the main-queue ping (which lets the capture signal through on the
+ * thread serving the main queue), the capture signal's choice, the mask of Aftermath's threads.
+ * Everything it does once the watched thread is suspected stuck is in watchdog_async.c; the only
+ * call out of C (notify) is made by start, or while the watched thread is known to be running.
  */
 #include <errno.h>
 #include <fcntl.h>
