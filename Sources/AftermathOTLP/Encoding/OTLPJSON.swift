@@ -34,18 +34,31 @@ public enum OTLPJSON {
     /// (as ``encode(_:pretty:)`` and the file exporter write), with Foundation's decoder. For the
     /// debug command, the harnesses and tests; unknown keys are ignored.
     package static func decode(_ bytes: [UInt8]) throws(DecodeError) -> LogBatch {
+        try decoded(Wire.Request.self, bytes).batch()
+    }
+
+    /// Decodes every batch of an `ExportLogsServiceRequest` (one per resource and scope), as a
+    /// collector stores requests from many senders. For the debug command.
+    package static func decodeBatches(_ bytes: [UInt8]) throws(DecodeError) -> [LogBatch] {
+        try decoded(Wire.Request.self, bytes).batches
+    }
+
+    /// Decodes one OTLP/JSON `LogRecord` object (it must have a time). For the debug command.
+    package static func decodeRecord(_ bytes: [UInt8]) throws(DecodeError) -> LogRecord {
+        let record = try decoded(Wire.LogRecordJSON.self, bytes)
+        guard record.timeUnixNano != nil else { throw DecodeError(description: "not a log record: no timeUnixNano") }
+        return record.record
+    }
+
+    private static func decoded<T: Decodable>(_ type: T.Type, _ bytes: [UInt8]) throws(DecodeError) -> T {
         let decoder = JSONDecoder()
         decoder.nonConformingFloatDecodingStrategy = .convertFromString(
             positiveInfinity: "Infinity", negativeInfinity: "-Infinity", nan: "NaN")
-        let request: Wire.Request
         do {
-            request = try decoder.decode(Wire.Request.self, from: Data(bytes))
-        } catch let error as DecodeError {
-            throw error
+            return try decoder.decode(type, from: Data(bytes))
         } catch {
             throw DecodeError(description: "not OTLP/JSON: \(error)")
         }
-        return try request.batch()
     }
 }
 
@@ -59,6 +72,17 @@ private enum Wire {
                 resource: Resource(attributes: b.resource.attributes.map(KeyValue.init)),
                 scopeLogs: [ScopeLogs(scope: Scope(name: b.scopeName, version: b.scopeVersion),
                                       logRecords: b.records.map(LogRecordJSON.init))])]
+        }
+
+        /// Every resource and scope as its own batch.
+        var batches: [LogBatch] {
+            resourceLogs.flatMap { resourceLog in
+                let resource = AftermathOTLP.Resource(attributes: (resourceLog.resource?.attributes ?? []).map(\.attribute))
+                return (resourceLog.scopeLogs ?? []).map { scopeLog in
+                    LogBatch(resource: resource, scopeName: scopeLog.scope?.name ?? "",
+                             scopeVersion: scopeLog.scope?.version ?? "", records: (scopeLog.logRecords ?? []).map(\.record))
+                }
+            }
         }
 
         func batch() throws(OTLPJSON.DecodeError) -> LogBatch {
