@@ -7,8 +7,8 @@ import PackageDescription
 // - Aftermath: the running app's API: start, recording, delivery, FileExporter.
 // - AftermathNextLaunch: reading what earlier runs left, judging exits, mapping to records.
 // - AftermathOTLP: the OTLP log model, its JSON and protobuf encoders, the exporter protocol.
-// - AftermathOTLPHTTP (product): the OTLP/HTTP exporter; the only module that links
-//   FoundationNetworking.
+// - AftermathOTLPHTTP (product): the OTLP/HTTP exporter; the only module that links a network
+//   library (libcurl, through CAftermathHTTP) and zlib.
 // - AftermathTesting (product): an in-memory exporter for apps' tests.
 // - AftermathSymbolication: tools only (the `aftermath` command), never linked into apps; its
 //   C side (CSymbolication) uses elfutils through the CDW system library.
@@ -56,9 +56,29 @@ let package = Package(
             dependencies: ["CSignalShim", "AftermathNextLaunch", "AftermathOTLP"],
             path: "Sources/Aftermath"
         ),
+        // The OTLP/HTTP exporter's transport: libcurl (Debian: libcurl4-openssl-dev) for HTTP and
+        // HTTPS, zlib (Debian: zlib1g-dev) for gzip, behind a small C target.
+        .systemLibrary(
+            name: "CCurl",
+            path: "Sources/CAftermathHTTP/curl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        .systemLibrary(
+            name: "CZlib",
+            path: "Sources/CAftermathHTTP/zlib",
+            pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"])]
+        ),
+        .target(
+            name: "CAftermathHTTP",
+            dependencies: ["CCurl", "CZlib"],
+            path: "Sources/CAftermathHTTP",
+            exclude: ["curl", "zlib"]
+        ),
         .target(
             name: "AftermathOTLPHTTP",
-            dependencies: ["AftermathOTLP"],
+            dependencies: ["AftermathOTLP", "CAftermathHTTP"],
             path: "Sources/AftermathOTLPHTTP"
         ),
         .target(

@@ -1,23 +1,27 @@
 @_exported import AftermathOTLP
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 
 /// Sends batches to an OpenTelemetry collector over OTLP/HTTP: `POST /v1/logs` with an
-/// `ExportLogsServiceRequest`, protobuf by default (`application/x-protobuf`) or JSON.
+/// `ExportLogsServiceRequest`, protobuf by default (`application/x-protobuf`) or JSON,
+/// optionally gzip-compressed. Configured in code, else by the standard `OTEL_EXPORTER_OTLP_*`
+/// environment variables (what is set in code wins).
 ///
 /// What the collector's answer means for the report files (the OTLP/HTTP rules):
 /// - 2xx: delivered, files deleted. A `partialSuccess` is delivered too: the collector decided
 ///   about the rejected records, and resending cannot change that.
-/// - 429, 502, 503, 504 and network errors: retried up to `maxAttempts` times, waiting
-///   `Retry-After` (seconds or an HTTP date, at most `maxRetryDelay`) or an exponential backoff;
-///   then the export throws and the files are kept for the next attempt.
-/// - 400: the collector will never accept this payload; retrying cannot succeed and would hold
-///   every later report back, so the batch counts as delivered and its files are deleted.
-/// - Any other status (401, 403, 404, 5xx): throws at once; the files are kept.
+/// - 429, 502, 503, 504 and network errors: retried, waiting `Retry-After` (at most
+///   `maxRetryDelay`) or an exponential backoff, while attempts and the timeout last; then the
+///   files are kept and later batches wait for the next delivery (``ExportError/Kind/unavailable``).
+/// - 400: refused for good, never retried; the files go to `rejected/` with the collector's
+///   message (``ExportError/Kind/rejectedByCollector(_:)``).
+/// - 307, 308: the same POST, body and all, repeated at the new location (at most 5 times);
+///   configured headers go only to the endpoint's origin, never from https to http.
+/// - 301, 302, 303 (which would turn the POST into a GET) and any other status: the files are kept.
 ///
-/// `export` blocks its caller (Aftermath calls it on its delivery thread, never the main one).
+/// The timeout bounds one whole export, retries and redirects included. Whatever a peer sends
+/// (a cut response, an endless body, silence) ends in an answer or an error, never a crash;
+/// response bodies are read up to 4 MiB. `export` blocks its caller (Aftermath calls it on its
+/// delivery thread, never the main one).
 public struct OTLPHTTPExporter: LogExporter {
     /// The payload encoding.
     public enum Encoding: Sendable, Hashable {
@@ -31,98 +35,142 @@ public struct OTLPHTTPExporter: LogExporter {
     public var endpoint: URL
     /// The payload encoding.
     public var encoding: Encoding
-    /// Extra headers (authentication, for example).
+    /// Extra headers (authentication, for example), sent only to the endpoint's origin.
     public var headers: [String: String]
-    /// Seconds to wait for one response.
-    public var timeout: Double
+    /// Compress request bodies with gzip (`Content-Encoding: gzip`).
+    public var gzip: Bool
+    /// The longest one export may take, retries included.
+    public var timeout: Duration
     /// Attempts for retryable failures, the first included.
     public var maxAttempts: Int
-    /// The longest wait before a retry, in seconds, whatever Retry-After says.
-    public var maxRetryDelay: Double
+    /// The longest wait before a retry, whatever Retry-After says.
+    public var maxRetryDelay: Duration
+    /// Why the environment's configuration cannot be used; every export then throws it.
+    package var configurationError: String?
 
-    /// An exporter to endpoint (default: a local collector).
-    public init(endpoint: URL = URL(string: "http://localhost:4318/v1/logs")!, encoding: Encoding = .protobuf,
-                headers: [String: String] = [:], timeout: Double = 10, maxAttempts: Int = 3,
-                maxRetryDelay: Double = 30) {
-        self.endpoint = endpoint
-        self.encoding = encoding
-        self.headers = headers
-        self.timeout = timeout
+    /// An exporter. Each parameter left nil comes from the environment (OTEL_EXPORTER_OTLP_LOGS_ENDPOINT,
+    /// or OTEL_EXPORTER_OTLP_ENDPOINT + `/v1/logs`; `_PROTOCOL`, `_COMPRESSION`, `_TIMEOUT` in
+    /// milliseconds), else from the specification's defaults: `http://localhost:4318/v1/logs`,
+    /// protobuf, no compression, 10 s. Headers from `OTEL_EXPORTER_OTLP_(LOGS_)HEADERS` are sent
+    /// too, `headers` winning per name.
+    public init(endpoint: URL? = nil, encoding: Encoding? = nil, headers: [String: String] = [:],
+                gzip: Bool? = nil, timeout: Duration? = nil, maxAttempts: Int = 3,
+                maxRetryDelay: Duration = .seconds(30)) {
+        self.init(endpoint: endpoint, encoding: encoding, headers: headers, gzip: gzip, timeout: timeout,
+                  maxAttempts: maxAttempts, maxRetryDelay: maxRetryDelay,
+                  environment: OTelEnvironment(ProcessInfo.processInfo.environment))
+    }
+
+    /// The same, reading environment instead of the process's.
+    package init(endpoint: URL? = nil, encoding: Encoding? = nil, headers: [String: String] = [:],
+                 gzip: Bool? = nil, timeout: Duration? = nil, maxAttempts: Int = 3,
+                 maxRetryDelay: Duration = .seconds(30), environment: OTelEnvironment) {
+        let settings = Settings(environment)
+        self.endpoint = endpoint ?? settings.endpoint
+        self.encoding = encoding ?? settings.encoding
+        self.gzip = gzip ?? settings.gzip
+        self.timeout = timeout ?? settings.timeout
+        var merged = settings.headers
+        for (name, value) in headers {
+            merged = merged.filter { $0.key.lowercased() != name.lowercased() }
+            merged[name] = value
+        }
+        self.headers = merged
         self.maxAttempts = maxAttempts
         self.maxRetryDelay = maxRetryDelay
+        // A problem only with a setting the code replaced does not matter.
+        var problems: [String] = []
+        if endpoint == nil, let p = settings.endpointProblem { problems.append(p) }
+        if encoding == nil, let p = settings.encodingProblem { problems.append(p) }
+        if gzip == nil, let p = settings.gzipProblem { problems.append(p) }
+        if timeout == nil, let p = settings.timeoutProblem { problems.append(p) }
+        configurationError = problems.isEmpty ? nil : problems.joined(separator: "; ")
     }
+
+    /// Redirects followed at most in one export.
+    static let maxRedirects = 5
 
     public func export(_ batch: LogBatch) throws {
+        if let configurationError { throw ExportError(configurationError) }
         guard !batch.records.isEmpty else { return }
-        let body = encoding == .protobuf ? OTLPProtobuf.encode(batch) : OTLPJSON.encode(batch)
-        var problem = ""
-        for attempt in 1...max(1, maxAttempts) {
-            let response = post(body)
-            switch response.status {
-            case .some(200..<300), .some(400):
-                return
-            case .some(429), .some(502), .some(503), .some(504), .none:
-                problem = response.status.map { "HTTP \($0)" } ?? (response.error ?? "no response")
-                guard attempt < maxAttempts else { break }
-                let backoff = 0.5 * Double(1 << min(attempt - 1, 6))
-                Thread.sleep(forTimeInterval: min(maxRetryDelay, response.retryAfter ?? backoff))
-            case let status?:
-                throw ExportError("\(endpoint.absoluteString) answered HTTP \(status): \(response.text)")
+        guard ["http", "https"].contains(endpoint.scheme?.lowercased() ?? "") else {
+            throw ExportError("the endpoint \(endpoint.absoluteString) is not an http or https URL")
+        }
+        var body = encoding == .protobuf ? OTLPProtobuf.encode(batch) : OTLPJSON.encode(batch)
+        var fixed = ["Content-Type: " + (encoding == .protobuf ? "application/x-protobuf" : "application/json"),
+                     "User-Agent: Aftermath-OTLP-HTTP"]
+        if gzip {
+            guard let compressed = HTTPClient.gzip(body) else { throw ExportError("gzip failed") }
+            body = compressed
+            fixed.append("Content-Encoding: gzip")
+        }
+        let reserved: Set<String> = ["content-type", "content-encoding", "content-length", "host", "expect", "transfer-encoding"]
+        var configured: [String] = []
+        for (name, value) in headers.sorted(by: { $0.key < $1.key }) where !reserved.contains(name.lowercased()) {
+            guard Self.isHeaderSafe(name, value) else {
+                throw ExportError("the header \(Self.printable(name, limit: 64)) has a line break or control character")
             }
+            configured.append("\(name): \(value)")
         }
-        throw ExportError("\(endpoint.absoluteString) not reached after \(maxAttempts) attempts: \(problem)")
-    }
 
-    /// One response, or the transport error.
-    struct Response: Sendable {
-        var status: Int?
-        var retryAfter: Double?
-        var text: String
-        var error: String?
-    }
-
-    func post(_ body: [UInt8]) -> Response {
-        var request = URLRequest(url: endpoint, timeoutInterval: timeout)
-        request.httpMethod = "POST"
-        request.httpBody = Data(body)
-        request.setValue(encoding == .protobuf ? "application/x-protobuf" : "application/json",
-                         forHTTPHeaderField: "Content-Type")
-        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-        let done = DispatchSemaphore(value: 0)
-        let box = ResponseBox()
-        let task = URLSession.shared.dataTask(with: request) { data, response, error in
-            let http = response as? HTTPURLResponse
-            box.set(Response(
-                status: http?.statusCode,
-                retryAfter: http.flatMap { Self.retryAfter($0.value(forHTTPHeaderField: "Retry-After")) },
-                text: String(decoding: (data ?? Data()).prefix(512), as: UTF8.self),
-                error: error.map { String(describing: $0) }))
-            done.signal()
+        let clock = ContinuousClock()
+        let deadline = clock.now + timeout
+        let origin = Self.origin(endpoint)
+        var url = endpoint
+        var attempt = 1
+        var redirects = 0
+        while true {
+            let remaining = clock.now.duration(to: deadline)
+            guard remaining > .zero else {
+                throw ExportError("\(endpoint.absoluteString) did not answer within \(Self.format(timeout))", kind: .unavailable)
+            }
+            let sameOrigin = Self.origin(url) == origin
+            let response = HTTPClient.post(url.absoluteString, headers: fixed + (sameOrigin ? configured : []), body: body,
+                                           timeoutMilliseconds: Self.milliseconds(remaining))
+            let problem: String
+            switch response.status {
+            case .some(200..<300) where response.error == nil:
+                return
+            case .some(307), .some(308):
+                redirects += 1
+                guard redirects <= Self.maxRedirects else {
+                    throw ExportError("\(endpoint.absoluteString): more than \(Self.maxRedirects) redirects")
+                }
+                guard let location = response.location.flatMap(URL.init(string:)),
+                      let scheme = location.scheme?.lowercased(), ["http", "https"].contains(scheme) else {
+                    throw ExportError("\(url.absoluteString) answered HTTP \(response.status!) without a usable Location")
+                }
+                guard !(url.scheme?.lowercased() == "https" && scheme == "http") else {
+                    throw ExportError("\(url.absoluteString) redirected from https to http (\(location.absoluteString)): not followed")
+                }
+                url = location
+                continue
+            case .some(400):
+                let message = Self.collectorMessage(response)
+                throw ExportError("\(url.absoluteString) refused the batch (HTTP 400): \(message)",
+                                  kind: .rejectedByCollector(message))
+            case .some(429), .some(502), .some(503), .some(504):
+                problem = "HTTP \(response.status!)"
+            case .some(let status) where response.error == nil || status >= 300:
+                let moved = (300..<400).contains(status) ? response.location.map { " (moved to \($0); a POST is not repeated there for this status: set that endpoint)" } ?? "" : ""
+                throw ExportError("\(url.absoluteString) answered HTTP \(status)\(moved): \(Self.collectorMessage(response))")
+            default:
+                if response.timedOut {
+                    throw ExportError("\(endpoint.absoluteString) did not answer within \(Self.format(timeout))", kind: .unavailable)
+                }
+                problem = response.error ?? "no response"
+            }
+            guard attempt < max(1, maxAttempts) else {
+                throw ExportError("\(endpoint.absoluteString) not reached after \(attempt) attempts: \(problem)", kind: .unavailable)
+            }
+            let backoff = Duration.milliseconds(500 * (1 << min(attempt - 1, 6)))
+            let wait = min(maxRetryDelay, Self.retryAfter(response.retryAfter).map { Duration.milliseconds(Int64($0 * 1000)) } ?? backoff)
+            guard clock.now.advanced(by: wait) < deadline else {
+                throw ExportError("\(endpoint.absoluteString) not reached within \(Self.format(timeout)) (\(attempt) attempts): \(problem)",
+                                  kind: .unavailable)
+            }
+            Thread.sleep(forTimeInterval: Self.seconds(wait))
+            attempt += 1
         }
-        task.resume()
-        if done.wait(timeout: .now() + timeout + 5) == .timedOut {
-            task.cancel()
-            return Response(status: nil, retryAfter: nil, text: "", error: "timed out")
-        }
-        return box.get() ?? Response(status: nil, retryAfter: nil, text: "", error: "no response")
-    }
-
-    /// Retry-After as seconds: delta-seconds, or an HTTP date.
-    package static func retryAfter(_ value: String?) -> Double? {
-        guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
-        if let seconds = Double(value) { return max(0, seconds) }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        return formatter.date(from: value).map { max(0, $0.timeIntervalSinceNow) }
-    }
-
-    /// Hands the response from URLSession's queue to the waiting thread.
-    final class ResponseBox: @unchecked Sendable {
-        private let lock = NSLock()
-        private var value: Response?
-        func set(_ response: Response) { lock.withLock { value = response } }
-        func get() -> Response? { lock.withLock { value } }
     }
 }

@@ -41,6 +41,21 @@ struct OTLPHTTPExporterTests {
         var endpoint: URL { URL(string: "http://127.0.0.1:\(port)/v1/logs")! }
         var requests: Int { ((try? FileManager.default.contentsOfDirectory(atPath: out)) ?? []).filter { $0.hasSuffix(".body") }.count }
         func text(_ n: Int, _ suffix: String) -> String? { try? String(contentsOfFile: "\(out)/\(n).\(suffix)", encoding: .utf8) }
+        func bytes(_ n: Int, _ suffix: String) -> [UInt8]? { FileManager.default.contents(atPath: "\(out)/\(n).\(suffix)").map { Array($0) } }
+        /// The request headers of request n, names in lower case.
+        func headers(_ n: Int) -> [String: String] {
+            guard let data = FileManager.default.contents(atPath: "\(out)/\(n).headers"),
+                  let object = try? JSONSerialization.jsonObject(with: data) as? [String: String] else { return [:] }
+            return object
+        }
+        /// Waits up to a few seconds for a file the collector writes after answering.
+        func await(_ n: Int, _ suffix: String) -> String? {
+            for _ in 0..<100 {
+                if let text = text(n, suffix) { return text }
+                usleep(50_000)
+            }
+            return nil
+        }
 
         deinit {
             // SIGKILL: the test runner's threads block SIGTERM, and the child inherits the mask.
@@ -111,10 +126,10 @@ struct OTLPHTTPExporterTests {
         #expect(collector.requests == 3)
     }
 
-    @Test("400 is final: not retried, counted as delivered; 404 keeps the reports, not retried")
+    @Test("400 is final: not retried, refused for good; 404 keeps the reports, not retried")
     func permanentAnswers() throws {
         let rejected = try Collector("400")
-        try OTLPHTTPExporter(endpoint: rejected.endpoint).export(try Self.batch())
+        #expect(throws: ExportError.self) { try OTLPHTTPExporter(endpoint: rejected.endpoint).export(try Self.batch()) }
         #expect(rejected.requests == 1)
         let missing = try Collector("200")
         let wrongPath = URL(string: "http://127.0.0.1:\(missing.port)/v1/nothing")!
@@ -124,7 +139,7 @@ struct OTLPHTTPExporterTests {
 
     @Test("No collector at all: throws after the attempts")
     func unreachable() throws {
-        let exporter = OTLPHTTPExporter(endpoint: URL(string: "http://127.0.0.1:9/v1/logs")!, maxAttempts: 2, maxRetryDelay: 0.1)
+        let exporter = OTLPHTTPExporter(endpoint: URL(string: "http://127.0.0.1:9/v1/logs")!, maxAttempts: 2, maxRetryDelay: .milliseconds(100))
         #expect(throws: ExportError.self) { try exporter.export(try Self.batch()) }
     }
 
@@ -141,6 +156,117 @@ struct OTLPHTTPExporterTests {
         let accepted = ReportCollector(directory: dir).deliver(to: OTLPHTTPExporter(endpoint: up.endpoint), resource: Resource())
         #expect(accepted.exported == 1)
         #expect(!FileManager.default.fileExists(atPath: dir.crashes + "/a.crash"))
+    }
+
+    @Test("A response cut off inside its headers: an error, never a crash (in a child process)")
+    func cutMidHeaders() async throws {
+        let collector = try Collector("cut")
+        await #expect(processExitsWith: .success) { [port = collector.port as Int] in
+            let exporter = OTLPHTTPExporter(endpoint: URL(string: "http://127.0.0.1:\(port)/v1/logs")!)
+            do { try exporter.export(try OTLPHTTPExporterTests.batch()) } catch { exit(0) }
+            exit(3) // delivered: wrong
+        }
+        #expect(collector.requests >= 1)
+    }
+
+    @Test("A 200 whose body is cut off: not taken as delivered")
+    func cutBody() throws {
+        let collector = try Collector("cutbody")
+        #expect(throws: ExportError.self) { try OTLPHTTPExporter(endpoint: collector.endpoint).export(try Self.batch()) }
+    }
+
+    @Test("301, 302, 303: never turned into a GET; the export fails and the reports are kept", arguments: [301, 302, 303])
+    func redirectsThatWouldBecomeGET(code: Int) throws {
+        let collector = try Collector("\(code)>/v2/logs,200")
+        #expect(throws: ExportError.self) { try OTLPHTTPExporter(endpoint: collector.endpoint).export(try Self.batch()) }
+        for n in 0..<collector.requests { #expect(collector.text(n, "method") == "POST") }
+    }
+
+    @Test("307, 308: the POST is repeated at the new location with the same body", arguments: [307, 308])
+    func redirectsThatKeepThePOST(code: Int) throws {
+        let collector = try Collector("\(code)>/v2/logs,200")
+        try OTLPHTTPExporter(endpoint: collector.endpoint, headers: ["Authorization": "Bearer secret"]).export(try Self.batch())
+        #expect(collector.requests == 2)
+        #expect(collector.text(1, "method") == "POST")
+        #expect(collector.text(1, "path") == "/v2/logs")
+        let first = try #require(collector.bytes(0, "body"))
+        #expect(!first.isEmpty)
+        #expect(collector.bytes(1, "body") == first)
+        #expect(collector.headers(1)["authorization"] == "Bearer secret") // same origin
+    }
+
+    @Test("A redirect to another origin: no Authorization nor any configured header goes there")
+    func crossOriginRedirect() throws {
+        let collector = try Collector("307>http://localhost:{port}/v1/logs,401")
+        let exporter = OTLPHTTPExporter(endpoint: collector.endpoint,
+                                        headers: ["Authorization": "Bearer secret", "X-Tenant": "shop"])
+        #expect(throws: ExportError.self) { try exporter.export(try Self.batch()) }
+        #expect(collector.headers(0)["authorization"] == "Bearer secret")
+        #expect(collector.headers(0)["x-tenant"] == "shop")
+        #expect(collector.requests == 2)
+        #expect(collector.headers(1)["host"]?.hasPrefix("localhost") == true)
+        #expect(collector.headers(1)["authorization"] == nil)
+        #expect(collector.headers(1)["x-tenant"] == nil)
+    }
+
+    @Test("A 256 MiB response body is not read past 4 MiB (with and without Content-Length)", arguments: ["huge", "hugestream"])
+    func hugeBody(answer: String) throws {
+        let collector = try Collector(answer)
+        try OTLPHTTPExporter(endpoint: collector.endpoint).export(try Self.batch())
+        let sent = try #require(collector.await(0, "sent").flatMap { Int($0) })
+        #expect(sent < 32 << 20, "the client read \(sent) bytes")
+    }
+
+    @Test("A collector that never answers holds one export no longer than the timeout, retries included")
+    func silentCollector() throws {
+        let collector = try Collector("silent")
+        let start = Date()
+        #expect(throws: ExportError.self) {
+            try OTLPHTTPExporter(endpoint: collector.endpoint, timeout: .seconds(1), maxAttempts: 3).export(try Self.batch())
+        }
+        let elapsed = Date().timeIntervalSince(start)
+        #expect(elapsed < 2, "took \(elapsed) s")
+    }
+
+    @Test("400 with a message: not retried, the export throws with the collector's message")
+    func badRequestMessage() throws {
+        let collector = try Collector("400=record 3 has no body")
+        #expect {
+            try OTLPHTTPExporter(endpoint: collector.endpoint).export(try Self.batch())
+        } throws: { error in
+            (error as? ExportError)?.kind == .rejectedByCollector("record 3 has no body")
+        }
+        #expect(collector.requests == 1)
+    }
+
+    @Test("Delivery: a 400 keeps the report in rejected/ with the collector's message")
+    func deliveryKeepsRejectedReport() throws {
+        let dir = try TestSupport.reportsDirectory()
+        try TestSupport.write(try TestSupport.fixture("v1/sigsegv-null-depth12.crash"), to: dir.crashes + "/a.crash")
+        let collector = try Collector("400=record 0 is too old")
+        let delivery = ReportCollector(directory: dir).deliver(to: OTLPHTTPExporter(endpoint: collector.endpoint), resource: Resource())
+        #expect(delivery.exported == 0)
+        #expect(collector.requests == 1)
+        #expect(!FileManager.default.fileExists(atPath: dir.crashes + "/a.crash"))
+        #expect(FileManager.default.fileExists(atPath: dir.rejected + "/a.crash"))
+        let reason = try String(contentsOfFile: dir.rejected + "/a.crash.reason", encoding: .utf8)
+        #expect(reason.contains("record 0 is too old"))
+    }
+
+    @Test("Delivery stops after a batch that timed out: later batches wait for the next attempt")
+    func deliveryStopsAfterTimeout() throws {
+        let dir = try TestSupport.reportsDirectory()
+        let crash = try TestSupport.fixture("v1/sigsegv-null-depth12.crash")
+        for n in 0..<(ReportCollector.batchSize + 1) { try TestSupport.write(crash, to: dir.crashes + "/\(n).crash") }
+        let collector = try Collector("silent")
+        let start = Date()
+        let delivery = ReportCollector(directory: dir).deliver(to: OTLPHTTPExporter(endpoint: collector.endpoint, timeout: .seconds(1)),
+                                                               resource: Resource())
+        let elapsed = Date().timeIntervalSince(start)
+        #expect(delivery.exported == 0 && delivery.exportError != nil)
+        #expect(collector.requests == 1)
+        #expect(elapsed < 2.5, "took \(elapsed) s")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.crashes).count == ReportCollector.batchSize + 1)
     }
 
     @Test("Retry-After as seconds or as an HTTP date")

@@ -2,17 +2,31 @@
 """A scripted OTLP/HTTP logs collector on 127.0.0.1 for the exporter tests.
 
 usage: otlp_collector.py OUT_DIR RESPONSES
-  RESPONSES: comma-separated answers to successive POSTs, each STATUS or STATUS:RETRY_AFTER
-  (the last one repeats), e.g. "503:0,200".
-Prints "PORT <n>" once listening. Each request is saved as OUT_DIR/<n>.body with its
-Content-Type in OUT_DIR/<n>.type; a protobuf body is parsed with the official
-opentelemetry-proto definitions and saved as OTLP/JSON in OUT_DIR/<n>.json (a body that does
-not parse is answered 400 and noted in OUT_DIR/<n>.error). Stops after 60 s.
+  RESPONSES: comma-separated answers to successive requests (the last one repeats):
+    STATUS[:RETRY_AFTER]  e.g. "503:0,200"
+    STATUS>LOCATION       a redirect, e.g. "307>/v2/logs"; {port} in LOCATION is this
+                          collector's port ("308>http://localhost:{port}/v1/logs": another origin)
+    STATUS=MESSAGE        an OTLP failure whose Status carries MESSAGE (protobuf for a protobuf
+                          request, else JSON), e.g. "400=record 3 has no body"
+    cut                   a status line and half a header, then the connection closes
+    cutbody               200 with Content-Length 100, one byte of body, then it closes
+    silent                reads the request and never answers (until the client leaves)
+    huge                  200 with a 256 MiB body (Content-Length sent)
+    hugestream            200 with a 256 MiB body, no Content-Length (ends at close)
+Prints "PORT <n>" once listening. Each request, whatever its method, is saved as OUT_DIR/<n>.*:
+.method, .path, .headers (JSON), .body (gunzipped when Content-Encoding is gzip; the bytes on
+the wire then in .wire), .type (Content-Type); a protobuf body is parsed with the official
+opentelemetry-proto definitions and saved as OTLP/JSON in .json (a body that does not parse is
+answered 400 and noted in .error). For huge answers, .sent holds the body bytes the client took.
+A path must end in /logs (else 404). Stops after 60 s.
 """
+import gzip
+import json
 import os
+import select
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from google.protobuf import json_format
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
@@ -20,23 +34,39 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 out_dir, script = sys.argv[1], sys.argv[2].split(",")
 count = 0
 lock = threading.Lock()
+HUGE = 256 << 20
+
+
+def status_proto(code, message):
+    """google.rpc.Status{code, message} in protobuf."""
+    text = message.encode()
+    out = bytes([0x08, code, 0x12])
+    n = len(text)
+    while n >= 0x80:
+        out += bytes([(n & 0x7F) | 0x80])
+        n >>= 7
+    return out + bytes([n]) + text
 
 
 class Handler(BaseHTTPRequestHandler):
-    def do_POST(self):
+    def handle_any(self):
         global count
         with lock:
             n = count
             count += 1
-        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        ctype = self.headers.get("Content-Type", "")
         base = os.path.join(out_dir, str(n))
+        wire = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        body = wire
+        if self.headers.get("Content-Encoding", "") == "gzip":
+            open(base + ".wire", "wb").write(wire)
+            body = gzip.decompress(wire)
+        ctype = self.headers.get("Content-Type", "")
+        open(base + ".method", "w").write(self.command)
+        open(base + ".path", "w").write(self.path)
+        open(base + ".headers", "w").write(json.dumps({k.lower(): v for k, v in self.headers.items()}))
         open(base + ".body", "wb").write(body)
         open(base + ".type", "w").write(ctype)
-        answer = script[min(n, len(script) - 1)].split(":")
-        status = int(answer[0])
-        if self.path != "/v1/logs":
-            status = 404
+        answer = script[min(n, len(script) - 1)].replace("{port}", str(self.server.server_address[1]))
         if ctype == "application/x-protobuf":
             try:
                 request = ExportLogsServiceRequest.FromString(body)
@@ -44,21 +74,73 @@ class Handler(BaseHTTPRequestHandler):
                 open(base + ".json", "w").write(text)
             except Exception as e:  # noqa: BLE001 - any parse failure is the test's answer
                 open(base + ".error", "w").write(str(e))
-                status = 400
+                answer = "400=cannot parse"
+        if not self.path.endswith("/logs"):
+            answer = "404"
+        if answer == "cut":
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Ty")
+            self.close_connection = True
+            return
+        if answer == "cutbody":
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+            self.close_connection = True
+            return
+        if answer == "silent":
+            self.close_connection = True
+            while True:
+                readable, _, _ = select.select([self.connection], [], [], 1)
+                if readable and not self.connection.recv(4096):
+                    return
+        if answer in ("huge", "hugestream"):
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            if answer == "huge":
+                self.send_header("Content-Length", str(HUGE))
+            self.end_headers()
+            sent, chunk = 0, b"x" * 65536
+            try:
+                while sent < HUGE:
+                    self.wfile.write(chunk)
+                    sent += len(chunk)
+            except OSError:
+                pass
+            open(base + ".sent", "w").write(str(sent))
+            self.close_connection = True
+            return
+        headers = {}
+        if ">" in answer:
+            answer, headers["Location"] = answer.split(">", 1)
+        message = "scripted"
+        if "=" in answer:
+            answer, message = answer.split("=", 1)
+        if ":" in answer:
+            answer, headers["Retry-After"] = answer.split(":", 1)
+        status = int(answer)
+        if status == 200:
+            reply, rtype = b"{}", "application/json"
+        elif ctype == "application/x-protobuf":
+            reply, rtype = status_proto(3, message), "application/x-protobuf"
+        else:
+            reply, rtype = json.dumps({"code": 3, "message": message}).encode(), "application/json"
         self.send_response(status)
-        if len(answer) > 1:
-            self.send_header("Retry-After", answer[1])
-        reply = b"{}" if status == 200 else b'{"message":"scripted"}'
-        self.send_header("Content-Type", "application/json")
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Type", rtype)
         self.send_header("Content-Length", str(len(reply)))
         self.end_headers()
         self.wfile.write(reply)
+
+    do_POST = do_GET = do_PUT = do_HEAD = handle_any
 
     def log_message(self, *args):
         pass
 
 
-server = HTTPServer(("127.0.0.1", 0), Handler)
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+
+server = Server(("127.0.0.1", 0), Handler)
 print("PORT", server.server_address[1], flush=True)
 threading.Timer(60, server.shutdown).start()
 server.serve_forever()

@@ -142,8 +142,9 @@ package struct ReportCollector: Sendable {
     private static let inProcess = Mutex<Int>(0)
 
     /// Collects, then exports in batches of at most ``batchSize`` records, deleting the files of
-    /// each acknowledged batch. A refused batch keeps its files for the next attempt and does
-    /// not stop the batches after it. One delivery at a time per reports directory, across
+    /// each acknowledged batch. A batch that fails keeps its files for the next attempt; an
+    /// unavailable receiver (``ExportError/Kind/unavailable``: unreachable, out of time) stops
+    /// the batches after it too; a batch refused for good goes to rejected/ with the reason. One delivery at a time per reports directory, across
     /// processes too (a lock file), so two instances never send the same report twice.
     package func deliver(to exporter: any LogExporter, resource: Resource) -> Delivery {
         Self.inProcess.withLock { _ in
@@ -157,10 +158,11 @@ package struct ReportCollector: Sendable {
                 return Delivery(exported: 0, rejected: [], exportError: "another process is delivering these reports")
             }
             let collection = collect(moveRejected: true)
+            var rejected = collection.rejected
             var exported = 0
             var firstError: String?
             var start = 0
-            while start < collection.reports.count {
+            batches: while start < collection.reports.count {
                 let chunk = Array(collection.reports[start..<min(start + Self.batchSize, collection.reports.count)])
                 start += chunk.count
                 let batch = LogBatch(resource: resource, scopeName: SDK.scopeName,
@@ -169,12 +171,21 @@ package struct ReportCollector: Sendable {
                     try exporter.export(batch)
                 } catch {
                     firstError = firstError ?? String(describing: error)
-                    continue
+                    switch (error as? ExportError)?.kind ?? .failed {
+                    case .failed: continue batches
+                    case .unavailable: break batches
+                    case .rejectedByCollector(let message):
+                        // Resending cannot succeed: kept aside with the collector's word.
+                        for report in chunk {
+                            rejected.append(reject(report.path, reason: "refused by the collector: \(message)", moveRejected: true))
+                        }
+                        continue batches
+                    }
                 }
                 for report in chunk { unlink(report.path) }
                 exported += chunk.count
             }
-            return Delivery(exported: exported, rejected: collection.rejected, exportError: firstError)
+            return Delivery(exported: exported, rejected: rejected, exportError: firstError)
         }
     }
 
