@@ -145,7 +145,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "AftermathBench",
-            dependencies: ["HarnessSupport", "Aftermath", "AftermathNextLaunch", "AftermathOTLP", "AftermathSymbolication",
+            dependencies: ["HarnessSupport", "Aftermath", "AftermathNextLaunch", "AftermathOTLP", "AftermathOTLPHTTP", "AftermathSymbolication",
                            "AftermathTesting", "CSignalShim", "CHarnessFaults"],
             path: "Harness/Bench"
         ),

@@ -11,8 +11,9 @@ case "start-child": StartBench.child(Array(arguments.dropFirst()))
 case "hang": HangBench.run(Array(arguments.dropFirst()))
 case "error": ErrorBench.run(Array(arguments.dropFirst()))
 case "symbolicate": SymbolicateBench.run(Array(arguments.dropFirst()))
+case "export": ExportBench.run(Array(arguments.dropFirst()))
 default:
     print("usage: aftermath-bench crash [--runs N] | hang [--window S] [--hangs N] | error [--calls N] | start [--runs N]"
-          + " | symbolicate [--file PATH] [--lookups N]")
+          + " | symbolicate [--file PATH] [--lookups N] | export [--runs N]")
     exit(2)
 }
