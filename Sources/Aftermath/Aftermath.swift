@@ -35,7 +35,16 @@ public enum Aftermath {
     /// - Throws: ``StartError`` when the reports directory cannot be used or the handlers
     ///   cannot be installed. The app keeps running either way. A watchdog that cannot start
     ///   does not throw: see ``hangDetectionError``.
+    ///
+    /// With `OTEL_SDK_DISABLED=true` in the environment it returns at once: nothing installed,
+    /// created or sent.
     public static func start(_ configuration: Configuration) throws(StartError) {
+        try start(configuration, environment: OTelEnvironment(ProcessInfo.processInfo.environment))
+    }
+
+    /// ``start(_:)`` reading environment instead of the process's.
+    package static func start(_ configuration: Configuration, environment: OTelEnvironment) throws(StartError) {
+        guard !environment.sdkDisabled else { return }
         let directory = ReportDirectory(root: configuration.reportsDirectory)
         do {
             try directory.prepare()
@@ -72,12 +81,12 @@ public enum Aftermath {
         }
 
         let collector = self.collector(configuration, directory: directory, context: installed)
-        let resource = self.resource(for: configuration)
+        let resource = self.resource(for: configuration, environment: environment)
         if configuration.deliverPendingReportsSynchronously {
-            _ = collector.deliver(to: configuration.exporter, resource: resource)
+            deliver(collector, to: configuration.exporter, resource: resource)
         } else {
             let thread = Thread {
-                _ = collector.deliver(to: configuration.exporter, resource: resource)
+                deliver(collector, to: configuration.exporter, resource: resource)
             }
             thread.name = "aftermath.deliver"
             thread.start()
@@ -89,7 +98,22 @@ public enum Aftermath {
     public static func deliverPendingReports() -> Delivery? {
         guard let running = state.withLock({ $0 }) else { return nil }
         let collector = self.collector(running.configuration, directory: running.directory, context: running.context)
-        return Delivery(collector.deliver(to: running.configuration.exporter, resource: resource(for: running.configuration)))
+        return deliver(collector, to: running.configuration.exporter, resource: resource(for: running.configuration))
+    }
+
+    static let lastDeliveryState = Mutex<Delivery?>(nil)
+
+    /// What the last delivery of pending reports did (at start, in the background, or through
+    /// ``deliverPendingReports()``): records sent, files set aside, the exporter's error. Nil
+    /// until one has finished.
+    public static var lastDelivery: Delivery? { lastDeliveryState.withLock { $0 } }
+
+    /// One delivery, remembered as ``lastDelivery``.
+    @discardableResult
+    static func deliver(_ collector: ReportCollector, to exporter: any LogExporter, resource: Resource) -> Delivery {
+        let delivery = Delivery(collector.deliver(to: exporter, resource: resource))
+        lastDeliveryState.withLock { $0 = delivery }
+        return delivery
     }
 
     /// The session of the running process; nil before ``start(_:)``.
@@ -98,9 +122,20 @@ public enum Aftermath {
     /// This run's context (ids, release, OS) as records carry it; nil before ``start(_:)``.
     package static var currentContext: ReportContext? { state.withLock { $0?.context } }
 
-    /// The resource of records sent by this launch: it describes the reporting process.
-    package static func resource(for c: Configuration) -> Resource {
-        SDK.resource(serviceName: c.serviceName, serviceVersion: c.serviceVersion)
+    /// The resource of records sent by this launch: it describes the reporting process. The
+    /// attributes of OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME come after Aftermath's own,
+    /// which win (service.name from the environment only when the configuration's is empty).
+    package static func resource(for c: Configuration,
+                                 environment: OTelEnvironment = OTelEnvironment(ProcessInfo.processInfo.environment)) -> Resource {
+        var resource = SDK.resource(serviceName: c.serviceName, serviceVersion: c.serviceVersion)
+        if c.serviceName.isEmpty { resource.attributes.removeAll { $0.key == "service.name" } }
+        for attribute in environment.resourceAttributes where !resource.attributes.contains(where: { $0.key == attribute.key }) {
+            resource.attributes.append(attribute)
+        }
+        if !resource.attributes.contains(where: { $0.key == "service.name" }) {
+            resource.attributes.insert(Attribute("service.name", "unknown_service"), at: 0)
+        }
+        return resource
     }
 
     /// A collector that judges dead runs with this launch's release, OS and configured roots.

@@ -1,0 +1,66 @@
+import CSignalShim
+import Foundation
+import Testing
+import Aftermath
+import AftermathNextLaunch
+import AftermathOTLP
+import AftermathTesting
+
+/// The SDK-wide OpenTelemetry variables (OTEL_SDK_DISABLED, OTEL_RESOURCE_ATTRIBUTES,
+/// OTEL_SERVICE_NAME) and what the app can see of deliveries.
+@Suite("SDK environment and delivery visibility")
+struct SDKEnvironmentTests {
+    @Test("OTEL_SDK_DISABLED=true: start returns without installing a handler or creating a file")
+    func disabled() async throws {
+        let directory: String = TestSupport.childDirectory("disabled")
+        await #expect(processExitsWith: .success) { [directory = directory as String] in
+            setenv("OTEL_SDK_DISABLED", "true", 1)
+            var before = sigaction(), after = sigaction()
+            sigaction(SIGSEGV, nil, &before)
+            let config = Aftermath.Configuration(serviceName: "off", serviceVersion: "1", exporter: InMemoryExporter(),
+                                                 reportsDirectory: directory, deliverPendingReportsSynchronously: true)
+            do { try Aftermath.start(config) } catch { exit(2) }
+            sigaction(SIGSEGV, nil, &after)
+            guard !FileManager.default.fileExists(atPath: directory) else { exit(3) }
+            guard Aftermath.sessionID == nil, Aftermath.lastDelivery == nil else { exit(4) }
+            guard unsafeBitCast(before.__sigaction_handler, to: UInt.self) == unsafeBitCast(after.__sigaction_handler, to: UInt.self) else { exit(5) }
+            exit(0)
+        }
+    }
+
+    @Test("lastDelivery: the app sees a failed delivery's error, then the delivery that sent the report")
+    func lastDelivery() async throws {
+        let directory: String = TestSupport.childDirectory("last-delivery")
+        let dir = ReportDirectory(root: directory)
+        try dir.prepare()
+        try TestSupport.write(try TestSupport.fixture("v1/sigsegv-null-depth12.crash"), to: dir.crashes + "/a.crash")
+        await #expect(processExitsWith: .success) { [directory = directory as String] in
+            let exporter = InMemoryExporter()
+            exporter.failNext(1)
+            let config = Aftermath.Configuration(serviceName: "seen", serviceVersion: "1", exporter: exporter,
+                                                 reportsDirectory: directory, deliverPendingReportsSynchronously: true)
+            do { try Aftermath.start(config) } catch { exit(2) }
+            guard let failed = Aftermath.lastDelivery, failed.exported == 0, failed.exportError != nil else { exit(3) }
+            Aftermath.deliverPendingReports()
+            guard let sent = Aftermath.lastDelivery, sent.exported == 1, sent.exportError == nil else { exit(4) }
+            exit(0)
+        }
+    }
+
+    @Test("Resource: OTEL_RESOURCE_ATTRIBUTES adds attributes, Aftermath's own win; OTEL_SERVICE_NAME only without one in code")
+    func resource() {
+        let env = OTelEnvironment(["OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=prod,service.version=9,service.name=x",
+                                   "OTEL_SERVICE_NAME": "env-name"])
+        var config = Aftermath.Configuration(serviceName: "shop", serviceVersion: "4.12.0", exporter: InMemoryExporter(),
+                                             reportsDirectory: "/tmp/unused")
+        var r = Aftermath.resource(for: config, environment: env).attributes
+        #expect(r.first { $0.key == "deployment.environment" }?.value == "prod")
+        #expect(r.first { $0.key == "service.version" }?.value == "4.12.0")
+        #expect(r.filter { $0.key == "service.name" }.map(\.value) == ["shop"])
+        config.serviceName = ""
+        r = Aftermath.resource(for: config, environment: env).attributes
+        #expect(r.filter { $0.key == "service.name" }.map(\.value) == ["env-name"])
+        r = Aftermath.resource(for: config, environment: OTelEnvironment([:])).attributes
+        #expect(r.filter { $0.key == "service.name" }.map(\.value) == ["unknown_service"])
+    }
+}
