@@ -108,10 +108,14 @@ public enum Aftermath {
     /// until one has finished.
     public static var lastDelivery: Delivery? { lastDeliveryState.withLock { $0 } }
 
-    /// One delivery, remembered as ``lastDelivery``.
+    /// One delivery, remembered as ``lastDelivery``. Its first batch counts the handled errors
+    /// dropped since the last one; a count that was not acknowledged waits for the next.
     @discardableResult
     static func deliver(_ collector: ReportCollector, to exporter: any LogExporter, resource: Resource) -> Delivery {
-        let delivery = Delivery(collector.deliver(to: exporter, resource: resource))
+        let dropped = HandledErrorRecorder.takeDropped()
+        let counting = dropped > 0 ? DropReportingExporter(base: exporter, droppedErrors: dropped) : nil
+        let delivery = Delivery(collector.deliver(to: counting ?? exporter, resource: resource))
+        if let counting, !counting.delivered { HandledErrorRecorder.restoreDropped(dropped) }
         lastDeliveryState.withLock { $0 = delivery }
         return delivery
     }

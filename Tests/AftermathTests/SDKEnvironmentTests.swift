@@ -64,3 +64,32 @@ struct SDKEnvironmentTests {
         #expect(r.filter { $0.key == "service.name" }.map(\.value) == ["unknown_service"])
     }
 }
+
+extension SDKEnvironmentTests {
+    struct Boom: Error {}
+
+    @Test("Handled errors dropped at maxPendingErrors are counted in the next acknowledged batch, once")
+    func droppedErrorsCounted() async throws {
+        let directory: String = TestSupport.childDirectory("dropped")
+        await #expect(processExitsWith: .success) { [directory = directory as String] in
+            let exporter = InMemoryExporter()
+            var config = Aftermath.Configuration(serviceName: "drops", serviceVersion: "1", exporter: exporter,
+                                                 reportsDirectory: directory, deliverPendingReportsSynchronously: true)
+            config.maxPendingErrors = 2
+            do { try Aftermath.start(config) } catch { exit(2) }
+            for _ in 0..<5 { Aftermath.record(error: SDKEnvironmentTests.Boom()) }
+            func drops() -> [Int64] {
+                exporter.records.filter { $0.eventName == "apsio.records_dropped" }.compactMap { $0[attribute: "apsio.dropped.count"]?.intValue }
+            }
+            exporter.failNext(1)
+            Aftermath.deliverPendingReports()
+            guard drops().isEmpty else { exit(3) }
+            Aftermath.deliverPendingReports()
+            guard drops() == [3] else { exit(4) }
+            Aftermath.record(error: SDKEnvironmentTests.Boom())
+            Aftermath.deliverPendingReports()
+            guard drops() == [3] else { exit(5) }
+            exit(0)
+        }
+    }
+}

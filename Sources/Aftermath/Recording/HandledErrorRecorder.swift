@@ -32,6 +32,16 @@ enum HandledErrorRecorder {
         }
     }
 
+    /// The errors dropped since the last call (errors/ was full), now counted by the caller.
+    static func takeDropped() -> Int {
+        state.withLock { s in defer { s.dropped = 0 }; return s.dropped }
+    }
+
+    /// Gives back a count the caller could not report.
+    static func restoreDropped(_ n: Int) {
+        state.withLock { $0.dropped += n }
+    }
+
     /// The session later errors carry.
     static func setSession(_ id: UUID) {
         state.withLock { s in withUnsafeMutableBytes(of: &s.context.session_id) { $0.copyBytes(from: id.bytes) } }
