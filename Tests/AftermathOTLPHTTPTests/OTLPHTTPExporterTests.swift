@@ -39,7 +39,7 @@ struct OTLPHTTPExporterTests {
         }
 
         var endpoint: URL { URL(string: "http://127.0.0.1:\(port)/v1/logs")! }
-        var requests: Int { ((try? FileManager.default.contentsOfDirectory(atPath: out)) ?? []).filter { $0.hasSuffix(".body") }.count }
+        var requests: Int { ((try? FileManager.default.contentsOfDirectory(atPath: out)) ?? []).filter { $0.hasSuffix(".method") }.count }
         func text(_ n: Int, _ suffix: String) -> String? { try? String(contentsOfFile: "\(out)/\(n).\(suffix)", encoding: .utf8) }
         func bytes(_ n: Int, _ suffix: String) -> [UInt8]? { FileManager.default.contents(atPath: "\(out)/\(n).\(suffix)").map { Array($0) } }
         /// The request headers of request n, names in lower case.
@@ -267,6 +267,38 @@ struct OTLPHTTPExporterTests {
         #expect(collector.requests == 1)
         #expect(elapsed < 2.5, "took \(elapsed) s")
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.crashes).count == ReportCollector.batchSize + 1)
+    }
+
+    @Test("A collector that resets the connection while a large body is sent: an error, no SIGPIPE (in a child process)")
+    func resetWhileSending() async throws {
+        let collector = try Collector("reset")
+        await #expect(processExitsWith: .success) { [port = collector.port as Int] in
+            var batch = try OTLPHTTPExporterTests.batch()
+            batch.records = Array(repeating: batch.records[0], count: 400)
+            let exporter = OTLPHTTPExporter(endpoint: URL(string: "http://127.0.0.1:\(port)/v1/logs")!, maxAttempts: 2)
+            do { try exporter.export(batch) } catch { exit(0) }
+            exit(3)
+        }
+        #expect(collector.requests >= 1)
+    }
+
+    @Test("A redirect loop ends after 5 redirects, reports kept")
+    func redirectLoop() throws {
+        let collector = try Collector("307>/v1/logs")
+        #expect(throws: ExportError.self) { try OTLPHTTPExporter(endpoint: collector.endpoint).export(try Self.batch()) }
+        #expect(collector.requests == 6)
+    }
+
+    @Test("The collector's message is bounded to 4 KiB and has no control characters")
+    func hostileMessage() throws {
+        let collector = try Collector("400=\u{1b}[31mred\u{7}" + String(repeating: "é", count: 3000))
+        #expect {
+            try OTLPHTTPExporter(endpoint: collector.endpoint).export(try Self.batch())
+        } throws: { error in
+            guard case .rejectedByCollector(let message)? = (error as? ExportError)?.kind else { return false }
+            return message.hasPrefix("[31mred") && message.utf8.count <= 4096 && message.utf8.count > 4000
+                && !message.unicodeScalars.contains { $0.value < 0x20 }
+        }
     }
 
     @Test("Retry-After as seconds or as an HTTP date")

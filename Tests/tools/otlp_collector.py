@@ -11,6 +11,7 @@ usage: otlp_collector.py OUT_DIR RESPONSES
     cut                   a status line and half a header, then the connection closes
     cutbody               200 with Content-Length 100, one byte of body, then it closes
     silent                reads the request and never answers (until the client leaves)
+    reset                 closes the connection with a reset before reading the body
     huge                  200 with a 256 MiB body (Content-Length sent)
     hugestream            200 with a 256 MiB body, no Content-Length (ends at close)
 Prints "PORT <n>" once listening. Each request, whatever its method, is saved as OUT_DIR/<n>.*:
@@ -24,6 +25,8 @@ import gzip
 import json
 import os
 import select
+import socket
+import struct
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -55,6 +58,12 @@ class Handler(BaseHTTPRequestHandler):
             n = count
             count += 1
         base = os.path.join(out_dir, str(n))
+        answer = script[min(n, len(script) - 1)].replace("{port}", str(self.server.server_address[1]))
+        if answer == "reset":
+            open(base + ".method", "w").write(self.command)
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.close_connection = True
+            return
         wire = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         body = wire
         if self.headers.get("Content-Encoding", "") == "gzip":
@@ -66,7 +75,6 @@ class Handler(BaseHTTPRequestHandler):
         open(base + ".headers", "w").write(json.dumps({k.lower(): v for k, v in self.headers.items()}))
         open(base + ".body", "wb").write(body)
         open(base + ".type", "w").write(ctype)
-        answer = script[min(n, len(script) - 1)].replace("{port}", str(self.server.server_address[1]))
         if ctype == "application/x-protobuf":
             try:
                 request = ExportLogsServiceRequest.FromString(body)
