@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Compiles every C file of CSignalShim, Harness/CFaults and Sources/CSymbolication with -std=c11 -Wall -Wextra -Werror
+# Compiles every C file of CSignalShim, Harness/CFaults, Sources/CSymbolication and
+# Sources/CAftermathHTTP with -std=c11 -Wall -Wextra -Werror
 # (the package itself sets no warning flags: a product's target with unsafe flags cannot be
 # depended on by version). Run by CI; the arm64 compile is part of scripts/arm64.sh --quick.
 set -euo pipefail
@@ -8,10 +9,10 @@ cc=${CC:-clang}
 command -v "$cc" >/dev/null || cc=gcc
 status=0
 count=0
-for f in CSignalShim/*.c Harness/CFaults/*.c Sources/CSymbolication/*.c; do
+for f in CSignalShim/*.c Harness/CFaults/*.c Sources/CSymbolication/*.c Sources/CAftermathHTTP/*.c; do
   count=$((count + 1))
   if ! "$cc" -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE $(pkg-config --cflags libunwind 2>/dev/null) \
-      -ICSignalShim/include -ICSignalShim -IHarness/CFaults/include -ISources/CSymbolication/include -fsyntax-only "$f"; then
+      -ICSignalShim/include -ICSignalShim -IHarness/CFaults/include -ISources/CSymbolication/include -ISources/CAftermathHTTP/include -fsyntax-only "$f"; then
     echo "check-c: $f has warnings or errors" >&2
     status=1
   fi

@@ -110,7 +110,8 @@ struct Arguments {
         case .list:
             return """
                 usage: aftermath list [--dir DIR | --service NAME] [--json]
-                Pending reports, one a line: kind, time, what, release, id. Rejected files too.
+                Pending reports, one a line: kind, time, what, release, id. Then the files in rejected/
+                with the reason recorded beside each (a collector's refusal among them).
                 \(location)
                   --json           a JSON array, one object a report
                 Exit status: 0 reports found, 1 none, 2 usage error or a missing directory.

@@ -105,17 +105,21 @@ struct Commands {
         var directories: [String]
         var reports: [ListEntry]
         var rejected: [[String: String]]
+        /// Files already in rejected/, with the reason recorded beside each.
+        var inRejected: [[String: String]]
     }
 
     func list() throws(Failure) -> Int32 {
         let (reports, rejected, dirs) = try collect()
+        let setAside = dirs.flatMap { ReportCollector(directory: $0).rejectedFiles() }
         let entries = reports.map { r, _ in
             ListEntry(kind: r.kind.rawValue, time: ReportView.isoTime(r.record.timeUnixNano), what: Self.summary(r.record),
                       release: r.record[attribute: "service.version"]?.stringValue, id: Self.id(r), file: r.path)
         }
         if json {
             printJSON(Listing(directories: dirs.map(\.root), reports: entries,
-                              rejected: rejected.map { ["path": $0.path, "reason": $0.reason] }))
+                              rejected: rejected.map { ["path": $0.path, "reason": $0.reason] },
+                              inRejected: setAside.map { ["path": $0.path, "reason": $0.reason] }))
         } else {
             if dirs.isEmpty { print("no reports directory found") }
             if entries.isEmpty && !dirs.isEmpty { print("no pending reports in \(dirs.map(\.root).joined(separator: ", "))") }
@@ -124,6 +128,7 @@ struct Commands {
                            entries.map { [$0.kind, $0.time, $0.what, $0.release ?? "", $0.id] })
             }
             for s in rejected { print("rejected \(s.path): \(s.reason)") }
+            for s in setAside { print("in rejected/: \(s.path): \(s.reason)") }
         }
         return entries.isEmpty ? 1 : 0
     }

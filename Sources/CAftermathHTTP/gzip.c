@@ -1,4 +1,5 @@
-/* gzip (RFC 1952) of a request body with zlib, for Content-Encoding: gzip. */
+/* gzip.c: NORMAL-TIME CODE (never runs in a signal handler). gzip (RFC 1952) of a request
+ * body with zlib, for Content-Encoding: gzip. */
 #include "aftermath_http.h"
 
 #include <limits.h>

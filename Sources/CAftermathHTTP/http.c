@@ -1,4 +1,6 @@
-/* One HTTP POST through libcurl (the library FoundationNetworking itself links).
+/*
+ * http.c: NORMAL-TIME CODE (never runs in a signal handler). One HTTP POST through libcurl
+ * (the library FoundationNetworking itself links).
  *
  * libcurl reports a peer that cuts a response, sends garbage or never answers as an error
  * code; FoundationNetworking turned some of these into a trap. Bounds: the whole exchange by

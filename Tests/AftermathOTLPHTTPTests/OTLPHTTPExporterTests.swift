@@ -251,6 +251,9 @@ struct OTLPHTTPExporterTests {
         #expect(FileManager.default.fileExists(atPath: dir.rejected + "/a.crash"))
         let reason = try String(contentsOfFile: dir.rejected + "/a.crash.reason", encoding: .utf8)
         #expect(reason.contains("record 0 is too old"))
+        // What the debug command lists.
+        let listed = ReportCollector(directory: dir).rejectedFiles()
+        #expect(listed.count == 1 && listed.first?.reason.contains("refused by the collector: record 0 is too old") == true)
     }
 
     @Test("Delivery stops after a batch that timed out: later batches wait for the next attempt")

@@ -87,7 +87,7 @@ struct AsyncSafetyTests {
     @Test("Every C file names its class in its first comment: crash-time files are *_async.c")
     func everyFileIsLabelled() throws {
         let fm = FileManager.default
-        for dir in ["CSignalShim", "Harness/CFaults"] {
+        for dir in ["CSignalShim", "Sources/CAftermathHTTP", "Harness/CFaults"] {
             let path = Self.root.appendingPathComponent(dir).path
             for name in try fm.contentsOfDirectory(atPath: path) where name.hasSuffix(".c") {
                 let head = String((try String(contentsOfFile: path + "/" + name, encoding: .utf8)).prefix(300))
