@@ -26,17 +26,20 @@ package enum HTTPClient {
     }
 
     /// POSTs body to url with headers ("Name: value"), the whole exchange bounded by
-    /// timeoutMilliseconds.
-    package static func post(_ url: String, headers: [String], body: [UInt8], timeoutMilliseconds: Int) -> Response {
+    /// timeoutMilliseconds; https trusts the certificates of caFile, else the system's.
+    package static func post(_ url: String, headers: [String], body: [UInt8], timeoutMilliseconds: Int,
+                             caFile: String? = nil) -> Response {
         var response = aft_http_response()
-        let prepared: Int32 = withCStrings(headers) { lines in
-            lines.withUnsafeBufferPointer { lines in
+        let prepared: Int32 = withCStrings(headers + [caFile ?? ""]) { all in
+            let lines = Array(all.dropLast())
+            let ca = caFile == nil ? nil : all.last!
+            return lines.withUnsafeBufferPointer { lines in
                 body.withUnsafeBufferPointer { body in
                     url.withCString { url in
                         var request = aft_http_request(
                             url: url, headers: lines.baseAddress, header_count: lines.count,
                             body: body.baseAddress, body_size: body.count,
-                            timeout_ms: max(1, timeoutMilliseconds), max_body: maxResponseBody)
+                            timeout_ms: max(1, timeoutMilliseconds), max_body: maxResponseBody, ca_file: ca)
                         return aft_http_post(&request, &response)
                     }
                 }

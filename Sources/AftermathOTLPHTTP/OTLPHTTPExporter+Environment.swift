@@ -10,6 +10,7 @@ extension OTLPHTTPExporter {
         var gzip = false
         var timeout = Duration.seconds(10)
         var headers: [String: String] = [:]
+        var certificateFile: String?
         var endpointProblem, encodingProblem, gzipProblem, timeoutProblem: String?
 
         init(_ env: OTelEnvironment) {
@@ -49,6 +50,7 @@ extension OTLPHTTPExporter {
                     timeoutProblem = "\(name)=\(value) is not a positive number of milliseconds"
                 }
             }
+            certificateFile = pick("CERTIFICATE")?.value
             if let (_, value) = pick("HEADERS") {
                 for (key, value) in OTelEnvironment.keyValueList(value) { headers[key] = value }
             }

@@ -47,12 +47,14 @@ public struct OTLPHTTPExporter: LogExporter {
     public var maxRetryDelay: Duration
     /// Why the environment's configuration cannot be used; every export then throws it.
     package var configurationError: String?
+    /// PEM certificates trusted for https (OTEL_EXPORTER_OTLP_CERTIFICATE); nil: the system's.
+    package var certificateFile: String?
 
     /// An exporter. Each parameter left nil comes from the environment (OTEL_EXPORTER_OTLP_LOGS_ENDPOINT,
     /// or OTEL_EXPORTER_OTLP_ENDPOINT + `/v1/logs`; `_PROTOCOL`, `_COMPRESSION`, `_TIMEOUT` in
     /// milliseconds), else from the specification's defaults: `http://localhost:4318/v1/logs`,
     /// protobuf, no compression, 10 s. Headers from `OTEL_EXPORTER_OTLP_(LOGS_)HEADERS` are sent
-    /// too, `headers` winning per name.
+    /// too, `headers` winning per name; `_CERTIFICATE` names the certificates https trusts.
     public init(endpoint: URL? = nil, encoding: Encoding? = nil, headers: [String: String] = [:],
                 gzip: Bool? = nil, timeout: Duration? = nil, maxAttempts: Int = 3,
                 maxRetryDelay: Duration = .seconds(30)) {
@@ -78,6 +80,7 @@ public struct OTLPHTTPExporter: LogExporter {
         self.headers = merged
         self.maxAttempts = maxAttempts
         self.maxRetryDelay = maxRetryDelay
+        certificateFile = settings.certificateFile
         // A problem only with a setting the code replaced does not matter.
         var problems: [String] = []
         if endpoint == nil, let p = settings.endpointProblem { problems.append(p) }
@@ -126,7 +129,7 @@ public struct OTLPHTTPExporter: LogExporter {
             }
             let sameOrigin = Self.origin(url) == origin
             let response = HTTPClient.post(url.absoluteString, headers: fixed + (sameOrigin ? configured : []), body: body,
-                                           timeoutMilliseconds: Self.milliseconds(remaining))
+                                           timeoutMilliseconds: Self.milliseconds(remaining), caFile: certificateFile)
             let problem: String
             switch response.status {
             case .some(200..<300) where response.error == nil:

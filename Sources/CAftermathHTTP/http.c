@@ -137,6 +137,7 @@ int aft_http_post(const aft_http_request *request, aft_http_response *response) 
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &t);
     curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(curl, CURLOPT_HEADERDATA, &t);
+    if (request->ca_file) curl_easy_setopt(curl, CURLOPT_CAINFO, request->ca_file);
 
     CURLcode code = curl_easy_perform(curl);
     long status = 0;

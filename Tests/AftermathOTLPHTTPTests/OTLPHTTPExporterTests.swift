@@ -15,13 +15,26 @@ struct OTLPHTTPExporterTests {
         let out: String
         let port: Int
 
-        init(_ responses: String) throws {
+        /// With tls, it speaks https with a fresh self-signed certificate for 127.0.0.1 (in `certificate`).
+        init(_ responses: String, tls: Bool = false) throws {
             out = FileManager.default.temporaryDirectory.appendingPathComponent("otlp-collector-\(UUID())").path
             try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
             let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
                 .appendingPathComponent("tools/otlp_collector.py").path
+            var tlsArguments: [String] = []
+            if tls {
+                let openssl = Process()
+                openssl.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+                openssl.arguments = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                                     "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                                     "-keyout", out + "/key.pem", "-out", out + "/cert.pem"]
+                openssl.standardError = FileHandle.nullDevice
+                try openssl.run()
+                openssl.waitUntilExit()
+                tlsArguments = [out + "/cert.pem", out + "/key.pem"]
+            }
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3", script, out, responses]
+            process.arguments = ["python3", script, out, responses] + tlsArguments
             let pipe = Pipe()
             process.standardOutput = pipe
             try process.run()
@@ -39,6 +52,8 @@ struct OTLPHTTPExporterTests {
         }
 
         var endpoint: URL { URL(string: "http://127.0.0.1:\(port)/v1/logs")! }
+        var httpsEndpoint: URL { URL(string: "https://127.0.0.1:\(port)/v1/logs")! }
+        var certificate: String { out + "/cert.pem" }
         var requests: Int { ((try? FileManager.default.contentsOfDirectory(atPath: out)) ?? []).filter { $0.hasSuffix(".method") }.count }
         func text(_ n: Int, _ suffix: String) -> String? { try? String(contentsOfFile: "\(out)/\(n).\(suffix)", encoding: .utf8) }
         func bytes(_ n: Int, _ suffix: String) -> [UInt8]? { FileManager.default.contents(atPath: "\(out)/\(n).\(suffix)").map { Array($0) } }

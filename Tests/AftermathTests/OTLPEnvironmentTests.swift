@@ -126,3 +126,28 @@ struct OTLPEnvironmentTests {
         #expect(!OTelEnvironment(["OTEL_SDK_DISABLED": "1"]).sdkDisabled)
     }
 }
+
+extension OTLPEnvironmentTests {
+    @Test("https: the server's certificate is verified; OTEL_EXPORTER_OTLP_CERTIFICATE names the trusted one")
+    func https() throws {
+        let collector = try Collector("200", tls: true)
+        let batch = try OTLPHTTPExporterTests.batch()
+        #expect(throws: ExportError.self) { try Self.exporter([:], endpoint: collector.httpsEndpoint).export(batch) }
+        #expect(collector.requests == 0)
+        try Self.exporter(["OTEL_EXPORTER_OTLP_CERTIFICATE": collector.certificate], endpoint: collector.httpsEndpoint).export(batch)
+        #expect(collector.requests == 1)
+        let json = try #require(collector.text(0, "json"))
+        #expect(try OTLPJSON.decode(Array(json.utf8)) == batch)
+    }
+
+    @Test("A redirect from https to http is not followed: the reports are kept")
+    func downgrade() throws {
+        let collector = try Collector("307>http://127.0.0.1:{port}/v1/logs", tls: true)
+        let exporter = Self.exporter(["OTEL_EXPORTER_OTLP_CERTIFICATE": collector.certificate], endpoint: collector.httpsEndpoint,
+                                     headers: ["Authorization": "Bearer secret"])
+        #expect { try exporter.export(try OTLPHTTPExporterTests.batch()) } throws: { error in
+            String(describing: error).contains("from https to http")
+        }
+        #expect(collector.requests == 1)
+    }
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A scripted OTLP/HTTP logs collector on 127.0.0.1 for the exporter tests.
 
-usage: otlp_collector.py OUT_DIR RESPONSES
+usage: otlp_collector.py OUT_DIR RESPONSES [CERT KEY]
+  With CERT and KEY (PEM files) it speaks https.
   RESPONSES: comma-separated answers to successive requests (the last one repeats):
     STATUS[:RETRY_AFTER]  e.g. "503:0,200"
     STATUS>LOCATION       a redirect, e.g. "307>/v2/logs"; {port} in LOCATION is this
@@ -149,6 +150,11 @@ class Server(ThreadingHTTPServer):
 
 
 server = Server(("127.0.0.1", 0), Handler)
+if len(sys.argv) > 4:
+    import ssl
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(sys.argv[3], sys.argv[4])
+    server.socket = context.wrap_socket(server.socket, server_side=True)
 print("PORT", server.server_address[1], flush=True)
 threading.Timer(60, server.shutdown).start()
 server.serve_forever()

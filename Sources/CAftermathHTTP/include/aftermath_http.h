@@ -27,6 +27,8 @@ typedef struct aft_http_request {
     long timeout_ms;
     /* Response body bytes kept at most; a longer body ends the transfer (body_truncated). */
     size_t max_body;
+    /* PEM file of the certificates trusted for https; NULL: the system's. */
+    const char *ca_file;
 } aft_http_request;
 
 typedef struct aft_http_response {
