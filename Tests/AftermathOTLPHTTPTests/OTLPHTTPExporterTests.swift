@@ -300,6 +300,19 @@ struct OTLPHTTPExporterTests {
         #expect(collector.requests >= 1)
     }
 
+    @Test("Garbage instead of a response, and headers without end: errors, never a crash (in a child process)")
+    func garbageAndHeaderFlood() async throws {
+        let garbage = try Collector("garbage"), flood = try Collector("headerflood")
+        await #expect(processExitsWith: .success) { [ports = [garbage.port, flood.port] as [Int]] in
+            for port in ports {
+                let exporter = OTLPHTTPExporter(endpoint: URL(string: "http://127.0.0.1:\(port)/v1/logs")!, timeout: .seconds(5), maxAttempts: 1)
+                do { try exporter.export(try OTLPHTTPExporterTests.batch()); exit(3) } catch {}
+            }
+            exit(0)
+        }
+        #expect(garbage.requests == 1 && flood.requests == 1)
+    }
+
     @Test("A redirect loop ends after 5 redirects, reports kept")
     func redirectLoop() throws {
         let collector = try Collector("307>/v1/logs")

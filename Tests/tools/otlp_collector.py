@@ -13,6 +13,8 @@ usage: otlp_collector.py OUT_DIR RESPONSES [CERT KEY]
     cutbody               200 with Content-Length 100, one byte of body, then it closes
     silent                reads the request and never answers (until the client leaves)
     reset                 closes the connection with a reset before reading the body
+    garbage               4 KiB of random bytes instead of a response, then it closes
+    headerflood           a status line, then header lines without end (until the client leaves)
     huge                  200 with a 256 MiB body (Content-Length sent)
     hugestream            200 with a 256 MiB body, no Content-Length (ends at close)
 Prints "PORT <n>" once listening. Each request, whatever its method, is saved as OUT_DIR/<n>.*:
@@ -93,6 +95,20 @@ class Handler(BaseHTTPRequestHandler):
         if answer == "cutbody":
             self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
             self.close_connection = True
+            return
+        if answer == "garbage":
+            self.wfile.write(os.urandom(4096))
+            self.close_connection = True
+            return
+        if answer == "headerflood":
+            self.close_connection = True
+            try:
+                self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+                line = b"X-Flood: " + b"a" * 1000 + b"\r\n"
+                for _ in range(1_000_000):
+                    self.wfile.write(line)
+            except OSError:
+                pass
             return
         if answer == "silent":
             self.close_connection = True
