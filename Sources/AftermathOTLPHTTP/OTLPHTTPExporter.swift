@@ -111,7 +111,7 @@ public struct OTLPHTTPExporter: LogExporter {
         var configured: [String] = []
         for (name, value) in headers.sorted(by: { $0.key < $1.key }) where !reserved.contains(name.lowercased()) {
             guard Self.isHeaderSafe(name, value) else {
-                throw ExportError("the header \(Self.printable(name, limit: 64)) has a line break or control character")
+                throw ExportError("the header \(Self.printable(name, limit: 64)) is not valid: a name with blanks, a colon or control characters, or a value with a line break")
             }
             configured.append("\(name): \(value)")
         }

@@ -313,6 +313,14 @@ struct OTLPHTTPExporterTests {
         #expect(garbage.requests == 1 && flood.requests == 1)
     }
 
+    @Test("A header value with a line break is refused before anything is sent")
+    func headerInjection() throws {
+        let collector = try Collector("200")
+        let exporter = OTLPHTTPExporter(endpoint: collector.endpoint, headers: ["X-Evil": "a\r\nX-Injected: 1"])
+        #expect(throws: ExportError.self) { try exporter.export(try Self.batch()) }
+        #expect(collector.requests == 0)
+    }
+
     @Test("A redirect loop ends after 5 redirects, reports kept")
     func redirectLoop() throws {
         let collector = try Collector("307>/v1/logs")
