@@ -5,6 +5,7 @@ import Aftermath
 import AftermathNextLaunch
 import AftermathOTLP
 import AftermathTesting
+import TestSupport
 
 /// The SDK-wide OpenTelemetry variables (OTEL_SDK_DISABLED, OTEL_RESOURCE_ATTRIBUTES,
 /// OTEL_SERVICE_NAME) and what the app can see of deliveries.

@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 import AftermathNextLaunch
+import TestSupport
 import AftermathOTLP
-@testable import AftermathOTLPHTTP
+import AftermathOTLPHTTP
 
 /// The standard OpenTelemetry environment variables, against the scripted collector; what the
 /// app sets in code wins.
