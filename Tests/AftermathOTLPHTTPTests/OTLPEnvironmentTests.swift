@@ -152,3 +152,19 @@ extension OTLPEnvironmentTests {
         #expect(collector.requests == 1)
     }
 }
+
+extension OTLPEnvironmentTests {
+    @Test("https: a reset while a large body is sent is an error, no SIGPIPE (in a child process)")
+    func httpsReset() async throws {
+        let collector = try Collector("reset", tls: true)
+        await #expect(processExitsWith: .success) { [port = collector.port as Int, certificate = collector.certificate as String] in
+            var batch = try OTLPHTTPExporterTests.batch()
+            batch.records = Array(repeating: batch.records[0], count: 400)
+            let exporter = OTLPHTTPExporter(endpoint: URL(string: "https://127.0.0.1:\(port)/v1/logs")!, maxAttempts: 2,
+                                            environment: OTelEnvironment(["OTEL_EXPORTER_OTLP_CERTIFICATE": certificate]))
+            do { try exporter.export(batch) } catch { exit(0) }
+            exit(3)
+        }
+        #expect(collector.requests >= 1)
+    }
+}
