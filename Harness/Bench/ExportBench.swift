@@ -21,10 +21,7 @@ enum ExportBench {
         print("crash                       frames   protobuf  gzip      ratio  gzip time   JSON      gzip")
         for (name, depth) in [("stack overflow", 10_000_000), ("depth 64", 64)] {
             let dir = "\(root)/\(depth)"
-            guard let child = BenchChild.spawn(["crash-child", "--depth", "\(depth)", "--dir", dir],
-                                               environment: ["SWIFT_BACKTRACE": "enable=no"]) else { continue }
-            _ = child.readValues()
-            _ = child.wait()
+            _ = benchChild(["crash-child", "--depth", "\(depth)", "--dir", dir], environment: ["SWIFT_BACKTRACE": "enable=no"])
             let collection = ReportCollector(directory: ReportDirectory(root: dir)).collect(moveRejected: false)
             guard let report = collection.reports.first else { print("\(name): no crash report"); continue }
             let batch = LogBatch(resource: SDK.resource(serviceName: "bench", serviceVersion: "1.0"), scopeName: SDK.scopeName,
@@ -33,9 +30,9 @@ enum ExportBench {
             var times: [Double] = []
             var zipped: [UInt8] = []
             for _ in 0..<runs {
-                let start = Stats.monotonicNanoseconds()
+                let start = Monotonic.nanoseconds()
                 zipped = HTTPClient.gzip(protobuf) ?? []
-                times.append(Double(Stats.monotonicNanoseconds() - start) / 1e6)
+                times.append(Double(Monotonic.nanoseconds() - start) / 1e6)
             }
             let zippedJSON = HTTPClient.gzip(json) ?? []
             print(name.padding(toLength: 26, withPad: " ", startingAt: 0) + String(format: " %7d  %7d B  %6d B  %4.1fx  %6.2f ms  %7d B  %6d B",
@@ -87,10 +84,10 @@ enum ExportBench {
             defer { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
             let exporter = OTLPHTTPExporter(endpoint: URL(string: "http://127.0.0.1:\(port)/v1/logs")!)
             let before = peakKiB()
-            let start = Stats.monotonicNanoseconds()
+            let start = Monotonic.nanoseconds()
             let result: String
             do { try exporter.export(batch); result = "delivered" } catch { result = "\(error)" }
-            let seconds = Double(Stats.monotonicNanoseconds() - start) / 1e9
+            let seconds = Double(Monotonic.nanoseconds() - start) / 1e9
             if answer == "hugestream" {
                 print(String(format: "256 MiB response body: peak memory +%.1f MiB, %.2f s (%@)", Double(peakKiB() - before) / 1024, seconds, result))
             } else {

@@ -72,6 +72,15 @@ extension OTLPHTTPExporter {
             && !value.unicodeScalars.contains { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7F }
     }
 
+    /// url for messages: without a user name or password it may carry.
+    static func display(_ url: URL) -> String {
+        guard var parts = URLComponents(url: url, resolvingAgainstBaseURL: false), parts.user != nil || parts.password != nil
+        else { return url.absoluteString }
+        parts.user = nil
+        parts.password = nil
+        return parts.string ?? "\(url.scheme ?? "")://\(url.host ?? "")"
+    }
+
     /// scheme://host:port, the unit configured headers are confined to.
     static func origin(_ url: URL) -> String {
         let scheme = url.scheme?.lowercased() ?? ""

@@ -97,7 +97,7 @@ public struct OTLPHTTPExporter: LogExporter {
         if let configurationError { throw ExportError(configurationError) }
         guard !batch.records.isEmpty else { return }
         guard ["http", "https"].contains(endpoint.scheme?.lowercased() ?? "") else {
-            throw ExportError("the endpoint \(endpoint.absoluteString) is not an http or https URL")
+            throw ExportError("the endpoint \(Self.display(endpoint)) is not an http or https URL")
         }
         var body = encoding == .protobuf ? OTLPProtobuf.encode(batch) : OTLPJSON.encode(batch)
         var fixed = ["Content-Type: " + (encoding == .protobuf ? "application/x-protobuf" : "application/json"),
@@ -125,7 +125,7 @@ public struct OTLPHTTPExporter: LogExporter {
         while true {
             let remaining = clock.now.duration(to: deadline)
             guard remaining > .zero else {
-                throw ExportError("\(endpoint.absoluteString) did not answer within \(Self.format(timeout))", kind: .unavailable)
+                throw ExportError("\(Self.display(endpoint)) did not answer within \(Self.format(timeout))", kind: .unavailable)
             }
             let sameOrigin = Self.origin(url) == origin
             let response = HTTPClient.post(url.absoluteString, headers: fixed + (sameOrigin ? configured : []), body: body,
@@ -137,39 +137,39 @@ public struct OTLPHTTPExporter: LogExporter {
             case .some(307), .some(308):
                 redirects += 1
                 guard redirects <= Self.maxRedirects else {
-                    throw ExportError("\(endpoint.absoluteString): more than \(Self.maxRedirects) redirects")
+                    throw ExportError("\(Self.display(endpoint)): more than \(Self.maxRedirects) redirects")
                 }
                 guard let location = response.location.flatMap(URL.init(string:)),
                       let scheme = location.scheme?.lowercased(), ["http", "https"].contains(scheme) else {
-                    throw ExportError("\(url.absoluteString) answered HTTP \(response.status!) without a usable Location")
+                    throw ExportError("\(Self.display(url)) answered HTTP \(response.status!) without a usable Location")
                 }
                 guard !(url.scheme?.lowercased() == "https" && scheme == "http") else {
-                    throw ExportError("\(url.absoluteString) redirected from https to http (\(location.absoluteString)): not followed")
+                    throw ExportError("\(Self.display(url)) redirected from https to http (\(Self.display(location))): not followed")
                 }
                 url = location
                 continue
             case .some(400):
                 let message = Self.collectorMessage(response)
-                throw ExportError("\(url.absoluteString) refused the batch (HTTP 400): \(message)",
+                throw ExportError("\(Self.display(url)) refused the batch (HTTP 400): \(message)",
                                   kind: .rejectedByCollector(message))
             case .some(429), .some(502), .some(503), .some(504):
                 problem = "HTTP \(response.status!)"
             case .some(let status) where response.error == nil || status >= 300:
                 let moved = (300..<400).contains(status) ? response.location.map { " (moved to \($0); a POST is not repeated there for this status: set that endpoint)" } ?? "" : ""
-                throw ExportError("\(url.absoluteString) answered HTTP \(status)\(moved): \(Self.collectorMessage(response))")
+                throw ExportError("\(Self.display(url)) answered HTTP \(status)\(moved): \(Self.collectorMessage(response))")
             default:
                 if response.timedOut {
-                    throw ExportError("\(endpoint.absoluteString) did not answer within \(Self.format(timeout))", kind: .unavailable)
+                    throw ExportError("\(Self.display(endpoint)) did not answer within \(Self.format(timeout))", kind: .unavailable)
                 }
                 problem = response.error ?? "no response"
             }
             guard attempt < max(1, maxAttempts) else {
-                throw ExportError("\(endpoint.absoluteString) not reached after \(attempt) attempts: \(problem)", kind: .unavailable)
+                throw ExportError("\(Self.display(endpoint)) not reached after \(attempt) attempts: \(problem)", kind: .unavailable)
             }
             let backoff = Duration.milliseconds(500 * (1 << min(attempt - 1, 6)))
             let wait = min(maxRetryDelay, Self.retryAfter(response.retryAfter).map { Duration.milliseconds(Int64($0 * 1000)) } ?? backoff)
             guard clock.now.advanced(by: wait) < deadline else {
-                throw ExportError("\(endpoint.absoluteString) not reached within \(Self.format(timeout)) (\(attempt) attempts): \(problem)",
+                throw ExportError("\(Self.display(endpoint)) not reached within \(Self.format(timeout)) (\(attempt) attempts): \(problem)",
                                   kind: .unavailable)
             }
             Thread.sleep(forTimeInterval: Self.seconds(wait))

@@ -321,6 +321,15 @@ struct OTLPHTTPExporterTests {
         #expect(collector.requests == 0)
     }
 
+    @Test("Errors never show a password the endpoint URL carries")
+    func noPasswordInErrors() {
+        let exporter = OTLPHTTPExporter(endpoint: URL(string: "http://user:s3cret@127.0.0.1:9/v1/logs")!, maxAttempts: 1)
+        #expect { try exporter.export(try Self.batch()) } throws: { error in
+            let text = String(describing: error)
+            return text.contains("127.0.0.1:9") && !text.contains("s3cret")
+        }
+    }
+
     @Test("A redirect loop ends after 5 redirects, reports kept")
     func redirectLoop() throws {
         let collector = try Collector("307>/v1/logs")
