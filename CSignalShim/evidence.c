@@ -214,8 +214,14 @@ void aft_read_oom_counters(const char dirs[AFT_CGROUP_DIRS][AFT_PATH_CAPACITY],
 }
 
 int aft_run_is_locked(const char *path) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    /* Non-blocking and regular files only: a FIFO named like a run file must not block. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return -1;
+    }
     int locked = 0;
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         locked = (errno == EWOULDBLOCK) ? 1 : -1;

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -120,8 +121,15 @@ int aft_async_read_memory(uint64_t address, void *out, size_t size) {
 
 ssize_t aft_async_read_small_file(const char *path, char *buf, size_t capacity) {
     if (capacity == 0) return -1;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* Non-blocking, no final symlink, regular files only: a FIFO planted where a counter
+     * file was must not hold the reader (O_NONBLOCK makes the open return; fstat refuses it). */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
     if (fd < 0) return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return -1;
+    }
     size_t used = 0;
     while (used < capacity - 1) {
         ssize_t n = read(fd, buf + used, capacity - 1 - used);

@@ -8,8 +8,11 @@ extension Aftermath {
         public var serviceName: String
         /// service.version of the app: its release.
         public var serviceVersion: String
-        /// Where reports are kept between runs. Default:
-        /// `$XDG_STATE_HOME/aftermath/<serviceName>`, else `~/.local/state/aftermath/<serviceName>`.
+        /// Where reports are kept between runs. Default: `$STATE_DIRECTORY/aftermath/<serviceName>`
+        /// (systemd's `StateDirectory=`), else `$XDG_STATE_HOME/aftermath/<serviceName>`, else
+        /// `~/.local/state/aftermath/<serviceName>` when `HOME` is a writable directory, else
+        /// `/var/tmp/aftermath-<uid>/<serviceName>`. It must be owned by the app's user; a mode
+        /// wider than 0700 is repaired.
         public var reportsDirectory: String
         /// Receives the records; a file is deleted only after its record is acknowledged.
         public var exporter: any LogExporter
@@ -30,6 +33,9 @@ extension Aftermath {
         public var maxRunAge: Duration = .seconds(7 * 24 * 3600)
         /// Handled errors waiting in errors/ at most (default 256); later ones are dropped.
         public var maxPendingErrors = 256
+        /// Pending crashes, hangs, handled errors and dead runs older than this are not sent:
+        /// the next delivery moves them to `rejected/` with the reason (default 30 days).
+        public var maxReportAge: Duration = .seconds(30 * 24 * 3600)
         /// The watched thread blocked longer than this is a hang (default 250 ms).
         public var hangThreshold: Duration = .milliseconds(250)
         /// Signal sent to the blocked thread to take its stack. The default, 0, takes the highest

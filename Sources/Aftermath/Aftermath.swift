@@ -149,7 +149,9 @@ public enum Aftermath {
                                           osName: context.osName, osVersion: context.osVersion,
                                           kernelRelease: context.kernelRelease,
                                           process: ExitEnvironment.currentProcess(procRoot: c.procRoot))
-        let limits = ReportCollector.Limits(maxRunFiles: c.maxRunFiles, maxRunAgeSeconds: c.maxRunAge.seconds)
+        var limits = ReportCollector.Limits(maxRunFiles: c.maxRunFiles, maxRunAgeSeconds: c.maxRunAge.seconds,
+                                            maxReportAgeSeconds: c.maxReportAge.seconds)
+        limits.maxPendingErrors = max(c.maxPendingErrors, 1)
         return ReportCollector(directory: directory, currentRunID: context.runID, environment: environment, limits: limits)
     }
 

@@ -116,7 +116,9 @@ struct ReportCollectorTests {
         for i in 0..<70 {
             let path = dir.crashes + "/c\(i).crash"
             try TestSupport.write(golden, to: path)
-            var times = [timespec(tv_sec: 1_700_000_000 + i, tv_nsec: 0), timespec(tv_sec: 1_700_000_000 + i, tv_nsec: 0)]
+            // Recent (within the age limit), one second apart.
+            let t = time(nil) - 1000 + i
+            var times = [timespec(tv_sec: t, tv_nsec: 0), timespec(tv_sec: t, tv_nsec: 0)]
             #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
         }
         let collection = ReportCollector(directory: dir).collect()

@@ -11,7 +11,8 @@ import Darwin
 
 /// Writes each batch as one OTLP/JSON `ExportLogsServiceRequest` file in a directory.
 ///
-/// Files are named `<timeUnixNano of now>-<UUID>.json`. Each is written under a hidden
+/// Files are named `<timeUnixNano of now>-<UUID>.json`, mode 0600 (the directory, when it
+/// creates it, 0700). Each is written under a hidden
 /// temporary name, flushed with `fsync`, renamed into place and its directory synced, so a
 /// reader never sees a partial file and a returned export survives a power loss. Any failure
 /// (the directory cannot be created, is read-only, the disk is full) throws ``ExportError``.
@@ -29,7 +30,12 @@ public struct FileExporter: LogExporter {
     public func export(_ batch: LogBatch) throws {
         guard !batch.records.isEmpty else { return }
         do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            var st = stat()
+            if lstat(directory, &st) != 0 {
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
+                                                        attributes: [.posixPermissions: 0o700])
+                _ = chmod(directory, 0o700) // whatever the umask
+            }
         } catch {
             throw ExportError("FileExporter: cannot create directory \(directory) (\(error))")
         }
@@ -40,10 +46,12 @@ public struct FileExporter: LogExporter {
         let path = (directory as NSString).appendingPathComponent(name)
         let temporary = (directory as NSString).appendingPathComponent(".\(name).tmp")
 
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        // New (O_EXCL), no link followed, 0600 whatever the umask.
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else { throw ExportError("FileExporter: cannot create \(temporary)", code: errno) }
         do {
             defer { close(fd) }
+            guard fchmod(fd, 0o600) == 0 else { throw ExportError("FileExporter: cannot chmod \(temporary)", code: errno) }
             try Self.writeAll(fd, OTLPJSON.encode(batch), path: temporary)
             guard fsync(fd) == 0 else { throw ExportError("FileExporter: cannot sync \(temporary)", code: errno) }
         } catch {

@@ -22,7 +22,7 @@ enum HandledErrorRecorder {
     static func prepare(directory: String, context: ReportContext, maxPending: Int) {
         let c = Aftermath.cContext(context)
         let images = installedImages()
-        let pending = countPending(directory)
+        let pending = countPending(directory, upTo: maxPending)
         state.withLock {
             $0.directory = directory
             $0.context = c
@@ -53,7 +53,7 @@ enum HandledErrorRecorder {
         guard var snapshot = state.withLock({ s -> State? in
             guard s.directory != nil else { return nil }
             if s.pending >= s.maxPending {
-                s.pending = countPending(s.directory!)
+                s.pending = countPending(s.directory!, upTo: s.maxPending)
                 if s.pending >= s.maxPending { s.dropped += 1; return nil }
             }
             s.pending += 1
@@ -97,6 +97,7 @@ enum HandledErrorRecorder {
         let tmp = directory + "/" + name + ".tmp"
         let fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else { return false }
+        _ = fchmod(fd, 0o600) // whatever the umask
         var written = 0
         let ok: Bool = bytes.withUnsafeBytes { raw in
             while written < raw.count {
@@ -150,8 +151,10 @@ enum HandledErrorRecorder {
         return images.prefix(Int(n)).sorted { $0.start < $1.start }
     }
 
-    static func countPending(_ directory: String) -> Int {
-        ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { $0.hasSuffix(".error") }.count
+    /// Pending errors, counted up to limit: a directory of 10,000 files costs start no more
+    /// than the limit's worth of readdir.
+    static func countPending(_ directory: String, upTo limit: Int = Int.max) -> Int {
+        StoreFiles.count(in: directory, suffix: ".error", upTo: limit)
     }
 
     /// The longest prefix of at most limit bytes that does not cut a UTF-8 character.

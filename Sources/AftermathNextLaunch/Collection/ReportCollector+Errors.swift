@@ -8,15 +8,14 @@ extension ReportCollector {
     /// renamed). A .tmp is left alone for a minute (its writer may still rename it); after that
     /// it is reported if it decodes (the writer died between write and rename), else removed.
     package func collectErrors(_ pass: inout Pass) {
-        for name in listing(directory.errors) {
-            let path = (directory.errors as NSString).appendingPathComponent(name)
-            let isTemporary = name.hasSuffix(".error.tmp")
-            guard name.hasSuffix(".error") || isTemporary else {
-                pass.rejected.append(reject(path, reason: "unexpected file in errors/", moveRejected: pass.moveRejected))
-                continue
-            }
+        for (entry, isTemporary) in admitted(&pass, in: directory.errors, suffixes: [".error", ".error.tmp"],
+                                             what: "error", limit: limits.maxPendingErrors) {
+            let path = (directory.errors as NSString).appendingPathComponent(entry.name)
             // A .tmp younger than a minute may be renamed into place by its writer any moment.
-            if isTemporary, Self.secondsSinceModified(path) <= 60 { continue }
+            if isTemporary {
+                if pass.now - entry.modified <= 60 { continue }
+                if tooOld(&pass, path, entry) { continue }
+            }
             do {
                 let error = try HandledErrorFile.decode(FileReader.read(path, maximumSize: HandledErrorFile.maximumSize))
                 pass.reports.append(PendingReport(kind: .error, path: path,
@@ -24,7 +23,7 @@ extension ReportCollector {
                                                   crash: nil))
             } catch {
                 if isTemporary {
-                    if pass.moveRejected, Self.secondsSinceModified(path) > 60 { unlink(path) }
+                    if pass.moveRejected { unlink(path) }
                     continue
                 }
                 pass.rejected.append(reject(path, reason: error.description, moveRejected: pass.moveRejected))

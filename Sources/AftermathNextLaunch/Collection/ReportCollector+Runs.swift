@@ -10,27 +10,32 @@ extension ReportCollector {
     /// crash pass, so a crash report of a run wins over an inferred exit. A locked file is a
     /// live run (another instance, or this one) and is never judged. A judged run with nothing
     /// to report is renamed to .ended; a run with an abnormal exit stays until the record is
-    /// acknowledged. Retention: half-written .run.tmp files of dead writers are removed, then
-    /// ended runs older than the age limit or beyond the count limit, oldest first.
+    /// acknowledged. Bounds: entries that are not regular files and unexpected names are
+    /// rejected; dead runs older than the report age limit, and the oldest beyond the pending
+    /// limit, are rejected unjudged. Retention: half-written .run.tmp files of dead writers are
+    /// removed, then ended runs older than the run age limit or beyond the count limit.
     package func collectRuns(_ pass: inout Pass) {
         let judge = ExitInference(environment: ExitEnvironment.override ?? environment ?? .system())
         let limits = (count: self.limits.maxRunFiles, age: self.limits.maxRunAgeSeconds)
-        let hangs = unfinishedHangsByRun()
+        let hangs = pass.unfinishedHangs
         var ended: [(path: String, age: Double)] = []
         var retained = 0
-        for name in listing(directory.runs) {
-            let path = (directory.runs as NSString).appendingPathComponent(name)
-            if name.hasSuffix(".run.tmp") {
-                // A writer holds its .tmp locked while it writes it: unlocked means it died.
-                if pass.moveRejected, aft_run_is_locked(path) == 0 { unlink(path) }
-                continue
-            }
-            if name.hasSuffix(".ended") {
-                ended.append((path, Self.secondsSinceModified(path)))
-                continue
-            }
-            guard name.hasSuffix(".run") else {
-                pass.rejected.append(reject(path, reason: "unexpected file in runs/", moveRejected: pass.moveRejected))
+        // A live run's file (locked) is never rejected for its age or the count.
+        let runs = directory.runs
+        let isLive: (StoreFiles.Entry) -> Bool = { entry in
+            aft_run_is_locked((runs as NSString).appendingPathComponent(entry.name)) == 1
+        }
+        for (entry, leftover) in admitted(&pass, in: runs, suffixes: [".run", ".run.tmp", ".ended"], what: "run",
+                                          limit: self.limits.maxPendingRuns, keep: isLive) {
+            let name = entry.name
+            let path = (runs as NSString).appendingPathComponent(name)
+            if leftover {
+                if name.hasSuffix(".ended") {
+                    ended.append((path, pass.now - entry.modified))
+                } else if pass.moveRejected, aft_run_is_locked(path) == 0 {
+                    // A writer holds its .tmp locked while it writes it: unlocked means it died.
+                    unlink(path)
+                }
                 continue
             }
             if aft_run_is_locked(path) == 1 { retained += 1; continue } // alive
@@ -42,8 +47,9 @@ extension ReportCollector {
                 continue
             }
             if run.runID == currentRunID { retained += 1; continue }
-            // However old, a dead run is judged once (an app opened weekly still learns how its
-            // last run ended); the age limit applies to judged (.ended) runs.
+            // However old (within the report age limit), a dead run is judged once (an app
+            // opened weekly still learns how its last run ended); the run age limit applies to
+            // judged (.ended) runs.
             tagWatchdogCrash(&pass, run: run)
             let verdict = judge.judge(run, crashed: pass.crashedRuns.contains(run.runID),
                                       unfinishedHangMilliseconds: hangs[run.runID])
@@ -78,21 +84,6 @@ extension ReportCollector {
             return run.sessionID == context.sessionID ? run.previousSessionID : nil
         }
         return nil
-    }
-
-    /// The longest unfinished hang of each run in hangs/ (duration until its last update, ms).
-    package func unfinishedHangsByRun() -> [UUID: UInt64] {
-        var out: [UUID: UInt64] = [:]
-        for name in listing(directory.hangs) {
-            let path = (directory.hangs as NSString).appendingPathComponent(name)
-            guard let file = try? ReportFile.decode(FileReader.read(path), salvage: true),
-                  file.kind == AFT_KIND_HANG, let context = file.context else { continue }
-            let finished = (file.liveFlags | file.flags) & UInt32(AFT_FLAG_HANG_FINISHED) != 0
-            guard !finished else { continue }
-            let runID = ReportContext(context).runID
-            out[runID] = max(out[runID] ?? 0, file.liveValue ?? 0)
-        }
-        return out
     }
 
     /// systemd's watchdog: a crash of a run with WATCHDOG_USEC set, SIGABRT sent by pid 1 or

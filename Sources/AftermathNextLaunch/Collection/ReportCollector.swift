@@ -17,18 +17,34 @@ package struct ReportCollector: Sendable {
     /// The environment dead runs are judged in: the reporting launch's release and OS, the
     /// proc and sys roots. Nil: the system's, with the release unknown.
     package var environment: ExitEnvironment?
-    /// How many ended run files are kept, and for how long.
+    /// How many pending files of each kind a launch reads, how old they may be, and how many
+    /// ended run files are kept.
     package var limits: Limits
 
-    /// Retention of ended run files.
+    /// Bounds on what one collection reads. Files beyond them are rejected with the reason
+    /// before any is decoded, so a launch's delivery stays bounded in time and memory however
+    /// many files earlier runs (or anyone else) left.
     package struct Limits: Sendable {
         /// Ended run files kept at most; older ones are removed first.
         package var maxRunFiles = 64
         /// Ended run files older than this are removed, in seconds.
         package var maxRunAgeSeconds: Double = 7 * 24 * 3600
-        package init(maxRunFiles: Int = 64, maxRunAgeSeconds: Double = 7 * 24 * 3600) {
+        /// Pending crashes, hangs, errors and dead runs older than this (last modified) are
+        /// rejected, in seconds (default 30 days).
+        package var maxReportAgeSeconds: Double = 30 * 24 * 3600
+        /// Pending crash files read at most; the oldest beyond it are rejected.
+        package var maxPendingCrashes = 64
+        /// Pending hang files read at most.
+        package var maxPendingHangs = 64
+        /// Pending handled errors read at most.
+        package var maxPendingErrors = 256
+        /// Dead, unjudged run files read at most.
+        package var maxPendingRuns = 64
+        package init(maxRunFiles: Int = 64, maxRunAgeSeconds: Double = 7 * 24 * 3600,
+                     maxReportAgeSeconds: Double = 30 * 24 * 3600) {
             self.maxRunFiles = maxRunFiles
             self.maxRunAgeSeconds = maxRunAgeSeconds
+            self.maxReportAgeSeconds = maxReportAgeSeconds
         }
     }
 
@@ -69,6 +85,7 @@ package struct ReportCollector: Sendable {
         collectHangs(&pass)
         collectErrors(&pass)
         collectRuns(&pass)
+        if moveRejected, pass.rejected.contains(where: { $0.movedTo != nil }) { trimRejected() }
         pass.reports.sort { $0.record.timeUnixNano < $1.record.timeUnixNano }
         return Collection(reports: pass.reports, rejected: pass.rejected)
     }
@@ -81,12 +98,17 @@ package struct ReportCollector: Sendable {
         package var rejected: [RejectedFile] = []
         /// Runs that left a crash report in this collection.
         package var crashedRuns: Set<UUID> = []
+        /// The longest unfinished hang of each run found in hangs/ (ms until its last update).
+        package var unfinishedHangs: [UUID: UInt64] = [:]
+        /// The time the collection started, seconds since the epoch (for age limits).
+        package let now = Double(Clock.realtimeNanoseconds()) / 1e9
     }
 
     /// crashes/: committed crash files, and the .tmp of a handler that died while writing.
     package func collectCrashes(_ pass: inout Pass) {
         let moveRejected = pass.moveRejected
-        forEachReportFile(&pass, in: directory.crashes, suffix: ".crash", what: "crash", tmpIsDead: { path in
+        forEachReportFile(&pass, in: directory.crashes, suffix: ".crash", what: "crash",
+                          limit: limits.maxPendingCrashes, tmpIsDead: { path in
             switch reserveState(path) {
             case .heldByLiveRun: return false
             case .emptyOfDeadRun:
@@ -105,26 +127,20 @@ package struct ReportCollector: Sendable {
         })
     }
 
-    /// The walk every report directory shares: the oldest files beyond the retention limit
-    /// rejected; `*<suffix>` is a committed file; `*<suffix>.tmp` a writer's leftover, decoded
-    /// (salvaged) only when tmpIsDead says its writer is gone; anything else is rejected. A
-    /// decoded file goes to accept; what it throws sets the file aside with the reason.
+    /// The walk every report directory shares. Without opening anything: non-regular entries
+    /// and unexpected names are rejected, then committed files older than the age limit, then
+    /// the oldest beyond the count limit. Then `*<suffix>` is a committed file; `*<suffix>.tmp`
+    /// a writer's leftover, decoded (salvaged) only when tmpIsDead says its writer is gone.
+    /// A decoded file goes to accept; what it throws sets the file aside with the reason.
     package func forEachReportFile(_ pass: inout Pass, in dir: String, suffix: String, what: String,
-                           tmpIsDead: (String) -> Bool,
-                           accept: (inout Pass, String, ReportFile) throws -> Void) {
-        if pass.moveRejected { enforceRetention(&pass, in: dir, suffix: suffix, what: what) }
-        for name in listing(dir) {
-            let path = (dir as NSString).appendingPathComponent(name)
-            let salvage: Bool
-            if name.hasSuffix(suffix) {
-                salvage = false
-            } else if name.hasSuffix(suffix + ".tmp") {
+                                   limit: Int,
+                                   tmpIsDead: (String) -> Bool,
+                                   accept: (inout Pass, String, ReportFile) throws -> Void) {
+        for (entry, salvage) in admitted(&pass, in: dir, suffixes: [suffix, suffix + ".tmp"], what: what, limit: limit) {
+            let path = (dir as NSString).appendingPathComponent(entry.name)
+            if salvage {
                 guard tmpIsDead(path) else { continue }
-                salvage = true
-            } else {
-                let folder = (dir as NSString).lastPathComponent
-                pass.rejected.append(reject(path, reason: "unexpected file in \(folder)/", moveRejected: pass.moveRejected))
-                continue
+                guard !tooOld(&pass, path, entry) else { continue }
             }
             do {
                 try accept(&pass, path, try ReportFile.decode(FileReader.read(path), salvage: salvage))
@@ -133,6 +149,66 @@ package struct ReportCollector: Sendable {
                 pass.rejected.append(reject(path, reason: reason, moveRejected: pass.moveRejected))
             }
         }
+    }
+
+    /// The entries of dir worth opening, each with whether it is a leftover (the second
+    /// suffix). Rejected with the reason, in this order and without opening them: entries that
+    /// are not regular files, names without one of the suffixes, committed files (first suffix)
+    /// older than the age limit, and the oldest committed files beyond limit. Leftovers are
+    /// returned as they are: whether their writer lives decides what they are.
+    package func admitted(_ pass: inout Pass, in dir: String, suffixes: [String], what: String, limit: Int,
+                          keep: (StoreFiles.Entry) -> Bool = { _ in false }) -> [(StoreFiles.Entry, Bool)] {
+        let folder = (dir as NSString).lastPathComponent
+        var committed: [StoreFiles.Entry] = []
+        var leftovers: [StoreFiles.Entry] = []
+        for entry in StoreFiles.entries(dir) {
+            let path = (dir as NSString).appendingPathComponent(entry.name)
+            guard entry.isRegular else {
+                pass.rejected.append(reject(path, reason: ReportFileError.notARegularFile(kind: entry.typeDescription).description,
+                                            moveRejected: pass.moveRejected))
+                continue
+            }
+            if entry.name.hasSuffix(suffixes[0]) {
+                if keep(entry) || !tooOld(&pass, path, entry) { committed.append(entry) }
+            } else if suffixes.dropFirst().contains(where: { entry.name.hasSuffix($0) }) {
+                leftovers.append(entry)
+            } else {
+                pass.rejected.append(reject(path, reason: "unexpected file in \(folder)/", moveRejected: pass.moveRejected))
+            }
+        }
+        if committed.count > limit {
+            // Oldest first; files a live writer holds (keep) are never rejected for the count.
+            let byAge = committed.enumerated().sorted { ($0.element.modified, $0.offset) < ($1.element.modified, $1.offset) }
+            var excess = committed.count - limit
+            var dropped = Set<Int>()
+            for (index, entry) in byAge where excess > 0 && !keep(entry) {
+                let path = (dir as NSString).appendingPathComponent(entry.name)
+                pass.rejected.append(reject(path, reason: "retention: more than \(limit) pending \(what) files, the oldest rejected",
+                                            moveRejected: pass.moveRejected))
+                dropped.insert(index)
+                excess -= 1
+            }
+            committed = committed.enumerated().filter { !dropped.contains($0.offset) }.map(\.element)
+        }
+        return committed.map { ($0, false) } + leftovers.map { ($0, true) }
+    }
+
+    /// Rejects the file when it is older than the age limit; true when it did.
+    package func tooOld(_ pass: inout Pass, _ path: String, _ entry: StoreFiles.Entry) -> Bool {
+        let age = pass.now - entry.modified
+        guard age > limits.maxReportAgeSeconds else { return false }
+        pass.rejected.append(reject(path, reason: "older than \(Self.describeAge(limits.maxReportAgeSeconds)) (\(Self.describeAge(age)))",
+                                    moveRejected: pass.moveRejected))
+        return true
+    }
+
+    /// "2 days", "3 hours", "40 seconds".
+    package static func describeAge(_ seconds: Double) -> String {
+        let s = Int(seconds.rounded(.down))
+        if s >= 2 * 86400 { return "\(s / 86400) days" }
+        if s >= 2 * 3600 { return "\(s / 3600) hours" }
+        if s >= 120 { return "\(s / 60) minutes" }
+        return "\(s) seconds"
     }
 
     /// Records per exported batch: a refused batch holds back no more than this many.
@@ -149,9 +225,10 @@ package struct ReportCollector: Sendable {
     package func deliver(to exporter: any LogExporter, resource: Resource) -> Delivery {
         Self.inProcess.withLock { _ in
             let lockPath = (directory.root as NSString).appendingPathComponent(".deliver.lock")
-            let lock = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-            guard lock >= 0 else {
-                return Delivery(exported: 0, rejected: [], exportError: "cannot open \(lockPath): \(String(cString: strerror(errno)))")
+            let lock: Int32
+            switch StoreFiles.openLockFile(lockPath) {
+            case .success(let fd): lock = fd
+            case .failure(let error): return Delivery(exported: 0, rejected: [], exportError: error.description)
             }
             defer { close(lock) }
             guard flock(lock, LOCK_EX | LOCK_NB) == 0 else {
@@ -191,26 +268,7 @@ package struct ReportCollector: Sendable {
 
     /// Names in dir, sorted; hidden files ignored.
     package func listing(_ dir: String) -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? [])
-            .filter { !$0.hasPrefix(".") }
-            .sorted()
-    }
-
-    /// Pending files of one kind kept at most: a crash or hang loop with no exporter reachable
-    /// must not fill the disk. The oldest beyond it are rejected with the reason.
-    package static let maximumPendingCrashes = 64
-
-    package func enforceRetention(_ pass: inout Pass, in dir: String, suffix: String, what: String) {
-        let names = listing(dir).filter { $0.hasSuffix(suffix) }
-        guard names.count > Self.maximumPendingCrashes else { return }
-        let dated = names.map { name -> (String, Int) in
-            let path = (dir as NSString).appendingPathComponent(name)
-            var st = stat()
-            return (path, lstat(path, &st) == 0 ? Int(st.st_mtim.tv_sec) : 0)
-        }.sorted { $0.1 < $1.1 }
-        for (path, _) in dated.prefix(names.count - Self.maximumPendingCrashes) {
-            pass.rejected.append(reject(path, reason: "retention: more than \(Self.maximumPendingCrashes) pending \(what) reports, the oldest rejected", moveRejected: true))
-        }
+        StoreFiles.entries(dir).map(\.name)
     }
 
     package enum ReserveState { case heldByLiveRun, emptyOfDeadRun, writtenByDeadRun }
@@ -228,36 +286,52 @@ package struct ReportCollector: Sendable {
         return st.st_size == 0 ? .emptyOfDeadRun : .writtenByDeadRun
     }
 
-    /// Moves a bad file to rejected/ with a `.reason` file beside it (at most 64 kept).
+    /// Rejected files kept in rejected/ at most (each with its reason).
+    package static let maximumRejected = 64
+
+    /// Moves a bad file to rejected/ with a `.reason` file beside it. Never replaces or follows
+    /// anything already there: the file gets a free name (`name`, `name.1`, ...) and the reason
+    /// is created new, 0600. rejected/ is trimmed once per collection, not per file.
     package func reject(_ path: String, reason: String, moveRejected: Bool) -> RejectedFile {
         guard moveRejected else { return RejectedFile(path: path, reason: reason, movedTo: nil) }
         let name = (path as NSString).lastPathComponent
         var target = (directory.rejected as NSString).appendingPathComponent(name)
+        var err = StoreFiles.moveNoReplace(path, target)
         var n = 1
-        while FileManager.default.fileExists(atPath: target) || (try? FileManager.default.destinationOfSymbolicLink(atPath: target)) != nil {
+        while err == EEXIST, n < 1000 {
             target = (directory.rejected as NSString).appendingPathComponent("\(name).\(n)")
+            err = StoreFiles.moveNoReplace(path, target)
             n += 1
         }
-        guard rename(path, target) == 0 else {
-            return RejectedFile(path: path, reason: reason + " (could not move aside: \(String(cString: strerror(errno))))", movedTo: nil)
+        guard err == 0 else {
+            return RejectedFile(path: path, reason: reason + " (could not move aside: \(String(cString: strerror(err))))", movedTo: nil)
         }
-        try? Data((reason + "\n").utf8).write(to: URL(fileURLWithPath: target + ".reason"))
-        trimRejected()
+        let reasonPath = target + ".reason"
+        let bytes = Array((reason + "\n").utf8)
+        // The moved file's name was free; a reason file under it is stale or planted: a link
+        // there is removed (unlink never follows), never written through.
+        if StoreFiles.createExclusive(reasonPath, bytes) == EEXIST {
+            unlink(reasonPath)
+            _ = StoreFiles.createExclusive(reasonPath, bytes)
+        }
         return RejectedFile(path: path, reason: reason, movedTo: target)
     }
 
-    private func trimRejected(keeping limit: Int = 64) {
-        let fm = FileManager.default
-        let names = listing(directory.rejected).filter { !$0.hasSuffix(".reason") }
-        guard names.count > limit else { return }
-        let dated = names.map { name -> (String, Date) in
-            let p = (directory.rejected as NSString).appendingPathComponent(name)
-            let date = (try? fm.attributesOfItem(atPath: p)[.modificationDate] as? Date) ?? .distantPast
-            return (p, date)
-        }.sorted { $0.1 < $1.1 }
-        for (p, _) in dated.prefix(names.count - limit) {
-            try? fm.removeItem(atPath: p)
-            try? fm.removeItem(atPath: p + ".reason")
+    /// Keeps the newest ``maximumRejected`` files of rejected/ (by the time they were set
+    /// aside: their reason file's), removing the others with their reasons. One listing.
+    package func trimRejected(keeping limit: Int = Self.maximumRejected) {
+        let entries = StoreFiles.entries(directory.rejected)
+        var reasons: [String: Double] = [:]
+        for entry in entries where entry.name.hasSuffix(".reason") {
+            reasons[String(entry.name.dropLast(".reason".count))] = entry.modified
+        }
+        let files = entries.filter { !$0.name.hasSuffix(".reason") }
+        guard files.count > limit else { return }
+        let oldestFirst = files.sorted { (reasons[$0.name] ?? $0.modified, $0.name) < (reasons[$1.name] ?? $1.modified, $1.name) }
+        for entry in oldestFirst.prefix(files.count - limit) {
+            let p = (directory.rejected as NSString).appendingPathComponent(entry.name)
+            if entry.type == S_IFDIR { rmdir(p) } else { unlink(p) }
+            unlink(p + ".reason")
         }
     }
 }

@@ -11,20 +11,34 @@ package struct ReportDirectory: Sendable, Hashable {
     /// Uses root as the reports directory.
     package init(root: String) { self.root = root }
 
-    /// The default for a service: `$XDG_STATE_HOME/aftermath/<serviceName>`, else
-    /// `~/.local/state/aftermath/<serviceName>`.
-    package static func defaultRoot(serviceName: String) -> String {
-        let env = ProcessInfo.processInfo.environment
-        let base: String
-        if let xdg = env["XDG_STATE_HOME"], xdg.hasPrefix("/") {
-            base = xdg
-        } else {
-            let home = env["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
-            base = (home as NSString).appendingPathComponent(".local/state")
-        }
+    /// The default for a service, the first usable of:
+    /// - `$STATE_DIRECTORY/aftermath/<serviceName>` (systemd's `StateDirectory=`; the first
+    ///   path when it lists several),
+    /// - `$XDG_STATE_HOME/aftermath/<serviceName>`,
+    /// - `~/.local/state/aftermath/<serviceName>` when `HOME` is an existing, writable directory,
+    /// - `/var/tmp/aftermath-<uid>/<serviceName>` (a service user without a home: `nobody`,
+    ///   `DynamicUser=`), else `/tmp/aftermath-<uid>/<serviceName>` when /var/tmp is unusable.
+    package static func defaultRoot(serviceName: String,
+                                    environment env: [String: String] = ProcessInfo.processInfo.environment) -> String {
         let safeName = serviceName.map { $0 == "/" || $0 == "\0" ? "_" : $0 }
         let component = safeName.isEmpty || String(safeName) == "." || String(safeName) == ".." ? "_" : String(safeName)
-        return (base as NSString).appendingPathComponent("aftermath/\(component)")
+        let base: String
+        if let state = env["STATE_DIRECTORY"]?.split(separator: ":").first, state.hasPrefix("/") {
+            base = String(state) + "/aftermath"
+        } else if let xdg = env["XDG_STATE_HOME"], xdg.hasPrefix("/") {
+            base = xdg + "/aftermath"
+        } else if let home = env["HOME"], home.hasPrefix("/"), isWritableDirectory(home) {
+            base = (home as NSString).appendingPathComponent(".local/state/aftermath")
+        } else {
+            base = (isWritableDirectory("/var/tmp") ? "/var/tmp" : "/tmp") + "/aftermath-\(geteuid())"
+        }
+        return (base as NSString).appendingPathComponent(component)
+    }
+
+    /// An existing directory (symlinks followed) this process may create entries in.
+    static func isWritableDirectory(_ path: String) -> Bool {
+        var st = stat()
+        return stat(path, &st) == 0 && st.st_mode & S_IFMT == S_IFDIR && access(path, W_OK | X_OK) == 0
     }
 
     /// Crash files written by the signal handler.
@@ -40,27 +54,74 @@ package struct ReportDirectory: Sendable, Hashable {
 
     package func path(_ sub: String) -> String { (root as NSString).appendingPathComponent(sub) }
 
-    /// Creates the directories (mode 0700) that do not exist yet.
+    /// Creates the directories that do not exist yet (0700, missing parents too), and checks
+    /// every one: a real directory (not a symlink), owned by this process's user, and not
+    /// writable by group or others. A directory of ours with a wider mode is repaired to 0700;
+    /// one owned by another user is refused, as is a root whose parent another user could
+    /// swap it in (writable by others, not sticky, or owned by another user than us or root).
     package func prepare() throws(ReportDirectoryError) {
+        try Self.createParents(of: root)
+        try Self.checkParent(of: root)
         for dir in [root, crashes, hangs, runs, errors, rejected] {
             var st = stat()
             if lstat(dir, &st) != 0 {
-                // mkdir(2) directly: this runs in start(), on the app's launch path.
-                if mkdir(dir, 0o700) != 0 && errno != EEXIST {
-                    do {
-                        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,
-                                                                attributes: [.posixPermissions: 0o700])
-                    } catch {
-                        throw .cannotCreate(path: dir, reason: String(describing: error))
-                    }
+                guard mkdir(dir, 0o700) == 0 || errno == EEXIST else {
+                    throw .cannotCreate(path: dir, reason: String(cString: strerror(errno)))
                 }
             }
-            guard lstat(dir, &st) == 0, st.st_mode & S_IFMT == S_IFDIR else {
-                throw .cannotCreate(path: dir, reason: "not a directory")
+            try Self.checkOwnDirectory(dir)
+        }
+    }
+
+    /// lstat-checks dir: a directory, ours, 0700 (repaired when wider or narrower).
+    static func checkOwnDirectory(_ dir: String) throws(ReportDirectoryError) {
+        var st = stat()
+        guard lstat(dir, &st) == 0 else { throw .cannotCreate(path: dir, reason: String(cString: strerror(errno))) }
+        guard st.st_mode & S_IFMT == S_IFDIR else {
+            throw .cannotCreate(path: dir, reason: "not a directory (\(StoreFiles.describe(st.st_mode & S_IFMT)))")
+        }
+        guard st.st_uid == geteuid() else {
+            throw .cannotCreate(path: dir, reason: "owned by uid \(st.st_uid), not by uid \(geteuid()) (this process); refused")
+        }
+        if st.st_mode & 0o7777 != 0o700 {
+            // Our own directory with the wrong mode (umask, a hand-made 0777): repaired.
+            guard chmod(dir, 0o700) == 0 else {
+                throw .cannotCreate(path: dir, reason: "mode \(String(st.st_mode & 0o7777, radix: 8)) and cannot be made 0700: \(String(cString: strerror(errno)))")
             }
-            guard access(dir, W_OK | X_OK) == 0 else {
+        }
+        guard access(dir, W_OK | X_OK) == 0 else {
+            throw .cannotCreate(path: dir, reason: String(cString: strerror(errno)))
+        }
+    }
+
+    /// Creates the missing parents of path, 0700 each (the XDG base directories' mode).
+    static func createParents(of path: String) throws(ReportDirectoryError) {
+        var missing: [String] = []
+        var p = (path as NSString).deletingLastPathComponent
+        var st = stat()
+        while !p.isEmpty, p != "/", lstat(p, &st) != 0 {
+            missing.append(p)
+            p = (p as NSString).deletingLastPathComponent
+        }
+        for dir in missing.reversed() {
+            guard mkdir(dir, 0o700) == 0 || errno == EEXIST else {
                 throw .cannotCreate(path: dir, reason: String(cString: strerror(errno)))
             }
+            _ = chmod(dir, 0o700) // whatever the umask
+        }
+    }
+
+    /// The root's parent must not let another user replace the root.
+    static func checkParent(of path: String) throws(ReportDirectoryError) {
+        let parent = (path as NSString).deletingLastPathComponent
+        var st = stat()
+        guard stat(parent, &st) == 0 else { return } // mkdir of the root will say why
+        let foreign = st.st_uid != geteuid() && st.st_uid != 0
+        let shared = st.st_mode & 0o022 != 0 && st.st_mode & S_ISVTX == 0
+        if foreign || shared {
+            throw .cannotCreate(path: path, reason: "its parent \(parent) is "
+                + (foreign ? "owned by uid \(st.st_uid)" : "writable by others without the sticky bit")
+                + ": another user could replace the reports directory; refused")
         }
     }
 }

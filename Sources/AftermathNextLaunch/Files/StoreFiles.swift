@@ -1,0 +1,130 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The file-system calls the store makes on paths it found on disk or read from a file: none
+/// blocks, none follows a symbolic link, every file it creates is new (O_EXCL) and 0600.
+package enum StoreFiles {
+    /// One directory entry, as lstat saw it.
+    package struct Entry: Sendable {
+        package var name: String
+        /// S_IFREG, S_IFDIR, S_IFIFO, ... (st_mode & S_IFMT).
+        package var type: mode_t
+        /// Seconds since the epoch of the last modification.
+        package var modified: Double
+        package var isRegular: Bool { type == S_IFREG }
+
+        /// What a non-regular entry is, in words.
+        package var typeDescription: String { StoreFiles.describe(type) }
+    }
+
+    /// Words for a file type (st_mode & S_IFMT).
+    package static func describe(_ type: mode_t) -> String {
+        switch type {
+        case S_IFREG: return "a regular file"
+        case S_IFDIR: return "a directory"
+        case S_IFLNK: return "a symbolic link"
+        case S_IFIFO: return "a FIFO"
+        case S_IFSOCK: return "a socket"
+        default: return "a device"
+        }
+    }
+
+    /// The entries of dir, sorted by name; hidden names skipped. One lstat each (relative to the
+    /// open directory), no open of any entry: a FIFO, socket or device costs nothing here.
+    package static func entries(_ dir: String) -> [Entry] {
+        let fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0, let stream = fdopendir(fd) else {
+            return []
+        }
+        defer { closedir(stream) }
+        var out: [Entry] = []
+        while let entry = readdir(stream) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            guard !name.hasPrefix(".") else { continue }
+            var st = stat()
+            guard fstatat(dirfd(stream), name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
+            out.append(Entry(name: name, type: st.st_mode & S_IFMT,
+                             modified: Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9))
+        }
+        out.sort { $0.name < $1.name }
+        return out
+    }
+
+    /// Counts the names in dir ending with suffix, stopping at limit (no stat, no sort).
+    package static func count(in dir: String, suffix: String, upTo limit: Int) -> Int {
+        let fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0, let stream = fdopendir(fd) else { return 0 }
+        defer { closedir(stream) }
+        var n = 0
+        while n < limit, let entry = readdir(stream) {
+            let matches = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self).hasSuffix(suffix)
+            }
+            if matches { n += 1 }
+        }
+        return n
+    }
+
+    /// Creates path (it must not exist; a link there is not followed) with mode 0600 whatever
+    /// the umask, and writes bytes. Returns 0 or the errno.
+    package static func createExclusive(_ path: String, _ bytes: [UInt8]) -> Int32 {
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0o600)
+        guard fd >= 0 else { return errno }
+        defer { close(fd) }
+        guard fchmod(fd, 0o600) == 0 else { return errno }
+        return writeAll(fd, bytes)
+    }
+
+    /// Writes all of bytes to fd. Returns 0 or the errno.
+    package static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Int32 {
+        var written = 0
+        while written < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + written, $0.count - written) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                return errno
+            }
+            if n == 0 { return EIO }
+            written += n
+        }
+        return 0
+    }
+
+    /// Moves from to to without replacing anything at to: link(2) fails when to exists (a
+    /// planted symlink included) and never follows a link at from; then from is unlinked. On a
+    /// file system without hard links, rename after checking to is absent. Returns 0 or errno.
+    package static func moveNoReplace(_ from: String, _ to: String) -> Int32 {
+        if link(from, to) == 0 {
+            return unlink(from) == 0 ? 0 : errno
+        }
+        let err = errno
+        guard err == EPERM || err == EOPNOTSUPP || err == EXDEV || err == EMLINK else { return err }
+        var st = stat()
+        guard lstat(to, &st) != 0 else { return EEXIST }
+        return rename(from, to) == 0 ? 0 : errno
+    }
+
+    /// Opens path for locking: non-blocking, no symlink, created 0600 if absent, and only a
+    /// regular file is accepted. Returns the descriptor, or the reason it cannot be used.
+    package static func openLockFile(_ path: String) -> Result<Int32, LockFileError> {
+        let fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0o600)
+        guard fd >= 0 else { return .failure(LockFileError(path: path, reason: String(cString: strerror(errno)))) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG else {
+            close(fd)
+            return .failure(LockFileError(path: path, reason: "not a regular file (\(describe(st.st_mode & S_IFMT)))"))
+        }
+        if st.st_uid == geteuid(), st.st_mode & 0o777 != 0o600 { _ = fchmod(fd, 0o600) }
+        return .success(fd)
+    }
+
+    /// Why a lock file could not be used.
+    package struct LockFileError: Error, Sendable {
+        package var path: String
+        package var reason: String
+        package var description: String { "cannot use \(path): \(reason)" }
+    }
+}

@@ -1,0 +1,110 @@
+import Foundation
+import Testing
+import Aftermath
+import AftermathNextLaunch
+import AftermathTesting
+
+/// Bounds on what a launch reads: age and count limits for every kind of pending file.
+@Suite("Store limits")
+struct StoreLimitsTests {
+    @Test("Every kind has an age limit: older crashes, hangs, errors and dead runs are rejected with the reason")
+    func ageLimits() throws {
+        let dir = try TestSupport.reportsDirectory()
+        let golden = try TestSupport.fixture("v1/sigsegv-null-depth12.crash")
+        try TestSupport.write(golden, to: dir.crashes + "/old.crash")
+        try TestSupport.write(golden, to: dir.crashes + "/new.crash")
+        HostileStoreTests.age(dir.crashes + "/old.crash", seconds: 3 * 24 * 3600)
+        try TestSupport.write(Array("whatever".utf8), to: dir.hangs + "/old.hang")
+        HostileStoreTests.age(dir.hangs + "/old.hang", seconds: 3 * 24 * 3600)
+        try TestSupport.write(Array("whatever".utf8), to: dir.errors + "/old.error")
+        HostileStoreTests.age(dir.errors + "/old.error", seconds: 3 * 24 * 3600)
+        try TestSupport.write(Array("whatever".utf8), to: dir.runs + "/old.run")
+        HostileStoreTests.age(dir.runs + "/old.run", seconds: 3 * 24 * 3600)
+        var limits = ReportCollector.Limits()
+        limits.maxReportAgeSeconds = 2 * 24 * 3600
+        let collection = ReportCollector(directory: dir, limits: limits).collect()
+        #expect(collection.reports.count == 1)
+        #expect(collection.rejected.count == 4)
+        for r in collection.rejected {
+            #expect(r.reason.hasPrefix("older than 2 days"), "\(r.path): \(r.reason)")
+        }
+    }
+
+    @Test("Pending errors and dead runs beyond their limits: the oldest are rejected before any is read")
+    func countLimits() throws {
+        let dir = try TestSupport.reportsDirectory()
+        for i in 0..<10 {
+            let path = dir.errors + "/e\(i).error"
+            try TestSupport.write(Array("not decoded".utf8), to: path)
+            HostileStoreTests.age(path, seconds: 100 - i)
+            let run = dir.runs + "/r\(i).run"
+            try TestSupport.write(Array("not decoded".utf8), to: run)
+            HostileStoreTests.age(run, seconds: 100 - i)
+        }
+        var limits = ReportCollector.Limits()
+        limits.maxPendingErrors = 4
+        limits.maxPendingRuns = 3
+        let collection = ReportCollector(directory: dir, limits: limits).collect()
+        let retention = collection.rejected.filter { $0.reason.hasPrefix("retention") }.map { ($0.path as NSString).lastPathComponent }
+        #expect(Set(retention) == Set((0..<6).map { "e\($0).error" } + (0..<7).map { "r\($0).run" }))
+    }
+}
+
+/// Where a service without a home keeps its reports, and a start that never ends the app.
+@Suite("Service directories")
+struct ServiceDirectoryTests {
+    @Test("STATE_DIRECTORY (systemd) wins; its first path when there are several")
+    func stateDirectory() {
+        let env = ["STATE_DIRECTORY": "/var/lib/shop:/var/lib/other", "XDG_STATE_HOME": "/x", "HOME": "/root"]
+        #expect(ReportDirectory.defaultRoot(serviceName: "shop", environment: env) == "/var/lib/shop/aftermath/shop")
+    }
+
+    @Test("XDG_STATE_HOME, then HOME's ~/.local/state")
+    func xdgThenHome() throws {
+        let home = TestSupport.childDirectory("home")
+        #expect(mkdir(home, 0o700) == 0)
+        #expect(ReportDirectory.defaultRoot(serviceName: "s", environment: ["XDG_STATE_HOME": "/x", "HOME": home])
+                == "/x/aftermath/s")
+        #expect(ReportDirectory.defaultRoot(serviceName: "s", environment: ["HOME": home])
+                == home + "/.local/state/aftermath/s")
+    }
+
+    @Test("No usable home (unset, missing, not a directory): a private directory under /var/tmp")
+    func noHome() throws {
+        let file = TestSupport.childDirectory("home-file")
+        try TestSupport.write([], to: file)
+        let expected = "/var/tmp/aftermath-\(geteuid())/s"
+        #expect(ReportDirectory.defaultRoot(serviceName: "s", environment: [:]) == expected)
+        #expect(ReportDirectory.defaultRoot(serviceName: "s", environment: ["HOME": "/nonexistent"]) == expected)
+        #expect(ReportDirectory.defaultRoot(serviceName: "s", environment: ["HOME": file]) == expected)
+        #expect(ReportDirectory.defaultRoot(serviceName: "s", environment: ["HOME": ""]) == expected)
+    }
+
+    @Test("start() without HOME, as a DynamicUser= service runs: no error, reports in the fallback")
+    func startWithoutHome() async throws {
+        let service = "nohome-\(UUID().uuidString.prefix(8))"
+        await #expect(processExitsWith: .success) { [service = service as String] in
+            unsetenv("HOME")
+            unsetenv("XDG_STATE_HOME")
+            unsetenv("STATE_DIRECTORY")
+            let config = Aftermath.Configuration(serviceName: service, serviceVersion: "1", exporter: InMemoryExporter())
+            do { try Aftermath.start(config) } catch { exit(2) }
+            let ok = config.reportsDirectory == "/var/tmp/aftermath-\(geteuid())/\(service)"
+                && FileManager.default.fileExists(atPath: config.reportsDirectory + "/runs")
+            try? FileManager.default.removeItem(atPath: config.reportsDirectory)
+            exit(ok ? 0 : 1)
+        }
+    }
+
+    @Test("start() with STATE_DIRECTORY set uses it")
+    func startWithStateDirectory() async throws {
+        let state = TestSupport.childDirectory("state")
+        #expect(mkdir(state, 0o700) == 0)
+        await #expect(processExitsWith: .success) { [state = state as String] in
+            setenv("STATE_DIRECTORY", state, 1)
+            let config = Aftermath.Configuration(serviceName: "svc", serviceVersion: "1", exporter: InMemoryExporter())
+            do { try Aftermath.start(config) } catch { exit(2) }
+            exit(FileManager.default.fileExists(atPath: state + "/aftermath/svc/runs") ? 0 : 1)
+        }
+    }
+}
