@@ -1,0 +1,116 @@
+import Aftermath
+import AftermathNextLaunch
+import AftermathOTLP
+import AftermathTesting
+import HarnessSupport
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `aftermath-bench store`: a launch with many pending files of one kind (crash, hang, run,
+/// error; copies of the v1 fixtures). Each figure comes from a fresh child process:
+/// - deliver: one delivery with the default limits (what a launch does in the background),
+///   wall time and peak RSS growth;
+/// - all: every file decoded, mapped and encoded (OTLP protobuf, batches of 50) with the
+///   limits raised to the file count: the throughput of the decoders themselves;
+/// - start: how long `Aftermath.start` holds the caller with those files pending.
+enum StoreBench {
+    static let kinds: [(kind: String, fixture: String, folder: String, suffix: String)] = [
+        ("crash", "sigsegv-null-depth12.crash", "crashes", ".crash"),
+        ("hang", "hang-unfinished-killed.hang", "hangs", ".hang"),
+        ("run", "run-killed-during-hang.run", "runs", ".run"),
+        ("error", "handled-error.error", "errors", ".error"),
+    ]
+
+    static func run(_ args: [String]) {
+        let counts = args.firstIndex(of: "--counts").flatMap { i in
+            args[i + 1].split(separator: ",").compactMap { Int($0) }
+        } ?? [1_000, 10_000]
+        let root = NSTemporaryDirectory() + "aftermath-store-bench-\(getpid())"
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        print("kind   files   deliver (default limits)   all decoded+mapped+encoded   start holds")
+        for (kind, fixture, folder, suffix) in kinds {
+            guard let bytes = FileManager.default.contents(atPath: fixturePath(fixture)).map(Array.init) else {
+                print("\(kind): fixture \(fixture) not found"); continue
+            }
+            for count in counts {
+                var cells: [String] = []
+                for mode in ["deliver", "all", "start"] {
+                    let dir = "\(root)/\(kind)-\(count)-\(mode)"
+                    let directory = ReportDirectory(root: dir)
+                    do { try directory.prepare() } catch { print("cannot prepare \(dir): \(error)"); return }
+                    let target = directory.path(folder)
+                    for i in 0..<count {
+                        _ = StoreFiles.createExclusive(target + "/" + String(format: "%032x", i) + suffix, bytes)
+                    }
+                    guard let child = BenchChild.spawn(["store-child", mode, dir, String(count)],
+                                                       environment: ["SWIFT_BACKTRACE": "enable=no"]) else { continue }
+                    let v = child.readValues()
+                    _ = child.wait()
+                    try? FileManager.default.removeItem(atPath: dir)
+                    guard v.count == 4 else { cells.append("failed"); continue }
+                    let ms = String(format: "%.1f ms", Double(v[0]) / 1e6)
+                    switch mode {
+                    case "start": cells.append(ms)
+                    default:
+                        cells.append("\(ms), +" + String(format: "%.1f", Double(v[1]) / 1024) + " MiB RSS, \(v[2]) sent, \(v[3]) rejected")
+                    }
+                }
+                print("\(kind.padding(toLength: 6, withPad: " ", startingAt: 0)) \(String(count).padding(toLength: 7, withPad: " ", startingAt: 0)) "
+                      + cells.joined(separator: " | "))
+            }
+        }
+    }
+
+    /// An exporter that encodes each batch as OTLP/HTTP would send it, and drops it.
+    final class EncodingExporter: LogExporter, @unchecked Sendable {
+        var bytes = 0
+        func export(_ batch: LogBatch) throws { bytes += OTLPProtobuf.encode(batch).count }
+    }
+
+    /// Writes, on fd 3: elapsed ns, peak RSS growth (KiB), records exported, files rejected.
+    static func child(_ args: [String]) {
+        guard args.count == 3, let count = Int(args[2]) else { exit(2) }
+        let mode = args[0], dir = args[1]
+        let before = peakRSSKiB()
+        var values: [UInt64] = []
+        switch mode {
+        case "start":
+            let config = Aftermath.Configuration(serviceName: "bench", serviceVersion: "1.0",
+                                                 exporter: EncodingExporter(), reportsDirectory: dir)
+            let start = Stats.monotonicNanoseconds()
+            do { try Aftermath.start(config) } catch { exit(3) }
+            values = [Stats.monotonicNanoseconds() - start, 0, 0, 0]
+        case "deliver", "all":
+            var limits = ReportCollector.Limits()
+            if mode == "all" {
+                limits.maxPendingCrashes = count
+                limits.maxPendingHangs = count
+                limits.maxPendingErrors = count
+                limits.maxPendingRuns = count
+            }
+            let collector = ReportCollector(directory: ReportDirectory(root: dir), limits: limits)
+            let exporter = EncodingExporter()
+            let start = Stats.monotonicNanoseconds()
+            let delivery = collector.deliver(to: exporter, resource: SDK.resource(serviceName: "bench", serviceVersion: "1.0"))
+            let elapsed = Stats.monotonicNanoseconds() - start
+            values = [elapsed, UInt64(max(0, peakRSSKiB() - before)), UInt64(delivery.exported), UInt64(delivery.rejected.count)]
+        default:
+            exit(2)
+        }
+        for var v in values { _ = write(3, &v, 8) }
+        exit(0)
+    }
+
+    static func peakRSSKiB() -> Int {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF, &usage)
+        return usage.ru_maxrss
+    }
+
+    static func fixturePath(_ name: String) -> String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Tests/AftermathTests/Fixtures/v1/\(name)").path
+    }
+}
