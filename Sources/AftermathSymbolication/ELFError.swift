@@ -15,6 +15,10 @@ package enum ELFError: Error, Sendable, Equatable, CustomStringConvertible {
     case outOfBounds(what: String, offset: UInt64, size: UInt64, fileSize: UInt64)
     /// A header field holds an inconsistent value.
     case malformed(String)
+    /// The file is larger than any image (``ELFSymbolTable`` refuses it unread).
+    case tooLarge(path: String, size: UInt64)
+    /// The file's build id is not the one expected: not the image that was loaded.
+    case buildIDMismatch
 
     package var description: String {
         switch self {
@@ -26,6 +30,8 @@ package enum ELFError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .outOfBounds(what, offset, size, fileSize):
             return "\(what) (offset \(offset), size \(size)) lies outside the file (size \(fileSize))"
         case let .malformed(why): return "malformed ELF file: \(why)"
+        case let .tooLarge(path, size): return "\(path) is \(size) bytes, larger than any image; refused"
+        case .buildIDMismatch: return "build id differs from the image's"
         }
     }
 }

@@ -30,10 +30,13 @@ package final class ELFSymbolTable: Sendable {
 
     /// Loads the ELF file at `path`. Throws ``ELFError`` if it is missing, unreadable or malformed.
     /// A well-formed file without any symbol table loads with zero symbols (its build ID is still useful).
-    package init(path: String) throws(ELFError) {
+    /// With expectedBuildID, a file whose GNU build id differs (or is absent) throws
+    /// ``ELFError/buildIDMismatch`` before its symbols are read: a file that is not the image
+    /// the crash named costs a few small reads, whatever its size.
+    package init(path: String, expectedBuildID: [UInt8]? = nil) throws(ELFError) {
         let file = try ELFFile(path: path)
         defer { file.close() }
-        let parsed = try ELFParser(file: file).parse()
+        let parsed = try ELFParser(file: file, expectedBuildID: expectedBuildID).parse()
         buildID = parsed.buildID
         firstLoadVirtualAddress = parsed.firstLoadVirtualAddress
         usesFullSymbolTable = parsed.usesFullSymbolTable
@@ -84,8 +87,9 @@ private struct ELFFile {
     package let size: UInt64
 
     package init(path: String) throws(ELFError) {
-        // O_NONBLOCK so that a FIFO cannot hang us before the regular-file check.
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        // O_NONBLOCK so that a FIFO cannot hang us before the regular-file check; a symlink
+        // as the last component is refused (image paths from /proc/<pid>/maps are resolved).
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW)
         guard fd >= 0 else { throw .cannotOpen(path: path, errno: errno) }
         var info = stat()
         guard fstat(fd, &info) == 0 else {
@@ -97,9 +101,16 @@ private struct ELFFile {
             elfCloseDescriptor(fd)
             throw .notRegularFile(path: path)
         }
+        guard UInt64(max(0, info.st_size)) <= Self.maximumSize else {
+            elfCloseDescriptor(fd)
+            throw .tooLarge(path: path, size: UInt64(info.st_size))
+        }
         self.fd = fd
         self.size = UInt64(max(0, info.st_size))
     }
+
+    /// Larger files are refused: no image a crash names comes near it.
+    package static let maximumSize: UInt64 = 2 << 30
 
     package func close() { elfCloseDescriptor(fd) }
 
@@ -175,6 +186,8 @@ private struct ELFParser {
     package struct Section { var type: UInt32; var flags, addr, offset, size, entsize: UInt64; var link: UInt32 }
 
     package let file: ELFFile
+    /// When set, the file's build id must equal it before anything else is read.
+    package var expectedBuildID: [UInt8]? = nil
 
     package func parse() throws(ELFError) -> Result {
         guard file.size >= 4 else { throw .notELF }
@@ -203,6 +216,7 @@ private struct ELFParser {
         }
 
         let buildID = try findBuildID(segments: segments, sections: sections)
+        if let expectedBuildID, buildID != expectedBuildID { throw .buildIDMismatch }
 
         // Symbols: .symtab, else .dynsym.
         var entries: [ELFSymbolEntry] = []

@@ -32,8 +32,7 @@ package final class Symbolicator: Sendable {
         isReturnAddress: Bool,
         expectedBuildID: [UInt8]? = nil
     ) -> SymbolicatedFrame? {
-        guard let table = table(for: Self.normalizedPath(imagePath)) else { return nil }
-        if let expectedBuildID, let actual = table.buildID, actual != expectedBuildID { return nil }
+        guard let table = table(for: Self.normalizedPath(imagePath), expectedBuildID: expectedBuildID) else { return nil }
 
         guard address >= loadAddress else { return nil }
         let (fileAddress, overflow) = (address - loadAddress).addingReportingOverflow(table.firstLoadVirtualAddress)
@@ -45,21 +44,23 @@ package final class Symbolicator: Sendable {
     }
 
     /// The cached table for `path`, loading it on first use. `nil` if it failed to load.
-    package func table(for path: String) -> ELFSymbolTable? {
-        if let cached = cache.withLock({ $0[path] }) {
+    /// With expectedBuildID, a file with another build id is not loaded (its symbols unread).
+    package func table(for path: String, expectedBuildID: [UInt8]? = nil) -> ELFSymbolTable? {
+        let key = expectedBuildID.map { path + "\u{0}" + Hex.encode($0) } ?? path
+        if let cached = cache.withLock({ $0[key] }) {
             return Self.unwrap(cached)
         }
         // Parse outside the lock so slow files do not block other lookups; a racing loader's
         // result simply wins or loses.
         let entry: CacheEntry
         do {
-            entry = .loaded(try ELFSymbolTable(path: path))
+            entry = .loaded(try ELFSymbolTable(path: path, expectedBuildID: expectedBuildID))
         } catch {
             entry = .failed(error)
         }
         let stored = cache.withLock { cache -> CacheEntry in
-            if let existing = cache[path] { return existing }
-            cache[path] = entry
+            if let existing = cache[key] { return existing }
+            cache[key] = entry
             return entry
         }
         return Self.unwrap(stored)
