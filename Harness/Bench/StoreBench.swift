@@ -45,10 +45,8 @@ enum StoreBench {
                         _ = StoreFiles.createExclusive(target + "/" + String(format: "%032x", i) + suffix, bytes)
                     }
                     sync() // the files on disk before the child runs: its figure is not the writeback's
-                    guard let child = BenchChild.spawn(["store-child", mode, dir, String(count)],
-                                                       environment: ["SWIFT_BACKTRACE": "enable=no"]) else { continue }
-                    let v = child.readValues()
-                    _ = child.wait()
+                    let v = benchChild(["store-child", mode, dir, String(count)],
+                                       environment: ["SWIFT_BACKTRACE": "enable=no"]).values
                     try? FileManager.default.removeItem(atPath: dir)
                     guard v.count == 5 else { cells.append("failed"); continue }
                     let ms = String(format: "%.1f ms", Double(v[0]) / 1e6)
@@ -82,9 +80,9 @@ enum StoreBench {
         case "start":
             let config = Aftermath.Configuration(serviceName: "bench", serviceVersion: "1.0",
                                                  exporter: EncodingExporter(), reportsDirectory: dir)
-            let start = Stats.monotonicNanoseconds()
+            let start = Monotonic.nanoseconds()
             do { try Aftermath.start(config) } catch { exit(3) }
-            values = [Stats.monotonicNanoseconds() - start, 0, 0, 0, 0]
+            values = [Monotonic.nanoseconds() - start, 0, 0, 0, 0]
         case "deliver", "all":
             var limits = ReportCollector.Limits()
             if mode == "all" {
@@ -96,9 +94,9 @@ enum StoreBench {
             let collector = ReportCollector(directory: ReportDirectory(root: dir), limits: limits)
             let exporter = EncodingExporter()
             let cpuBefore = cpuNanoseconds()
-            let start = Stats.monotonicNanoseconds()
+            let start = Monotonic.nanoseconds()
             let delivery = collector.deliver(to: exporter, resource: SDK.resource(serviceName: "bench", serviceVersion: "1.0"))
-            let elapsed = Stats.monotonicNanoseconds() - start
+            let elapsed = Monotonic.nanoseconds() - start
             values = [elapsed, UInt64(max(0, peakRSSKiB() - before)), UInt64(delivery.exported), UInt64(delivery.rejected.count),
                       cpuNanoseconds() - cpuBefore]
         default:

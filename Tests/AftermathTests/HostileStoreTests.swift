@@ -5,8 +5,8 @@ import Aftermath
 import AftermathNextLaunch
 import AftermathOTLP
 import AftermathTesting
-import AftermathSymbolication
 import Synchronization
+import TestSupport
 
 /// A reports directory someone else prepared: FIFOs where files should be, planted symlinks,
 /// directories with the wrong owner or mode. Nothing may block, follow a link or widen access.

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import AftermathNextLaunch
 import AftermathSymbolication
+import TestSupport
 
 /// Image paths named by a crash file are opened by `aftermath show`: only regular files,
 /// bounded in size, and read only once their build id is the image's.

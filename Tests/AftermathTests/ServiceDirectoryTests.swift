@@ -3,52 +3,7 @@ import Testing
 import Aftermath
 import AftermathNextLaunch
 import AftermathTesting
-
-/// Bounds on what a launch reads: age and count limits for every kind of pending file.
-@Suite("Store limits")
-struct StoreLimitsTests {
-    @Test("Every kind has an age limit: older crashes, hangs, errors and dead runs are rejected with the reason")
-    func ageLimits() throws {
-        let dir = try TestSupport.reportsDirectory()
-        let golden = try TestSupport.fixture("v1/sigsegv-null-depth12.crash")
-        try TestSupport.write(golden, to: dir.crashes + "/old.crash")
-        try TestSupport.write(golden, to: dir.crashes + "/new.crash")
-        HostileStoreTests.age(dir.crashes + "/old.crash", seconds: 3 * 24 * 3600)
-        try TestSupport.write(Array("whatever".utf8), to: dir.hangs + "/old.hang")
-        HostileStoreTests.age(dir.hangs + "/old.hang", seconds: 3 * 24 * 3600)
-        try TestSupport.write(Array("whatever".utf8), to: dir.errors + "/old.error")
-        HostileStoreTests.age(dir.errors + "/old.error", seconds: 3 * 24 * 3600)
-        try TestSupport.write(Array("whatever".utf8), to: dir.runs + "/old.run")
-        HostileStoreTests.age(dir.runs + "/old.run", seconds: 3 * 24 * 3600)
-        var limits = ReportCollector.Limits()
-        limits.maxReportAgeSeconds = 2 * 24 * 3600
-        let collection = ReportCollector(directory: dir, limits: limits).collect()
-        #expect(collection.reports.count == 1)
-        #expect(collection.rejected.count == 4)
-        for r in collection.rejected {
-            #expect(r.reason.hasPrefix("older than 2 days"), "\(r.path): \(r.reason)")
-        }
-    }
-
-    @Test("Pending errors and dead runs beyond their limits: the oldest are rejected before any is read")
-    func countLimits() throws {
-        let dir = try TestSupport.reportsDirectory()
-        for i in 0..<10 {
-            let path = dir.errors + "/e\(i).error"
-            try TestSupport.write(Array("not decoded".utf8), to: path)
-            HostileStoreTests.age(path, seconds: 100 - i)
-            let run = dir.runs + "/r\(i).run"
-            try TestSupport.write(Array("not decoded".utf8), to: run)
-            HostileStoreTests.age(run, seconds: 100 - i)
-        }
-        var limits = ReportCollector.Limits()
-        limits.maxPendingErrors = 4
-        limits.maxPendingRuns = 3
-        let collection = ReportCollector(directory: dir, limits: limits).collect()
-        let retention = collection.rejected.filter { $0.reason.hasPrefix("retention") }.map { ($0.path as NSString).lastPathComponent }
-        #expect(Set(retention) == Set((0..<6).map { "e\($0).error" } + (0..<7).map { "r\($0).run" }))
-    }
-}
+import TestSupport
 
 /// Where a service without a home keeps its reports, and a start that never ends the app.
 @Suite("Service directories")
