@@ -13,7 +13,7 @@ import Glibc
 /// - deliver: one delivery with the default limits (what a launch does in the background),
 ///   wall time and peak RSS growth;
 /// - all: every file decoded, mapped and encoded (OTLP protobuf, batches of 50) with the
-///   limits raised to the file count: the throughput of the decoders themselves;
+///   limits raised to the file count, nothing moved or deleted: the decoders' throughput;
 /// - start: how long `Aftermath.start` holds the caller with those files pending.
 enum StoreBench {
     static let kinds: [(kind: String, fixture: String, folder: String, suffix: String)] = [
@@ -29,7 +29,7 @@ enum StoreBench {
         } ?? [1_000, 10_000]
         let root = NSTemporaryDirectory() + "aftermath-store-bench-\(getpid())"
         defer { try? FileManager.default.removeItem(atPath: root) }
-        print("kind   files   deliver (default limits)   all decoded+mapped+encoded   start holds")
+        print("kind   files   deliver (default limits: read, send, delete) | all decoded+mapped+encoded (nothing deleted) | start holds")
         for (kind, fixture, folder, suffix) in kinds {
             guard let bytes = FileManager.default.contents(atPath: fixturePath(fixture)).map(Array.init) else {
                 print("\(kind): fixture \(fixture) not found"); continue
@@ -93,11 +93,27 @@ enum StoreBench {
             }
             let collector = ReportCollector(directory: ReportDirectory(root: dir), limits: limits)
             let exporter = EncodingExporter()
+            let resource = SDK.resource(serviceName: "bench", serviceVersion: "1.0")
             let cpuBefore = cpuNanoseconds()
             let start = Monotonic.nanoseconds()
-            let delivery = collector.deliver(to: exporter, resource: SDK.resource(serviceName: "bench", serviceVersion: "1.0"))
+            let sent: Int, rejected: Int
+            if mode == "deliver" {
+                let delivery = collector.deliver(to: exporter, resource: resource)
+                (sent, rejected) = (delivery.exported, delivery.rejected.count)
+            } else {
+                // Decoded, mapped and encoded; nothing moved or deleted (the disk's share apart).
+                let collection = collector.collect(moveRejected: false)
+                var i = 0
+                while i < collection.reports.count {
+                    let chunk = collection.reports[i..<min(i + ReportCollector.batchSize, collection.reports.count)]
+                    try? exporter.export(LogBatch(resource: resource, scopeName: SDK.scopeName, scopeVersion: SDK.version,
+                                                  records: chunk.map(\.record)))
+                    i += chunk.count
+                }
+                (sent, rejected) = (collection.reports.count, collection.rejected.count)
+            }
             let elapsed = Monotonic.nanoseconds() - start
-            values = [elapsed, UInt64(max(0, peakRSSKiB() - before)), UInt64(delivery.exported), UInt64(delivery.rejected.count),
+            values = [elapsed, UInt64(max(0, peakRSSKiB() - before)), UInt64(sent), UInt64(rejected),
                       cpuNanoseconds() - cpuBefore]
         default:
             exit(2)
@@ -122,6 +138,6 @@ enum StoreBench {
 
     static func fixturePath(_ name: String) -> String {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Tests/AftermathTests/Fixtures/v1/\(name)").path
+            .appendingPathComponent("Tests/TestSupport/Fixtures/v1/\(name)").path
     }
 }

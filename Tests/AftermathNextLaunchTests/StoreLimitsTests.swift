@@ -49,6 +49,26 @@ struct StoreLimitsTests {
         #expect(Set(retention) == Set((0..<6).map { "e\($0).error" } + (0..<7).map { "r\($0).run" }))
     }
 
+    @Test("One collection removes at most its budget of files; the rest wait for later launches, unread")
+    func removalBudget() throws {
+        let dir = try TestSupport.reportsDirectory()
+        let golden = try TestSupport.fixture("v1/sigsegv-null-depth12.crash")
+        for i in 0..<10 {
+            let path = dir.crashes + "/c\(i).crash"
+            try TestSupport.write(golden, to: path)
+            Self.age(path, seconds: 100 - i)
+        }
+        var limits = ReportCollector.Limits()
+        limits.maxPendingCrashes = 2
+        limits.maxRemovalsPerCollection = 3
+        let first = ReportCollector(directory: dir, limits: limits).collect()
+        #expect(first.reports.count == 2)
+        #expect(Set(first.rejected.map { ($0.path as NSString).lastPathComponent }) == ["c0.crash", "c1.crash", "c2.crash"])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.crashes).count == 7)
+        let second = ReportCollector(directory: dir, limits: limits).collect()
+        #expect(Set(second.rejected.map { ($0.path as NSString).lastPathComponent }) == ["c3.crash", "c4.crash", "c5.crash"])
+    }
+
     static func age(_ path: String, seconds: Int) {
         let t = time(nil) - seconds
         var times = [timespec(tv_sec: t, tv_nsec: 0), timespec(tv_sec: t, tv_nsec: 0)]

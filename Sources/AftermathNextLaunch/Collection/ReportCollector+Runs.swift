@@ -68,7 +68,8 @@ extension ReportCollector {
         guard pass.moveRejected else { return }
         ended.sort { $0.age > $1.age } // oldest first
         var total = retained + ended.count
-        for file in ended where file.age > limits.age || total > limits.count {
+        for file in ended where (file.age > limits.age || total > limits.count) && pass.removalBudget > 0 {
+            pass.removalBudget -= 1
             if unlink(file.path) == 0 { total -= 1 }
         }
     }
