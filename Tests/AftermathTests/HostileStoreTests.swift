@@ -184,6 +184,30 @@ struct HostileStoreTests {
         }
     }
 
+    @Test("A reports directory whose parent another user could write to is refused")
+    func refusesSwappableParent() throws {
+        let parent = TestSupport.childDirectory("parent")
+        #expect(mkdir(parent, 0o700) == 0)
+        #expect(chmod(parent, 0o777) == 0) // writable by all, not sticky
+        do {
+            try ReportDirectory(root: parent + "/reports").prepare()
+            Issue.record("a root in a world-writable, non-sticky parent was accepted")
+        } catch {
+            guard case .cannotCreate(_, let reason) = error else { return }
+            #expect(reason.contains("writable by others without the sticky bit"), "\(reason)")
+        }
+        #expect(chmod(parent, 0o1777) == 0) // sticky, like /tmp: accepted
+        try ReportDirectory(root: parent + "/reports").prepare()
+        guard geteuid() == 0 else {
+            print("SKIPPED refusesSwappableParent (foreign owner): needs root to chown")
+            return
+        }
+        let foreign = TestSupport.childDirectory("foreign-parent")
+        #expect(mkdir(foreign, 0o755) == 0)
+        #expect(chown(foreign, 65534, 65534) == 0)
+        #expect(throws: ReportDirectoryError.self) { try ReportDirectory(root: foreign + "/reports").prepare() }
+    }
+
     static func age(_ path: String, seconds: Int) {
         let t = time(nil) - seconds
         var times = [timespec(tv_sec: t, tv_nsec: 0), timespec(tv_sec: t, tv_nsec: 0)]
