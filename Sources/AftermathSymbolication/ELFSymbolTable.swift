@@ -87,9 +87,9 @@ private struct ELFFile {
     package let size: UInt64
 
     package init(path: String) throws(ELFError) {
-        // O_NONBLOCK so that a FIFO cannot hang us before the regular-file check; a symlink
-        // as the last component is refused (image paths from /proc/<pid>/maps are resolved).
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW)
+        // O_NONBLOCK so that a FIFO cannot hang us before the regular-file check. Symlinks are
+        // followed: /usr/lib/debug/.build-id entries are links; the build id is the check.
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else { throw .cannotOpen(path: path, errno: errno) }
         var info = stat()
         guard fstat(fd, &info) == 0 else {

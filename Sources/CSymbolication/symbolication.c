@@ -49,15 +49,20 @@ struct aftsym_image {
     int units_built;
 };
 
+/// Larger files are refused unread: no image or debug file comes near it, and a path a crash
+/// file names could be anything.
+#define AFTSYM_MAX_FILE_SIZE ((off_t)2 << 30)
+
 /// Opens `path` read-only without blocking (a FIFO cannot hang us) and only if it is a regular
-/// file. Returns the descriptor or -1 with errno set.
+/// file of at most AFTSYM_MAX_FILE_SIZE bytes. Returns the descriptor or -1 with errno set.
 static int open_regular(const char *path) {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return -1;
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    int regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    if (!regular || st.st_size > AFTSYM_MAX_FILE_SIZE) {
         close(fd);
-        errno = EINVAL;
+        errno = regular ? EFBIG : EINVAL;
         return -1;
     }
     int flags = fcntl(fd, F_GETFL);
