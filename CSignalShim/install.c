@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -201,7 +202,8 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
      * launch never sees it empty and unlocked, and so never removes it. */
     int reserved = openat(dir_fd, hidden_name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
                           0600);
-    if (reserved >= 0 && (flock(reserved, LOCK_EX | LOCK_NB) != 0 ||
+    if (reserved >= 0 && (fchmod(reserved, 0600) != 0 || /* 0600 whatever the umask */
+                          flock(reserved, LOCK_EX | LOCK_NB) != 0 ||
                           renameat(dir_fd, hidden_name, dir_fd, tmp_name) != 0)) {
         unlinkat(dir_fd, hidden_name, 0);
         close(reserved);

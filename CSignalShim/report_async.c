@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <stdio.h>   /* renameat */
 #include <unistd.h>
 
@@ -78,6 +79,7 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
     int fd = reserved >= 0 ? reserved
            : openat(dir_fd, tmp_name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) return errno;
+    if (reserved < 0) (void)fchmod(fd, 0600); /* 0600 whatever the umask (a narrower mode still works) */
 
     aft_file_header header;
     aft_async_memset(&header, 0, sizeof(header));

@@ -291,6 +291,7 @@ int aft_run_start(const aft_run_options *o, char *error, size_t error_capacity) 
     }
     int fd = openat(dir, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     int err = fd < 0 ? errno : 0;
+    if (!err && fchmod(fd, 0600) != 0) err = errno; /* 0600 whatever the umask */
     /* Lock before the file has its final name: an unlocked .run always means a run that ended. */
     if (!err && flock(fd, LOCK_EX | LOCK_NB) != 0) err = errno;
 

@@ -62,4 +62,54 @@ struct ServiceDirectoryTests {
             exit(FileManager.default.fileExists(atPath: state + "/aftermath/svc/runs") ? 0 : 1)
         }
     }
+
+    @Test("Under umask 0277 every file and directory start creates is still 0600 / 0700")
+    func restrictiveUmask() async throws {
+        let directory = TestSupport.childDirectory("umask")
+        await #expect(processExitsWith: .success) { [directory = directory as String] in
+            umask(0o277)
+            let config = Aftermath.Configuration(serviceName: "umask", serviceVersion: "1", exporter: InMemoryExporter(),
+                                                 reportsDirectory: directory, deliverPendingReportsSynchronously: true)
+            do { try Aftermath.start(config) } catch { exit(2) }
+            _ = Aftermath.record(error: CocoaError(.fileNoSuchFile))
+            func mode(_ path: String) -> mode_t {
+                var st = stat()
+                return lstat(path, &st) == 0 ? st.st_mode & 0o7777 : 0
+            }
+            var bad: [String] = []
+            for sub in ["", "/crashes", "/hangs", "/runs", "/errors", "/rejected"] where mode(directory + sub) != 0o700 {
+                bad.append(sub)
+            }
+            for sub in ["crashes", "runs", "errors"] {
+                let names = (try? FileManager.default.contentsOfDirectory(atPath: directory + "/" + sub)) ?? []
+                if names.isEmpty { bad.append("no file in \(sub)") }
+                for name in names where mode(directory + "/" + sub + "/" + name) != 0o600 { bad.append(sub + "/" + name) }
+            }
+            if mode(directory + "/.deliver.lock") != 0o600 { bad.append(".deliver.lock") }
+            exit(bad.isEmpty ? 0 : 1)
+        }
+    }
+
+    @Test("start() refuses a reports directory owned by another user: StartError, the app goes on")
+    func startRefusesForeignDirectory() async throws {
+        guard geteuid() == 0 else {
+            print("SKIPPED startRefusesForeignDirectory: needs root to chown a directory to another user")
+            return
+        }
+        let directory = TestSupport.childDirectory("foreign-start")
+        try ReportDirectory(root: directory).prepare()
+        #expect(chown(directory, 65534, 65534) == 0)
+        await #expect(processExitsWith: .success) { [directory = directory as String] in
+            let config = Aftermath.Configuration(serviceName: "s", serviceVersion: "1", exporter: InMemoryExporter(),
+                                                 reportsDirectory: directory)
+            do {
+                try Aftermath.start(config)
+                exit(1)
+            } catch {
+                guard case Aftermath.StartError.reportsDirectoryUnusable(let path, let reason) = error, path == directory,
+                      reason.contains("owned by uid 65534") else { exit(3) }
+                exit(0)
+            }
+        }
+    }
 }
