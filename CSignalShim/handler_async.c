@@ -252,6 +252,7 @@ void aft_async_handler(int signo, siginfo_t *info, void *ucontext) {
         alarm_default.sa_handler = SIG_DFL;
         sigaction(SIGALRM, &alarm_default, &alarm_previous);
         unsigned int alarm_pending = alarm(AFT_HANDLER_DEADLINE_SECONDS);
+        aft_async_memory_reader_refresh(); /* a child forked without fork(3)'s handlers */
         atomic_store(&aft_g_writing, 1);
         if (sigsetjmp(aft_g_writer_jump, 1) == 0) {
             aft_async_write_crash(signo, info, ucontext, entry_ns, aft_g_state.reserved_fd,

@@ -91,11 +91,13 @@ uint32_t aft_images_from_maps_fd(int fd, aft_image *images, uint32_t capacity,
                                  int read_build_ids, const char *main_executable_path,
                                  uint32_t *truncated) {
     static _Thread_local aft_maps_scratch scratch;
+    if (read_build_ids) aft_memory_reader_prepare();
     return aft_async_images_from_fd(&scratch, fd, images, capacity, read_build_ids,
                                     main_executable_path, truncated);
 }
 
 uint32_t aft_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity, uint64_t *load_bias) {
+    aft_memory_reader_prepare();
     return aft_async_build_id_at(base, out, capacity, load_bias);
 }
 
@@ -110,24 +112,28 @@ uint32_t aft_current_stack(uint64_t *frames, uint32_t capacity, uint32_t skip) {
 
 /* Reads the loaded images once at install: the main executable's build id goes into the
  * context, and every image's build id is kept so the crash path reads from memory only
- * images loaded later (dlopen). */
+ * images loaded later (dlopen). Build ids come straight from the mapped images
+ * (dl_iterate_phdr), the images' extents and paths from one read of /proc/self/maps. */
+static aft_loaded_object aft_g_loaded_objects[AFT_MAX_IMAGES];
+
 static void aft_prepare_images(aft_context *context) {
     aft_g_known_link_map.valid = 0;
-    uint64_t count_before = 0, hash_before = 0, count_after = 0, hash_after = 0;
-    int before = aft_async_link_map_signature(&count_before, &hash_before);
+    aft_link_map_snapshot before = {0}, after = {0};
+    uint32_t objects = aft_loaded_objects(aft_g_loaded_objects, AFT_MAX_IMAGES, &before);
     int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (fd < 0) return;
     uint32_t truncated = 0;
-    uint32_t n = aft_images_from_maps_fd(fd, aft_g_known_images, AFT_MAX_IMAGES, 1,
+    uint32_t n = aft_images_from_maps_fd(fd, aft_g_known_images, AFT_MAX_IMAGES, 0,
                                          context->executable_path, &truncated);
     close(fd);
+    aft_fill_build_ids(aft_g_known_images, n, aft_g_loaded_objects, objects);
     aft_g_known_image_count = n;
     /* Trust the snapshot only if no library came or went while maps were read. */
-    int after = aft_async_link_map_signature(&count_after, &hash_after);
-    if (before && after && count_before == count_after && hash_before == hash_after &&
+    aft_link_map_signature_now(&after);
+    if (before.valid && after.valid && before.count == after.count && before.hash == after.hash &&
         !truncated && n > 0) {
-        aft_g_known_link_map.count = count_after;
-        aft_g_known_link_map.hash = hash_after;
+        aft_g_known_link_map.count = after.count;
+        aft_g_known_link_map.hash = after.hash;
         aft_g_known_link_map.valid = 1;
     }
     if (context->app_build_id_size > 0) return;
@@ -154,6 +160,7 @@ static void aft_after_fork_in_child(void) {
         aft_g_state.context.run_id[8 + i] ^= (uint8_t)(pid >> (8 * i)); /* not the parent's run */
     }
     aft_g_state.context.pid = pid;
+    aft_async_memory_reader_refresh();
     aft_async_id_file_name(aft_g_state.tmp_name, AFT_FILE_NAME_CAPACITY,
                            aft_g_state.context.report_id, ".crash.tmp");
     aft_async_id_file_name(aft_g_state.final_name, AFT_FILE_NAME_CAPACITY,
@@ -176,6 +183,7 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
         aft_set_error(error, error_capacity, "opening the crash directory", err);
         return err;
     }
+    aft_memory_reader_prepare();
     int err = aft_prepare_thread();
     if (err != 0) {
         close(dir_fd);

@@ -4,8 +4,8 @@
  * AsyncSafetyTests). The crashing (or blocked) thread's stack. Known risk, left as libunwind's:
  * unw_step looks up unwind tables through dl_iterate_phdr, which takes the loader's lock; a
  * crash inside dlopen could wait on it. libunwind is warmed up at install so its caches are
- * filled outside the crash. The frame-pointer walk reads memory through process_vm_readv, so a
- * corrupt chain ends the walk instead of faulting.
+ * filled outside the crash. The frame-pointer walk reads memory through aft_async_read_memory,
+ * so a corrupt chain ends the walk instead of faulting.
  */
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>

@@ -34,3 +34,47 @@ void aft_test_breakpoint(void) {
     __builtin_trap();
 #endif
 }
+
+/* ---- hostile environments for tests and the harness ---- */
+#include <errno.h>
+#include <stddef.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+int aft_test_refuse_process_vm_readv(int kill) {
+#if defined(__x86_64__)
+    const uint32_t arch = AUDIT_ARCH_X86_64;
+#elif defined(__aarch64__)
+    const uint32_t arch = AUDIT_ARCH_AARCH64;
+#else
+    return ENOSYS;
+#endif
+    const uint32_t refuse = kill ? SECCOMP_RET_KILL_PROCESS : (SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA));
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, arch, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, refuse),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog program = {.len = (unsigned short)(sizeof(code) / sizeof(code[0])), .filter = code};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return errno;
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &program) != 0) return errno;
+    return 0;
+}
+
+#include <sched.h>
+#include <sys/mount.h>
+
+int aft_test_hide_proc(void) {
+    if (unshare(CLONE_NEWNS) != 0) return errno;
+    if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return errno;
+    if (mount("tmpfs", "/proc", "tmpfs", 0, NULL) != 0) return errno;
+    return 0;
+}

@@ -30,6 +30,7 @@ enum ChildMode {
     /// Starts Aftermath (unless told not to), prints the run's context, then faults through
     /// the crash chain.
     static func crash(_ scenario: Scenario, reportsDirectory: String, withAftermath: Bool) -> Never {
+        prepare(scenario.setup)
         if withAftermath {
             let configuration = Aftermath.Configuration(
                 serviceName: serviceName, serviceVersion: crashedVersion, exporter: InMemoryExporter(),
@@ -49,6 +50,20 @@ enum ChildMode {
         let seed = CommandLine.arguments.count &* 7919
         if scenario.threadName != nil { crashOnThread(scenario) }
         survived(crashChainLevel1(scenario, seed))
+    }
+
+    /// Puts the child into the scenario's conditions before Aftermath starts.
+    static func prepare(_ setup: Setup) {
+        switch setup {
+        case .none:
+            break
+        case .seccompKillProcessVMReadv, .seccompRefuseProcessVMReadv:
+            let status = aft_test_refuse_process_vm_readv(setup == .seccompKillProcessVMReadv ? 1 : 0)
+            guard status == 0 else {
+                say("crash-harness: installing the seccomp filter failed: \(status)\n", fd: 2)
+                _exit(setupFailureStatus)
+            }
+        }
     }
 
     /// Runs the chain on a new thread, named by the scenario, while this (the main) thread

@@ -1,0 +1,114 @@
+import CSignalShim
+import Foundation
+import Testing
+import Aftermath
+import AftermathNextLaunch
+import AftermathOTLP
+import AftermathTesting
+import CHarnessFaults
+import TestSupport
+
+/// Capture where hardened services and containers run apps: system calls refused by seccomp.
+/// The app starts, the crash is reported whole, and the process dies as it would have.
+@Suite("Hostile environments")
+struct HostileEnvironmentTests {
+    /// The one crash a hostile child left: its record and images. It must still carry the
+    /// build ids of the main executable (equal to app.build_id) and of libc.
+    static func onlyCrash(_ directory: String) throws -> (LogRecord, CrashReport) {
+        let exporter = InMemoryExporter()
+        let collector = ReportCollector(directory: ReportDirectory(root: directory))
+        let pending = collector.collect(moveRejected: false)
+        #expect(pending.rejected.isEmpty)
+        let crash = try #require(pending.reports.compactMap(\.crash).first)
+        _ = collector.deliver(to: exporter, resource: Resource())
+        let crashes = exporter.records.filter { $0.eventName == "app.crash" }
+        #expect(crashes.count == 1)
+        let record = try #require(crashes.first)
+        let appBuildID = try #require(record[attribute: "app.build_id"]?.stringValue)
+        #expect(appBuildID.count == 40, "app.build_id '\(appBuildID)'")
+        let main = try #require(crash.images.first { $0.isMainExecutable })
+        #expect(main.buildID == appBuildID)
+        let libc = try #require(crash.images.first { $0.name.hasPrefix("libc.so") })
+        #expect(libc.buildID.count == 40, "libc build_id '\(libc.buildID)'")
+        #expect(crash.images.contains { $0.isVDSO && !$0.buildID.isEmpty }, "the vdso's build id")
+        return (record, crash)
+    }
+
+    @Test("seccomp refusing process_vm_readv (kill, EPERM): starts, reports with build ids, same death",
+          arguments: [1, 0])
+    func seccompProcessVMReadv(_ kill: Int32) async throws {
+        let directory: String = TestSupport.childDirectory("seccomp-\(kill)")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String, kill = kill as Int32] in
+            guard aft_test_refuse_process_vm_readv(kill) == 0 else { _exit(97) }
+            ExitStatusTests.childStart(directory)
+            UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
+        }
+        let (record, _) = try Self.onlyCrash(directory)
+        #expect(record[attribute: "exception.type"]?.stringValue == "SIGSEGV (SEGV_MAPERR)")
+    }
+}
+
+/// The crash path reads memory through a descriptor of /proc/self/mem opened at start. An app
+/// that closes every descriptor (daemons do) and opens files that take the same numbers must
+/// not make it read those files as memory; without /proc it falls back to a pipe.
+@Suite("Memory reader")
+struct MemoryReaderTests {
+    /// The descriptor numbers open on this process's /proc/<pid>/mem.
+    static func memDescriptors() -> [Int32] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return entries.compactMap { name -> Int32? in
+            guard let fd = Int32(name),
+                  let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(name)")
+            else { return nil }
+            return target == "/proc/\(getpid())/mem" ? fd : nil
+        }
+    }
+
+    /// libc's build id as read now from memory, and as the image was seen at start.
+    static func libcBuildIDs() -> (now: [UInt8], atStart: [UInt8]) {
+        var images = [aft_image](repeating: aft_image(), count: Int(AFT_MAX_IMAGES))
+        let n = Int(aft_installed_images(&images, UInt32(images.count)))
+        guard let libc = images.prefix(n).map(LoadedImage.init).first(where: { $0.name.hasPrefix("libc.so") }) else { return ([], []) }
+        var out = [UInt8](repeating: 0, count: Int(AFT_BUILD_ID_CAPACITY))
+        var bias: UInt64 = 0
+        let size = Int(aft_build_id_at(libc.start, &out, UInt32(out.count), &bias))
+        return (Array(out.prefix(size)), Hex.decode(libc.buildID) ?? [])
+    }
+
+    @Test("The app closes the descriptor and /dev/zero takes its number: memory is still memory")
+    func reusedDescriptor() async {
+        let directory: String = TestSupport.childDirectory("memfd-reuse")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        await #expect(processExitsWith: .success) { [directory = directory as String] in
+            ExitStatusTests.childStart(directory)
+            let fds = MemoryReaderTests.memDescriptors()
+            guard !fds.isEmpty else { _exit(10) }
+            for fd in fds {
+                close(fd)
+                guard open("/dev/zero", O_RDONLY) == fd else { _exit(11) }
+            }
+            let ids = MemoryReaderTests.libcBuildIDs()
+            guard ids.now.count == 20, ids.now == ids.atStart else { _exit(12) }
+            _exit(0)
+        }
+    }
+
+    @Test("Without /proc (unmounted after start, descriptor closed): the pipe fallback reads memory",
+          .enabled(if: getuid() == 0, "a mount namespace needs root (CI runs as root)"))
+    func withoutProc() async {
+        let directory: String = TestSupport.childDirectory("memfd-noproc")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        await #expect(processExitsWith: .success) { [directory = directory as String] in
+            ExitStatusTests.childStart(directory)
+            let fds = MemoryReaderTests.memDescriptors()
+            guard !fds.isEmpty else { _exit(10) }
+            guard aft_test_hide_proc() == 0 else { _exit(11) }
+            fds.forEach { close($0) }
+            guard open("/proc/self/mem", O_RDONLY) < 0 else { _exit(12) }
+            let ids = MemoryReaderTests.libcBuildIDs()
+            guard ids.now.count == 20, ids.now == ids.atStart else { _exit(13) }
+            _exit(0)
+        }
+    }
+}
