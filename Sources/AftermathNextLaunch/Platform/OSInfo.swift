@@ -17,10 +17,10 @@ package struct OSInfo: Sendable, Hashable {
     /// Reads os-release under root (for tests) and the running kernel's release.
     package static func current(root: String = "/") -> OSInfo {
         var fields: [String: String] = [:]
+        let base = root.hasSuffix("/") ? root : root + "/"
         for candidate in ["etc/os-release", "usr/lib/os-release"] {
-            let path = (root as NSString).appendingPathComponent(candidate)
-            if let bytes = try? FileReader.read(path, maximumSize: 64 * 1024) {
-                fields = parseOSRelease(String(decoding: bytes, as: UTF8.self))
+            if let bytes = try? FileReader.read(base + candidate, maximumSize: 64 * 1024) {
+                fields = parseOSRelease(bytes)
                 break
             }
         }
@@ -30,19 +30,43 @@ package struct OSInfo: Sendable, Hashable {
                       kernelRelease: kernel)
     }
 
-    /// Parses os-release(5): KEY=value lines, values optionally quoted.
+    /// Parses os-release(5): KEY=value lines, values optionally quoted ('single' taken as is,
+    /// "double" with backslash escapes). Works on bytes: `start` reads this on the app's
+    /// thread, and Foundation's string scanning would cost it most of a millisecond.
     package static func parseOSRelease(_ text: String) -> [String: String] {
+        parseOSRelease(Array(text.utf8))
+    }
+
+    package static func parseOSRelease(_ bytes: [UInt8]) -> [String: String] {
+        let newline = UInt8(ascii: "\n"), cr = UInt8(ascii: "\r"), space = UInt8(ascii: " "), tab = UInt8(ascii: "\t")
+        let equals = UInt8(ascii: "="), hash = UInt8(ascii: "#"), double = UInt8(ascii: "\""), single = UInt8(ascii: "'")
+        let backslash = UInt8(ascii: "\\")
         var out: [String: String] = [:]
-        for line in text.split(whereSeparator: \.isNewline) {
-            let trimmed = line.trimmingCharacters(in: .whitespaces)
-            guard !trimmed.hasPrefix("#"), let eq = trimmed.firstIndex(of: "=") else { continue }
-            let key = String(trimmed[..<eq])
-            var value = String(trimmed[trimmed.index(after: eq)...])
-            if value.count >= 2, let first = value.first, first == "\"" || first == "'", value.last == first {
-                value = String(value.dropFirst().dropLast())
-                value = value.replacingOccurrences(of: "\\\"", with: "\"")
+        var lineStart = 0
+        while lineStart < bytes.count {
+            var lineEnd = lineStart
+            while lineEnd < bytes.count && bytes[lineEnd] != newline { lineEnd += 1 }
+            var a = lineStart, b = lineEnd
+            lineStart = lineEnd + 1
+            while a < b && (bytes[a] == space || bytes[a] == tab) { a += 1 }
+            while b > a && (bytes[b - 1] == space || bytes[b - 1] == tab || bytes[b - 1] == cr) { b -= 1 }
+            guard a < b, bytes[a] != hash, let eq = bytes[a..<b].firstIndex(of: equals), eq > a else { continue }
+            let key = String(decoding: bytes[a..<eq], as: UTF8.self)
+            var v = eq + 1, vEnd = b
+            var value: [UInt8] = []
+            if vEnd - v >= 2, bytes[v] == double || bytes[v] == single, bytes[vEnd - 1] == bytes[v] {
+                let quote = bytes[v]
+                v += 1
+                vEnd -= 1
+                while v < vEnd {
+                    if quote == double && bytes[v] == backslash && v + 1 < vEnd { v += 1 }
+                    value.append(bytes[v])
+                    v += 1
+                }
+            } else {
+                value = Array(bytes[v..<vEnd])
             }
-            out[key] = value
+            out[key] = String(decoding: value, as: UTF8.self)
         }
         return out
     }
