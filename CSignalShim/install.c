@@ -83,6 +83,12 @@ void aft_set_session_id(const uint8_t session_id[AFT_ID_SIZE]) {
 
 uint64_t aft_gettid(void) { return aft_async_gettid(); }
 
+void aft_hold_file_size_signal(aft_file_size_hold *hold) { aft_async_hold_file_size_signal(hold); }
+
+void aft_release_file_size_signal(const aft_file_size_hold *hold) {
+    aft_async_release_file_size_signal(hold);
+}
+
 uint32_t aft_crc32(uint32_t crc, const void *data, size_t size) {
     return aft_async_crc32(crc, data, size);
 }

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -232,6 +233,35 @@ size_t aft_async_u64_to_dec(uint64_t v, char *buf) {
     for (size_t i = 0; i < n; i++) buf[i] = tmp[n - 1 - i];
     buf[n] = '\0';
     return n;
+}
+
+void aft_async_hold_file_size_signal(aft_file_size_hold *hold) {
+    sigset_t block, pending;
+    sigemptyset(&block);
+    sigaddset(&block, SIGXFSZ);
+    sigprocmask(SIG_BLOCK, &block, &hold->saved_mask);
+    hold->was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ) == 1;
+}
+
+void aft_async_release_file_size_signal(const aft_file_size_hold *hold) {
+    sigset_t pending;
+    if (!hold->was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ) == 1) {
+        /* Raised by our own write past the limit (it failed with EFBIG): take it back. */
+        sigset_t wanted;
+        sigemptyset(&wanted);
+        sigaddset(&wanted, SIGXFSZ);
+        struct timespec now = {0, 0};
+        syscall(SYS_rt_sigtimedwait, &wanted, NULL, &now, (long)(_NSIG / 8));
+    }
+    sigprocmask(SIG_SETMASK, &hold->saved_mask, NULL);
+}
+
+uint64_t aft_async_file_size_limit(void) {
+    struct rlimit limit;
+    if (syscall(SYS_prlimit64, 0L, (long)RLIMIT_FSIZE, NULL, &limit) != 0 ||
+        limit.rlim_cur == RLIM_INFINITY)
+        return UINT64_MAX;
+    return (uint64_t)limit.rlim_cur;
 }
 
 void aft_async_reraise(int signo, siginfo_t *info) {

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 #include "aftermath_format.h"
+#include "CSignalShim.h"
 
 #define AFT_SIGNAL_COUNT 7
 #define AFT_FILE_NAME_CAPACITY 64
@@ -83,6 +84,13 @@ ssize_t aft_async_read_small_file(const char *path, char *buf, size_t capacity);
 /* Re-raises signo on this thread with its original siginfo (sender kept; tgkill when the
  * kernel refuses that), then unblocks it so it is delivered now. */
 void aft_async_reraise(int signo, siginfo_t *info);
+/* A file-size limit (RLIMIT_FSIZE) makes a write past it raise SIGXFSZ, whose default action
+ * ends the process. Around our own writes the calling thread holds it blocked; on release, one
+ * our writes raised is taken back (the write itself failed with EFBIG) and the mask restored. */
+void aft_async_hold_file_size_signal(aft_file_size_hold *hold);
+void aft_async_release_file_size_signal(const aft_file_size_hold *hold);
+/* The file-size limit in bytes; UINT64_MAX when there is none. */
+uint64_t aft_async_file_size_limit(void);
 /* Writes the decimal form of v into buf; returns its length. buf needs 21 bytes. */
 size_t aft_async_u64_to_dec(uint64_t v, char *buf);
 

@@ -63,6 +63,12 @@ enum ChildMode {
                 say("crash-harness: installing the seccomp filter failed: \(status)\n", fd: 2)
                 _exit(setupFailureStatus)
             }
+        case .fileSizeLimit:
+            var limit = rlimit(rlim_cur: 8 * 1024, rlim_max: 8 * 1024)
+            guard setrlimit(__rlimit_resource_t(RLIMIT_FSIZE.rawValue), &limit) == 0 else {
+                say("crash-harness: setrlimit(RLIMIT_FSIZE) failed\n", fd: 2)
+                _exit(setupFailureStatus)
+            }
         }
     }
 

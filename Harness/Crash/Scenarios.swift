@@ -47,6 +47,8 @@ enum Setup: Sendable {
     /// A seccomp filter that refuses process_vm_readv with EPERM (containers without
     /// CAP_SYS_PTRACE).
     case seccompRefuseProcessVMReadv
+    /// A file-size limit of 8 KiB (`ulimit -f 8`): smaller than a whole crash file.
+    case fileSizeLimit
 }
 
 extension Scenario {
@@ -91,6 +93,9 @@ extension Scenario {
             Scenario("seccomp-eperm", "null dereference under a seccomp filter refusing process_vm_readv",
                      fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
                      setup: .seccompRefuseProcessVMReadv),
+            Scenario("file-size-limit", "null dereference under ulimit -f 8 (a crash file does not fit)",
+                     fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
+                     setup: .fileSizeLimit),
         ]
         #if arch(x86_64)
         // arm64 integer division by zero does not trap (sdiv returns 0): x86-64 only.

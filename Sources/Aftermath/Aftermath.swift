@@ -45,6 +45,8 @@ public enum Aftermath {
     /// ``start(_:)`` reading environment instead of the process's.
     package static func start(_ configuration: Configuration, environment: OTelEnvironment) throws(StartError) {
         guard !environment.sdkDisabled else { return }
+        let hold = FileSizeSignalHold() // a write past ulimit -f fails; it never ends the app
+        defer { hold.release() }
         let directory = ReportDirectory(root: configuration.reportsDirectory)
         do {
             try directory.prepare()
@@ -96,6 +98,8 @@ public enum Aftermath {
     /// Collects and exports what is pending now, synchronously; nil before ``start(_:)``.
     @discardableResult
     public static func deliverPendingReports() -> Delivery? {
+        let hold = FileSizeSignalHold() // a write past ulimit -f fails; it never ends the app
+        defer { hold.release() }
         guard let running = state.withLock({ $0 }) else { return nil }
         let collector = self.collector(running.configuration, directory: running.directory, context: running.context)
         return deliver(collector, to: running.configuration.exporter, resource: resource(for: running.configuration))

@@ -14,7 +14,7 @@ import TestSupport
 struct HostileEnvironmentTests {
     /// The one crash a hostile child left: its record and images. It must still carry the
     /// build ids of the main executable (equal to app.build_id) and of libc.
-    static func onlyCrash(_ directory: String) throws -> (LogRecord, CrashReport) {
+    static func onlyCrash(_ directory: String, allImages: Bool = true) throws -> (LogRecord, CrashReport) {
         let exporter = InMemoryExporter()
         let collector = ReportCollector(directory: ReportDirectory(root: directory))
         let pending = collector.collect(moveRejected: false)
@@ -30,7 +30,7 @@ struct HostileEnvironmentTests {
         #expect(main.buildID == appBuildID)
         let libc = try #require(crash.images.first { $0.name.hasPrefix("libc.so") })
         #expect(libc.buildID.count == 40, "libc build_id '\(libc.buildID)'")
-        #expect(crash.images.contains { $0.isVDSO && !$0.buildID.isEmpty }, "the vdso's build id")
+        if allImages { #expect(crash.images.contains { $0.isVDSO && !$0.buildID.isEmpty }, "the vdso's build id") }
         return (record, crash)
     }
 
@@ -109,6 +109,61 @@ struct MemoryReaderTests {
             let ids = MemoryReaderTests.libcBuildIDs()
             guard ids.now.count == 20, ids.now == ids.atStart else { _exit(13) }
             _exit(0)
+        }
+    }
+}
+
+/// A file-size limit (`ulimit -f`): writing past it raises SIGXFSZ, whose default action ends
+/// the process. Aftermath's writes must never end the app, nor change how it dies.
+@Suite("File-size limit")
+struct FileSizeLimitTests {
+    /// Limits the child's file size, with SIGXFSZ's default action (the exit-test thread may
+    /// inherit it blocked; an app's thread has it unblocked).
+    static func limitFileSize(_ bytes: UInt64) {
+        var limit = rlimit(rlim_cur: rlim_t(bytes), rlim_max: rlim_t(bytes))
+        guard setrlimit(__rlimit_resource_t(RLIMIT_FSIZE.rawValue), &limit) == 0 else { _exit(96) }
+        signal(SIGXFSZ, SIG_DFL)
+        var unblock = sigset_t()
+        sigemptyset(&unblock)
+        sigaddset(&unblock, SIGXFSZ)
+        pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
+    }
+
+    @Test("ulimit -f 8: a null dereference dies by SIGSEGV and leaves a whole report that fits")
+    func smallLimit() async throws {
+        let directory: String = TestSupport.childDirectory("fsize-8")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
+            FileSizeLimitTests.limitFileSize(8 * 1024)
+            ExitStatusTests.childStart(directory)
+            UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
+        }
+        let (record, crash) = try HostileEnvironmentTests.onlyCrash(directory, allImages: false)
+        #expect(record[attribute: "exception.type"]?.stringValue == "SIGSEGV (SEGV_MAPERR)")
+        #expect(!crash.isPartial, "committed, not salvaged")
+        #expect(crash.frames.count > 3)
+        #expect(crash.imagesTruncated, "the images that did not fit are said to be missing")
+        let named = try FileManager.default.contentsOfDirectory(atPath: directory + "/crashes").filter { $0.hasSuffix(".crash") }
+        #expect(named.isEmpty, "delivered and removed")
+    }
+
+    @Test("ulimit -f 0: start, a recorded error and a crash never end the app by SIGXFSZ")
+    func zeroLimit() async throws {
+        let directory: String = TestSupport.childDirectory("fsize-0")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        await #expect(processExitsWith: .exitCode(7)) { [directory = directory as String] in
+            FileSizeLimitTests.limitFileSize(0)
+            ExitStatusTests.childStart(directory)
+            struct Failure: Error {}
+            _ = Aftermath.record(error: Failure())
+            _ = Aftermath.startNewSession()
+            sleep(1) // the watchdog's and the delivery thread's first writes
+            _exit(7)
+        }
+        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
+            FileSizeLimitTests.limitFileSize(0)
+            ExitStatusTests.childStart(directory)
+            UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
         }
     }
 }
