@@ -249,8 +249,12 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
         if (sigaction(aft_g_signals[i], &action, &previous) != 0) continue;
         /* Installing twice must not make us our own previous handler; a handler the app
          * installed in between is the new previous one. */
-        if (previous.sa_sigaction != aft_async_handler || !(previous.sa_flags & SA_SIGINFO))
-            aft_g_state.previous[i] = previous;
+        int ours = previous.sa_sigaction == aft_async_handler && (previous.sa_flags & SA_SIGINFO);
+        if (!ours) aft_g_state.previous[i] = previous;
+        if (!aft_g_state.has_original[i]) {
+            aft_g_state.original[i] = ours ? aft_g_state.previous[i] : previous;
+            aft_g_state.has_original[i] = 1;
+        }
     }
     aft_g_state.installed = 1;
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
@@ -281,5 +285,6 @@ void aft_uninstall(void) {
     if (!aft_g_state.installed) return;
     for (int i = 0; i < AFT_SIGNAL_COUNT; i++)
         sigaction(aft_g_signals[i], &aft_g_state.previous[i], NULL);
+    for (int i = 0; i < AFT_SIGNAL_COUNT; i++) aft_g_state.has_original[i] = 0;
     aft_g_state.installed = 0;
 }

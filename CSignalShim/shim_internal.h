@@ -26,6 +26,10 @@ typedef struct aft_state {
     char final_name[AFT_FILE_NAME_CAPACITY]; /* <crash id>.crash */
     int reserved_fd;                     /* tmp_name, created and flock'ed at install */
     struct sigaction previous[AFT_SIGNAL_COUNT];
+    /* What was there before our handler was first installed: where a chain that leads back
+     * to us (an app handler that calls the one it replaced, then start again) ends. */
+    struct sigaction original[AFT_SIGNAL_COUNT];
+    int has_original[AFT_SIGNAL_COUNT];
     int installed;
 } aft_state;
 

@@ -37,6 +37,10 @@ enum ChildMode {
                 reportsDirectory: reportsDirectory, deliverPendingReportsSynchronously: true)
             do {
                 try Aftermath.start(configuration)
+                if scenario.setup == .reinstallAroundChainingHandler {
+                    installAppHandler()
+                    try Aftermath.start(configuration)
+                }
             } catch {
                 say("crash-harness: Aftermath.start failed: \(error)\n", fd: 2)
                 _exit(startFailureStatus)
@@ -45,6 +49,7 @@ enum ChildMode {
             let session = context?.sessionID.uuidString.lowercased() ?? "unknown"
             say("\(contextPrefix) session=\(session) build=\(context?.appBuildID ?? "")\n")
         } else {
+            if scenario.setup == .reinstallAroundChainingHandler { installAppHandler() }
             say("\(contextPrefix) none\n")
         }
         let seed = CommandLine.arguments.count &* 7919
@@ -52,10 +57,18 @@ enum ChildMode {
         survived(crashChainLevel1(scenario, seed))
     }
 
+    /// The app's own SIGSEGV handler, which calls the one it replaced.
+    static func installAppHandler() {
+        guard aft_test_install_chaining_handler(0, SIGSEGV, 0) == 0 else {
+            say("crash-harness: installing the app's handler failed\n", fd: 2)
+            _exit(setupFailureStatus)
+        }
+    }
+
     /// Puts the child into the scenario's conditions before Aftermath starts.
     static func prepare(_ setup: Setup) {
         switch setup {
-        case .none:
+        case .none, .reinstallAroundChainingHandler:
             break
         case .seccompKillProcessVMReadv, .seccompRefuseProcessVMReadv:
             let status = aft_test_refuse_process_vm_readv(setup == .seccompKillProcessVMReadv ? 1 : 0)

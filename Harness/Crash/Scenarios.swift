@@ -49,6 +49,9 @@ enum Setup: Sendable {
     case seccompRefuseProcessVMReadv
     /// A file-size limit of 8 KiB (`ulimit -f 8`): smaller than a whole crash file.
     case fileSizeLimit
+    /// Aftermath started, then the app's own SIGSEGV handler that calls the one it replaced,
+    /// then Aftermath started again (without Aftermath: only the app's handler).
+    case reinstallAroundChainingHandler
 }
 
 extension Scenario {
@@ -96,6 +99,9 @@ extension Scenario {
             Scenario("file-size-limit", "null dereference under ulimit -f 8 (a crash file does not fit)",
                      fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
                      setup: .fileSizeLimit),
+            Scenario("reinstall-chain", "start, an app handler chaining to the previous, start again, null dereference",
+                     fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
+                     setup: .reinstallAroundChainingHandler),
         ]
         #if arch(x86_64)
         // arm64 integer division by zero does not trap (sdiv returns 0): x86-64 only.

@@ -167,3 +167,32 @@ struct FileSizeLimitTests {
         }
     }
 }
+
+/// Apps install their own crash handlers that chain to the one they replaced, and may call
+/// start again: any order must end in the original signal at once, with one report.
+@Suite("Other handlers")
+struct OtherHandlerTests {
+    /// "s" starts Aftermath, "a" installs an app handler chaining to the previous one (a fresh
+    /// function each time), "n" one that calls the previous with NULL siginfo and context.
+    @Test("Installs and re-installs in any order end in SIGSEGV within a second, with a report",
+          arguments: ["sas", "ssa", "ass", "sasa", "sasas", "asas", "san", "sns", "nss"])
+    func orders(_ steps: String) async throws {
+        let directory: String = TestSupport.childDirectory("handlers-\(steps)")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String, steps = steps as String] in
+            var slot: Int32 = 0
+            for step in steps {
+                if step == "s" {
+                    ExitStatusTests.childStart(directory)
+                } else {
+                    guard aft_test_install_chaining_handler(slot, SIGSEGV, step == "n" ? 1 : 0) == 0 else { _exit(95) }
+                    slot += 1
+                }
+            }
+            alarm(1) // the bound: a loop, or a death later than a second, ends by SIGALRM instead
+            UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
+        }
+        let (record, _) = try HostileEnvironmentTests.onlyCrash(directory)
+        #expect(record[attribute: "exception.type"]?.stringValue?.hasPrefix("SIGSEGV") == true)
+    }
+}
