@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -152,6 +153,21 @@ static void aft_prepare_images(aft_context *context) {
     }
 }
 
+/* Allocates the disk space a crash file needs, so a disk that fills up later still takes the
+ * report: the deepest stack, the images seen now and as many again loaded later. The file
+ * keeps its size 0 (FALLOC_FL_KEEP_SIZE): an empty reserve still tells a dead run without a
+ * crash. The writer gives back what the report did not use. Where the file system cannot
+ * (EOPNOTSUPP) or the disk is already full, the crash is written as before. */
+static void aft_reserve_crash_space(int fd, uint32_t image_count) {
+    if (fd < 0) return;
+    uint64_t images = (uint64_t)image_count * 2 + 16;
+    if (images > AFT_MAX_IMAGES) images = AFT_MAX_IMAGES;
+    uint64_t size = sizeof(aft_file_header) + 4 * sizeof(aft_section_header) + sizeof(aft_context) +
+                    sizeof(aft_crash_info) + (uint64_t)AFT_MAX_FRAMES * sizeof(uint64_t) +
+                    images * sizeof(aft_image);
+    (void)fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)size);
+}
+
 /* In a forked child: the parent's reserved file (with its shared offset and lock) and its
  * names are not the child's. Give the child its own report id, derived from the parent's and
  * its pid, and let a crash create its file by name. Only async-signal-safe calls: the parent
@@ -230,6 +246,7 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
     aft_g_known_link_map.valid = 0; /* first: the crash path reads maps while this is rebuilt */
     aft_g_known_image_count = 0;
     aft_prepare_images(&aft_g_state.context);
+    aft_reserve_crash_space(reserved, atomic_load(&aft_g_known_image_count));
     aft_g_state.crash_dir_fd = dir_fd;
     aft_g_state.reserved_fd = reserved;
     aft_g_state.fsync_reports = options->fsync_reports;

@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>   /* renameat */
+#include <linux/falloc.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "shim_internal.h"
@@ -179,6 +181,12 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
         header.body_crc = w.crc;
         header.commit = AFT_COMMIT_MARKER;
         w.error = aft_async_pwrite_all(fd, &header, sizeof(header), 0);
+    }
+    if (!w.error && fd == reserved) {
+        /* The reserve allocated at start beyond the report goes back to the file system. */
+        off_t end = (off_t)(sizeof(header) + w.body_size);
+        syscall(SYS_fallocate, (long)fd, (long)(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE),
+                (long)end, (long)(1 << 30));
     }
     if (!w.error && spec->fsync_file && fsync(fd) != 0) w.error = errno;
     if (!w.error && renameat(dir_fd, tmp_name, dir_fd, final_name) != 0) w.error = errno;
