@@ -23,15 +23,23 @@ struct FullDiskTests {
         return process.terminationStatus
     }
 
+    /// A fresh tmpfs of the given size; unmount it with ``unmount(_:)``.
+    static func mountTmpfs(_ tag: String, size: String) throws -> String {
+        let mountPoint = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-\(tag)-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+        try #require(run(["mount", "-t", "tmpfs", "-o", "size=\(size)", "tmpfs", mountPoint]) == 0)
+        return mountPoint
+    }
+
+    static func unmount(_ mountPoint: String) {
+        _ = run(["umount", mountPoint])
+        try? FileManager.default.removeItem(atPath: mountPoint)
+    }
+
     @Test("ENOSPC while the handler writes")
     func fullDisk() async throws {
-        let mountPoint = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-full-\(UUID())").path
-        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
-        try #require(Self.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", mountPoint]) == 0)
-        defer {
-            _ = Self.run(["umount", mountPoint])
-            try? FileManager.default.removeItem(atPath: mountPoint)
-        }
+        let mountPoint = try Self.mountTmpfs("full", size: "64k")
+        defer { Self.unmount(mountPoint) }
         let reports: String = mountPoint + "/reports"
         try ReportDirectory(root: reports).prepare()
         let other = reports + "/crashes/older.crash"
@@ -70,13 +78,8 @@ struct FullDiskTests {
 
     @Test("A disk that fills up after start: the crash file's space was reserved, the report is whole")
     func fillsAfterStart() async throws {
-        let mountPoint = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-fills-\(UUID())").path
-        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
-        try #require(Self.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", mountPoint]) == 0)
-        defer {
-            _ = Self.run(["umount", mountPoint])
-            try? FileManager.default.removeItem(atPath: mountPoint)
-        }
+        let mountPoint = try Self.mountTmpfs("fills", size: "512k")
+        defer { Self.unmount(mountPoint) }
         let reports: String = mountPoint + "/reports"
         await #expect(processExitsWith: .signal(SIGSEGV)) { [reports = reports as String, mountPoint = mountPoint as String] in
             let refusing = InMemoryExporter()
