@@ -262,7 +262,8 @@ void aft_async_handler(int signo, siginfo_t *info, void *ucontext) {
         /* Under a file-size limit our write must fail with EFBIG, not end the process by
          * SIGXFSZ: held before sigsetjmp, whose saved mask a fault restores. */
         aft_file_size_hold file_size_hold;
-        aft_async_hold_file_size_signal(&file_size_hold);
+        int file_size_limited = aft_async_file_size_limit() != UINT64_MAX;
+        if (file_size_limited) aft_async_hold_file_size_signal(&file_size_hold);
         atomic_store(&aft_g_writing, 1);
         if (sigsetjmp(aft_g_writer_jump, 1) == 0) {
             aft_async_write_crash(signo, info, ucontext, entry_ns, aft_g_state.reserved_fd,
@@ -271,7 +272,7 @@ void aft_async_handler(int signo, siginfo_t *info, void *ucontext) {
             aft_async_mark_handler_fault(); /* back here from a fault inside the writer */
         }
         atomic_store(&aft_g_writing, 0);
-        aft_async_release_file_size_signal(&file_size_hold);
+        if (file_size_limited) aft_async_release_file_size_signal(&file_size_hold);
         alarm(alarm_pending);
         sigaction(SIGALRM, &alarm_previous, NULL);
         atomic_store(&aft_g_crash_written, 1);
