@@ -33,5 +33,11 @@ struct OSInfoTests {
     func current() {
         let info = OSInfo.current()
         #expect(!info.name.isEmpty && !info.version.isEmpty && !info.kernelRelease.isEmpty)
+        let path = ["/etc/os-release", "/usr/lib/os-release"].first { FileManager.default.fileExists(atPath: $0) }
+        if let path, let text = try? String(contentsOfFile: path, encoding: .utf8) {
+            let fields = OSInfo.parseOSRelease(text)
+            #expect(info.name == fields["NAME"] ?? "Linux")
+            #expect(info.version == fields["VERSION_ID"] ?? fields["VERSION"] ?? info.kernelRelease)
+        }
     }
 }

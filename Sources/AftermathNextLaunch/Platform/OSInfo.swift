@@ -16,32 +16,40 @@ package struct OSInfo: Sendable, Hashable {
 
     /// Reads os-release under root (for tests) and the running kernel's release.
     package static func current(root: String = "/") -> OSInfo {
-        var fields: [String: String] = [:]
+        var name: String?, versionID: String?, version: String?
         let base = root.hasSuffix("/") ? root : root + "/"
         for candidate in ["etc/os-release", "usr/lib/os-release"] {
             if let bytes = try? FileReader.read(base + candidate, maximumSize: 64 * 1024) {
-                fields = parseOSRelease(bytes)
+                // No dictionary: start reads this on the app's thread, and the first
+                // Dictionary<String, String> of a process costs a protocol-conformance scan.
+                visitOSRelease(bytes) { key, value in
+                    if key.elementsEqual("NAME".utf8) { name = String(decoding: value, as: UTF8.self) }
+                    if key.elementsEqual("VERSION_ID".utf8) { versionID = String(decoding: value, as: UTF8.self) }
+                    if key.elementsEqual("VERSION".utf8) { version = String(decoding: value, as: UTF8.self) }
+                }
                 break
             }
         }
         let kernel = kernelReleaseString()
-        return OSInfo(name: fields["NAME"] ?? "Linux",
-                      version: fields["VERSION_ID"] ?? fields["VERSION"] ?? kernel,
-                      kernelRelease: kernel)
+        return OSInfo(name: name ?? "Linux", version: versionID ?? version ?? kernel, kernelRelease: kernel)
     }
 
     /// Parses os-release(5): KEY=value lines, values optionally quoted ('single' taken as is,
     /// "double" with backslash escapes). Works on bytes: `start` reads this on the app's
     /// thread, and Foundation's string scanning would cost it most of a millisecond.
     package static func parseOSRelease(_ text: String) -> [String: String] {
-        parseOSRelease(Array(text.utf8))
+        var out: [String: String] = [:]
+        visitOSRelease(Array(text.utf8)) { key, value in
+            out[String(decoding: key, as: UTF8.self)] = String(decoding: value, as: UTF8.self)
+        }
+        return out
     }
 
-    package static func parseOSRelease(_ bytes: [UInt8]) -> [String: String] {
+    /// Calls visit with each KEY and its unquoted value, in file order.
+    package static func visitOSRelease(_ bytes: [UInt8], _ visit: (ArraySlice<UInt8>, [UInt8]) -> Void) {
         let newline = UInt8(ascii: "\n"), cr = UInt8(ascii: "\r"), space = UInt8(ascii: " "), tab = UInt8(ascii: "\t")
         let equals = UInt8(ascii: "="), hash = UInt8(ascii: "#"), double = UInt8(ascii: "\""), single = UInt8(ascii: "'")
         let backslash = UInt8(ascii: "\\")
-        var out: [String: String] = [:]
         var lineStart = 0
         while lineStart < bytes.count {
             var lineEnd = lineStart
@@ -51,7 +59,6 @@ package struct OSInfo: Sendable, Hashable {
             while a < b && (bytes[a] == space || bytes[a] == tab) { a += 1 }
             while b > a && (bytes[b - 1] == space || bytes[b - 1] == tab || bytes[b - 1] == cr) { b -= 1 }
             guard a < b, bytes[a] != hash, let eq = bytes[a..<b].firstIndex(of: equals), eq > a else { continue }
-            let key = String(decoding: bytes[a..<eq], as: UTF8.self)
             var v = eq + 1, vEnd = b
             var value: [UInt8] = []
             if vEnd - v >= 2, bytes[v] == double || bytes[v] == single, bytes[vEnd - 1] == bytes[v] {
@@ -66,9 +73,8 @@ package struct OSInfo: Sendable, Hashable {
             } else {
                 value = Array(bytes[v..<vEnd])
             }
-            out[key] = String(decoding: value, as: UTF8.self)
+            visit(bytes[a..<eq], value)
         }
-        return out
     }
 
     package static func kernelReleaseString() -> String {
