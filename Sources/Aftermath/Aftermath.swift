@@ -202,7 +202,12 @@ public enum Aftermath {
 
     /// The main executable's path, as /proc/self/maps names it.
     package static func executablePath() -> String {
-        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments.first ?? ""
+        // readlink(2) itself: start calls this on the app's thread, and FileManager's first use
+        // costs a tenth of a millisecond.
+        var buffer = [CChar](repeating: 0, count: 4097)
+        let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        guard n > 0 else { return CommandLine.arguments.first ?? "" }
+        return String(decoding: buffer[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// The main executable's GNU build id, as the handler read it from memory at install.

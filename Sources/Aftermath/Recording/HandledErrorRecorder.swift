@@ -150,8 +150,18 @@ enum HandledErrorRecorder {
         return images.prefix(Int(n)).sorted { $0.start < $1.start }
     }
 
+    /// The committed error files in directory (readdir(3) itself: start calls this on the
+    /// app's thread, and FileManager's first listing costs a tenth of a millisecond).
     static func countPending(_ directory: String) -> Int {
-        ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { $0.hasSuffix(".error") }.count
+        guard let dir = opendir(directory) else { return 0 }
+        defer { closedir(dir) }
+        let suffix = Array(".error".utf8)
+        var count = 0
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: &entry.pointee.d_name) { raw in Array(raw.prefix { $0 != 0 }) }
+            if name.count > suffix.count, name.suffix(suffix.count).elementsEqual(suffix) { count += 1 }
+        }
+        return count
     }
 
     /// The longest prefix of at most limit bytes that does not cut a UTF-8 character.
