@@ -20,6 +20,8 @@
 static _Atomic uint64_t aft_g_crashing_tid;
 static _Atomic int aft_g_crash_written;
 static _Atomic int aft_g_writing;        /* the first crashing thread is inside the writer */
+static _Atomic int aft_g_crash_signal;   /* the signal of the crash written */
+static _Atomic int aft_g_crash_rounds;   /* times that crash came back to this handler */
 static sigjmp_buf aft_g_writer_jump;     /* where a fault inside the writer comes back to */
 
 #define AFT_HANDLER_DEADLINE_SECONDS 10u
@@ -46,6 +48,7 @@ static void aft_async_thread_name(char *out) {
 
 static void aft_async_registers(void *ucontext, aft_crash_info *ci) {
     ucontext_t *uc = ucontext;
+    if (uc == NULL) return; /* a handler that chained to us without the context */
 #if defined(__x86_64__)
     uint32_t count = NGREG < AFT_MAX_REGISTERS ? NGREG : AFT_MAX_REGISTERS;
     for (uint32_t i = 0; i < count; i++) ci->registers[i] = (uint64_t)uc->uc_mcontext.gregs[i];
@@ -145,10 +148,12 @@ static int aft_async_is_function(const struct sigaction *a) {
     return a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN;
 }
 
-static struct sigaction aft_async_previous(int signo) {
+static struct sigaction aft_async_previous(int signo, int original) {
     int index = aft_async_signal_index(signo);
     struct sigaction previous;
-    if (index >= 0 && aft_g_state.installed) return aft_g_state.previous[index];
+    if (index >= 0 && aft_g_state.installed)
+        return original && aft_g_state.has_original[index] ? aft_g_state.original[index]
+                                                           : aft_g_state.previous[index];
     aft_async_memset(&previous, 0, sizeof(previous));
     previous.sa_handler = SIG_DFL;
     return previous;
@@ -157,8 +162,8 @@ static struct sigaction aft_async_previous(int signo) {
 /* Hands the signal to what was there before, so the process ends exactly as it would have.
  * Returns 1 when the process is known to live on (a previous handler returned, or the kernel
  * dropped the signal), 0 when the signal is still to take effect (a fault re-fires). */
-static int aft_async_chain(int signo, siginfo_t *info, void *ucontext) {
-    struct sigaction previous = aft_async_previous(signo);
+static int aft_async_chain(int signo, siginfo_t *info, void *ucontext, int original) {
+    struct sigaction previous = aft_async_previous(signo, original);
     int kernel = info != NULL && info->si_code > 0;
     if (kernel && !aft_async_is_function(&previous) && previous.sa_handler == SIG_IGN) {
         /* The kernel forces the default action of a synchronous signal the process ignores. */
@@ -221,6 +226,7 @@ static void aft_async_survived(int signo) {
     sigemptyset(&ours.sa_mask);
     sigaction(signo, &ours, NULL);
     atomic_store(&aft_g_crash_written, 0);
+    atomic_store(&aft_g_crash_signal, 0);
     atomic_store(&aft_g_crashing_tid, 0);
 }
 
@@ -235,7 +241,7 @@ static void aft_async_mark_handler_fault(void) {
 void aft_async_handler(int signo, siginfo_t *info, void *ucontext) {
     int saved_errno = errno;
     uint64_t entry_ns = aft_async_now_ns(CLOCK_MONOTONIC);
-    struct sigaction previous = aft_async_previous(signo);
+    struct sigaction previous = aft_async_previous(signo, 0);
     if (info != NULL && info->si_code <= 0 && !aft_async_is_function(&previous) &&
         previous.sa_handler == SIG_IGN) {
         /* A sent signal the process ignored before Aftermath: ignored now, not a crash. */
@@ -252,6 +258,12 @@ void aft_async_handler(int signo, siginfo_t *info, void *ucontext) {
         alarm_default.sa_handler = SIG_DFL;
         sigaction(SIGALRM, &alarm_default, &alarm_previous);
         unsigned int alarm_pending = alarm(AFT_HANDLER_DEADLINE_SECONDS);
+        aft_async_memory_reader_refresh(); /* a child forked without fork(3)'s handlers */
+        /* Under a file-size limit our write must fail with EFBIG, not end the process by
+         * SIGXFSZ: held before sigsetjmp, whose saved mask a fault restores. */
+        aft_file_size_hold file_size_hold;
+        int file_size_limited = aft_async_file_size_limit() != UINT64_MAX;
+        if (file_size_limited) aft_async_hold_file_size_signal(&file_size_hold);
         atomic_store(&aft_g_writing, 1);
         if (sigsetjmp(aft_g_writer_jump, 1) == 0) {
             aft_async_write_crash(signo, info, ucontext, entry_ns, aft_g_state.reserved_fd,
@@ -260,9 +272,12 @@ void aft_async_handler(int signo, siginfo_t *info, void *ucontext) {
             aft_async_mark_handler_fault(); /* back here from a fault inside the writer */
         }
         atomic_store(&aft_g_writing, 0);
+        if (file_size_limited) aft_async_release_file_size_signal(&file_size_hold);
         alarm(alarm_pending);
         sigaction(SIGALRM, &alarm_previous, NULL);
         atomic_store(&aft_g_crash_written, 1);
+        atomic_store(&aft_g_crash_rounds, 0);
+        atomic_store(&aft_g_crash_signal, signo);
     } else if (expected == tid) {
         if (atomic_load(&aft_g_writing)) {
             /* A fault inside our own writer (another signal than the crash's): abandon the
@@ -271,7 +286,26 @@ void aft_async_handler(int signo, siginfo_t *info, void *ucontext) {
              * the process with it, which is the same death. */
             siglongjmp(aft_g_writer_jump, 1);
         }
-        /* A later signal on the thread that crashed: hand it on like any other. */
+        /* The same crash back again: the handler we chained to called us (an app handler
+         * that chains to the one it replaced, installed between two starts). Chaining to it
+         * again would loop forever: end the chain where it began, at what was there before
+         * our first install; a second time round, at the default action. A different later
+         * signal on this thread is handed on like any other. */
+        if (signo == atomic_load(&aft_g_crash_signal)) {
+            int round = atomic_fetch_add(&aft_g_crash_rounds, 1);
+            if (round >= 1) {
+                struct sigaction dfl;
+                aft_async_memset(&dfl, 0, sizeof(dfl));
+                dfl.sa_handler = SIG_DFL;
+                sigaction(signo, &dfl, NULL);
+                if (!aft_async_fault_refires(signo, info)) aft_async_reraise(signo, info);
+                errno = saved_errno;
+                return;
+            }
+            aft_async_chain(signo, info, ucontext, 1);
+            errno = saved_errno;
+            return;
+        }
     } else {
         /* Another thread is writing its crash: wait for it (bounded, 2 s), then fall through
          * so this thread dies as it would have. */
@@ -280,6 +314,6 @@ void aft_async_handler(int signo, siginfo_t *info, void *ucontext) {
             nanosleep(&ten_ms, NULL);
     }
     int first = expected == 0;
-    if (aft_async_chain(signo, info, ucontext) && first) aft_async_survived(signo);
+    if (aft_async_chain(signo, info, ucontext, 0) && first) aft_async_survived(signo);
     errno = saved_errno;
 }

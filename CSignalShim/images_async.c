@@ -2,9 +2,11 @@
  * images_async.c: CRASH-TIME CODE, under the crash-time contract of CSignalShim/README.md
  * (async-signal-safe calls only, no malloc, no locks, no stdio, no Swift; checked by
  * AsyncSafetyTests). The loaded images, from /proc/self/maps, with their GNU build ids read
- * from memory (not from the file on disk, which may have been replaced). Memory is read with
- * process_vm_readv so a bad address gives an error, never a second fault. Scratch buffers are
- * static (BSS).
+ * from memory (not from the file on disk, which may have been replaced). Images seen at start
+ * (images.c, from dl_iterate_phdr) are not read again; others are read with
+ * aft_async_read_memory, so a bad address gives an error, never a second fault, and never with
+ * process_vm_readv, which seccomp filters of hardened services refuse or kill on. Scratch
+ * buffers are static (BSS).
  */
 #include <elf.h>
 #include <errno.h>
@@ -179,6 +181,20 @@ static int aft_async_same_image(const aft_image *seen, const aft_image *now) {
     return 1;
 }
 
+void aft_async_read_image_identity(aft_image *img) {
+    uint64_t bias = img->load_bias;
+    uint32_t size = aft_async_build_id_at(img->start, img->build_id, AFT_BUILD_ID_CAPACITY, &bias);
+    if (size > 0) {
+        img->build_id_size = size;
+        img->flags |= AFT_IMAGE_BUILD_ID_FROM_MEMORY;
+    }
+    img->load_bias = bias;
+    uint16_t machine = 0;
+    if (aft_async_read_memory(img->start + 18, &machine, sizeof(machine)) == 0)
+        img->arch = machine == EM_X86_64 ? AFT_ARCH_X86_64
+                  : machine == EM_AARCH64 ? AFT_ARCH_ARM64 : AFT_ARCH_UNKNOWN;
+}
+
 uint32_t aft_async_images_from_fd(aft_maps_scratch *scratch, int fd, aft_image *images,
                                   uint32_t capacity, int read_build_ids, const char *main_path,
                                   uint32_t *truncated) {
@@ -229,18 +245,7 @@ uint32_t aft_async_images_from_fd(aft_maps_scratch *scratch, int fd, aft_image *
                 img->flags |= seen->flags & AFT_IMAGE_BUILD_ID_FROM_MEMORY;
                 continue;
             }
-            uint64_t bias = img->load_bias;
-            uint32_t size = aft_async_build_id_at(img->start, img->build_id,
-                                                  AFT_BUILD_ID_CAPACITY, &bias);
-            if (size > 0) {
-                img->build_id_size = size;
-                img->flags |= AFT_IMAGE_BUILD_ID_FROM_MEMORY;
-            }
-            img->load_bias = bias;
-            uint16_t machine = 0;
-            if (aft_async_read_memory(img->start + 18, &machine, sizeof(machine)) == 0)
-                img->arch = machine == EM_X86_64 ? AFT_ARCH_X86_64
-                          : machine == EM_AARCH64 ? AFT_ARCH_ARM64 : AFT_ARCH_UNKNOWN;
+            aft_async_read_image_identity(img);
         }
     }
     if (truncated) *truncated = b.truncated;
@@ -249,6 +254,35 @@ uint32_t aft_async_images_from_fd(aft_maps_scratch *scratch, int fd, aft_image *
 
 static uint64_t aft_async_align_up(uint64_t v, uint64_t align) {
     return align > 1 ? (v + align - 1) & ~(align - 1) : v;
+}
+
+uint32_t aft_async_build_id_in_notes(aft_memory_read_fn read, uint64_t load_bias,
+                                     const void *phdrs, uint32_t phnum, uint8_t *out,
+                                     uint32_t capacity) {
+    const Elf64_Phdr *ph = phdrs;
+    for (uint32_t i = 0; i < phnum; i++) {
+        if (ph[i].p_type != PT_NOTE) continue;
+        uint64_t align = ph[i].p_align == 8 ? 8 : 4;
+        uint64_t at = load_bias + ph[i].p_vaddr;
+        uint64_t end = at + (ph[i].p_memsz < 65536 ? ph[i].p_memsz : 65536);
+        while (at + sizeof(Elf64_Nhdr) <= end) {
+            Elf64_Nhdr nh;
+            if (read(at, &nh, sizeof(nh)) != 0) break;
+            uint64_t name_at = at + sizeof(nh);
+            uint64_t desc_at = aft_async_align_up(name_at + nh.n_namesz, align);
+            uint64_t next = aft_async_align_up(desc_at + nh.n_descsz, align);
+            if (next <= at || next > end) break;
+            if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && nh.n_descsz > 0 &&
+                nh.n_descsz <= capacity) {
+                char name[4];
+                if (read(name_at, name, 4) == 0 && name[0] == 'G' && name[1] == 'N' &&
+                    name[2] == 'U' && name[3] == '\0' && read(desc_at, out, nh.n_descsz) == 0)
+                    return nh.n_descsz;
+            }
+            at = next;
+        }
+    }
+    return 0;
 }
 
 uint32_t aft_async_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity,
@@ -271,41 +305,17 @@ uint32_t aft_async_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity,
         }
     }
     if (load_bias) *load_bias = bias;
-    for (uint32_t i = 0; i < phnum; i++) {
-        if (ph[i].p_type != PT_NOTE) continue;
-        uint64_t align = ph[i].p_align == 8 ? 8 : 4;
-        uint64_t at = bias + ph[i].p_vaddr;
-        uint64_t end = at + (ph[i].p_memsz < 65536 ? ph[i].p_memsz : 65536);
-        while (at + sizeof(Elf64_Nhdr) <= end) {
-            Elf64_Nhdr nh;
-            if (aft_async_read_memory(at, &nh, sizeof(nh)) != 0) break;
-            uint64_t name_at = at + sizeof(nh);
-            uint64_t desc_at = aft_async_align_up(name_at + nh.n_namesz, align);
-            uint64_t next = aft_async_align_up(desc_at + nh.n_descsz, align);
-            if (next <= at || next > end) break;
-            if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && nh.n_descsz > 0 &&
-                nh.n_descsz <= capacity) {
-                char name[4];
-                if (aft_async_read_memory(name_at, name, 4) == 0 && name[0] == 'G' &&
-                    name[1] == 'N' && name[2] == 'U' && name[3] == '\0' &&
-                    aft_async_read_memory(desc_at, out, nh.n_descsz) == 0)
-                    return nh.n_descsz;
-            }
-            at = next;
-        }
-    }
-    return 0;
+    return aft_async_build_id_in_notes(aft_async_read_memory, bias, ph, phnum, out, capacity);
 }
 
-/* The loader's list of loaded objects (struct link_map, reached from _r_debug), read with
- * process_vm_readv: a count and a hash of (l_addr, l_name, l_ld) of every entry. Equal to the
- * signature taken at install means no library was loaded or unloaded since, so the images
- * read then are still the images now, and /proc/self/maps (the handler's most expensive read,
- * growing with every mapping of the process) need not be read. Returns 0 when the list is
- * being changed or cannot be read. */
-int aft_async_link_map_signature(uint64_t *count, uint64_t *hash) {
+/* The loader's list of loaded objects (struct link_map, reached from _r_debug): a count and a
+ * hash of (l_addr, l_name, l_ld) of every entry. Equal to the signature taken at install means
+ * no library was loaded or unloaded since, so the images read then are still the images now,
+ * and /proc/self/maps (the handler's most expensive read, growing with every mapping of the
+ * process) need not be read. Returns 0 when the list is being changed or cannot be read. */
+int aft_async_link_map_signature_with(aft_memory_read_fn read, uint64_t *count, uint64_t *hash) {
     struct r_debug debug;
-    if (aft_async_read_memory((uint64_t)(uintptr_t)&_r_debug, &debug, sizeof(debug)) != 0) return 0;
+    if (read((uint64_t)(uintptr_t)&_r_debug, &debug, sizeof(debug)) != 0) return 0;
     if (debug.r_state != RT_CONSISTENT) return 0;
     uint64_t n = 0, h = 0xCBF29CE484222325ull;
     uint64_t at = (uint64_t)(uintptr_t)debug.r_map;
@@ -313,7 +323,7 @@ int aft_async_link_map_signature(uint64_t *count, uint64_t *hash) {
         struct {
             uint64_t addr, name, ld, next, prev;
         } entry; /* the public head of struct link_map */
-        if (n == 4096 || aft_async_read_memory(at, &entry, sizeof(entry)) != 0) return 0;
+        if (n == 4096 || read(at, &entry, sizeof(entry)) != 0) return 0;
         uint64_t words[3] = {entry.addr, entry.name, entry.ld};
         for (int i = 0; i < 3; i++) {
             h ^= words[i];
@@ -326,4 +336,9 @@ int aft_async_link_map_signature(uint64_t *count, uint64_t *hash) {
     *count = n;
     *hash = h;
     return 1;
+}
+
+/* At crash time the list may be half-changed by another thread: read without faulting. */
+int aft_async_link_map_signature(uint64_t *count, uint64_t *hash) {
+    return aft_async_link_map_signature_with(aft_async_read_memory, count, hash);
 }

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <linux/falloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -84,6 +85,12 @@ void aft_set_session_id(const uint8_t session_id[AFT_ID_SIZE]) {
 
 uint64_t aft_gettid(void) { return aft_async_gettid(); }
 
+void aft_hold_file_size_signal(aft_file_size_hold *hold) { aft_async_hold_file_size_signal(hold); }
+
+void aft_release_file_size_signal(const aft_file_size_hold *hold) {
+    aft_async_release_file_size_signal(hold);
+}
+
 uint32_t aft_crc32(uint32_t crc, const void *data, size_t size) {
     return aft_async_crc32(crc, data, size);
 }
@@ -92,11 +99,13 @@ uint32_t aft_images_from_maps_fd(int fd, aft_image *images, uint32_t capacity,
                                  int read_build_ids, const char *main_executable_path,
                                  uint32_t *truncated) {
     static _Thread_local aft_maps_scratch scratch;
+    if (read_build_ids) aft_memory_reader_prepare();
     return aft_async_images_from_fd(&scratch, fd, images, capacity, read_build_ids,
                                     main_executable_path, truncated);
 }
 
 uint32_t aft_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity, uint64_t *load_bias) {
+    aft_memory_reader_prepare();
     return aft_async_build_id_at(base, out, capacity, load_bias);
 }
 
@@ -111,24 +120,28 @@ uint32_t aft_current_stack(uint64_t *frames, uint32_t capacity, uint32_t skip) {
 
 /* Reads the loaded images once at install: the main executable's build id goes into the
  * context, and every image's build id is kept so the crash path reads from memory only
- * images loaded later (dlopen). */
+ * images loaded later (dlopen). Build ids come straight from the mapped images
+ * (dl_iterate_phdr), the images' extents and paths from one read of /proc/self/maps. */
+static aft_loaded_object aft_g_loaded_objects[AFT_MAX_IMAGES];
+
 static void aft_prepare_images(aft_context *context) {
     aft_g_known_link_map.valid = 0;
-    uint64_t count_before = 0, hash_before = 0, count_after = 0, hash_after = 0;
-    int before = aft_async_link_map_signature(&count_before, &hash_before);
+    aft_link_map_snapshot before = {0}, after = {0};
+    uint32_t objects = aft_loaded_objects(aft_g_loaded_objects, AFT_MAX_IMAGES, &before);
     int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (fd < 0) return;
     uint32_t truncated = 0;
-    uint32_t n = aft_images_from_maps_fd(fd, aft_g_known_images, AFT_MAX_IMAGES, 1,
+    uint32_t n = aft_images_from_maps_fd(fd, aft_g_known_images, AFT_MAX_IMAGES, 0,
                                          context->executable_path, &truncated);
     close(fd);
+    aft_fill_build_ids(aft_g_known_images, n, aft_g_loaded_objects, objects);
     aft_g_known_image_count = n;
     /* Trust the snapshot only if no library came or went while maps were read. */
-    int after = aft_async_link_map_signature(&count_after, &hash_after);
-    if (before && after && count_before == count_after && hash_before == hash_after &&
+    aft_link_map_signature_now(&after);
+    if (before.valid && after.valid && before.count == after.count && before.hash == after.hash &&
         !truncated && n > 0) {
-        aft_g_known_link_map.count = count_after;
-        aft_g_known_link_map.hash = hash_after;
+        aft_g_known_link_map.count = after.count;
+        aft_g_known_link_map.hash = after.hash;
         aft_g_known_link_map.valid = 1;
     }
     if (context->app_build_id_size > 0) return;
@@ -139,6 +152,21 @@ static void aft_prepare_images(aft_context *context) {
             break;
         }
     }
+}
+
+/* Allocates the disk space a crash file needs, so a disk that fills up later still takes the
+ * report: the deepest stack, the images seen now and as many again loaded later. The file
+ * keeps its size 0 (FALLOC_FL_KEEP_SIZE): an empty reserve still tells a dead run without a
+ * crash. The writer gives back what the report did not use. Where the file system cannot
+ * (EOPNOTSUPP) or the disk is already full, the crash is written as before. */
+static void aft_reserve_crash_space(int fd, uint32_t image_count) {
+    if (fd < 0) return;
+    uint64_t images = (uint64_t)image_count * 2 + 16;
+    if (images > AFT_MAX_IMAGES) images = AFT_MAX_IMAGES;
+    uint64_t size = sizeof(aft_file_header) + 4 * sizeof(aft_section_header) + sizeof(aft_context) +
+                    sizeof(aft_crash_info) + (uint64_t)AFT_MAX_FRAMES * sizeof(uint64_t) +
+                    images * sizeof(aft_image);
+    (void)fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)size);
 }
 
 /* In a forked child: the parent's reserved file (with its shared offset and lock) and its
@@ -155,6 +183,7 @@ static void aft_after_fork_in_child(void) {
         aft_g_state.context.run_id[8 + i] ^= (uint8_t)(pid >> (8 * i)); /* not the parent's run */
     }
     aft_g_state.context.pid = pid;
+    aft_async_memory_reader_refresh();
     aft_async_id_file_name(aft_g_state.tmp_name, AFT_FILE_NAME_CAPACITY,
                            aft_g_state.context.report_id, ".crash.tmp");
     aft_async_id_file_name(aft_g_state.final_name, AFT_FILE_NAME_CAPACITY,
@@ -177,6 +206,7 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
         aft_set_error(error, error_capacity, "opening the crash directory", err);
         return err;
     }
+    aft_memory_reader_prepare();
     int err = aft_prepare_thread();
     if (err != 0) {
         close(dir_fd);
@@ -218,6 +248,7 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
     aft_g_known_link_map.valid = 0; /* first: the crash path reads maps while this is rebuilt */
     aft_g_known_image_count = 0;
     aft_prepare_images(&aft_g_state.context);
+    aft_reserve_crash_space(reserved, atomic_load(&aft_g_known_image_count));
     aft_g_state.crash_dir_fd = dir_fd;
     aft_g_state.reserved_fd = reserved;
     aft_g_state.fsync_reports = options->fsync_reports;
@@ -237,8 +268,12 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
         if (sigaction(aft_g_signals[i], &action, &previous) != 0) continue;
         /* Installing twice must not make us our own previous handler; a handler the app
          * installed in between is the new previous one. */
-        if (previous.sa_sigaction != aft_async_handler || !(previous.sa_flags & SA_SIGINFO))
-            aft_g_state.previous[i] = previous;
+        int ours = previous.sa_sigaction == aft_async_handler && (previous.sa_flags & SA_SIGINFO);
+        if (!ours) aft_g_state.previous[i] = previous;
+        if (!aft_g_state.has_original[i]) {
+            aft_g_state.original[i] = ours ? aft_g_state.previous[i] : previous;
+            aft_g_state.has_original[i] = 1;
+        }
     }
     aft_g_state.installed = 1;
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
@@ -269,5 +304,6 @@ void aft_uninstall(void) {
     if (!aft_g_state.installed) return;
     for (int i = 0; i < AFT_SIGNAL_COUNT; i++)
         sigaction(aft_g_signals[i], &aft_g_state.previous[i], NULL);
+    for (int i = 0; i < AFT_SIGNAL_COUNT; i++) aft_g_state.has_original[i] = 0;
     aft_g_state.installed = 0;
 }

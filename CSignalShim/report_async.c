@@ -11,6 +11,8 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <stdio.h>   /* renameat */
+#include <linux/falloc.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "shim_internal.h"
@@ -61,6 +63,36 @@ static void aft_async_emit_section(aft_writer *w, uint32_t type, uint32_t entry_
     aft_async_emit(w, entries, (size_t)entry_size * count);
 }
 
+static int aft_async_image_has_frame(const aft_image *image, const uint64_t *frames,
+                                     uint32_t frame_count) {
+    for (uint32_t i = 0; i < frame_count; i++)
+        if (frames[i] >= image->start && frames[i] < image->end) return 1;
+    return 0;
+}
+
+/* The images section when only `fitting` images fit: the images the frames are in first, then
+ * the others, in address order; marked truncated. */
+static void aft_async_emit_fitting_images(aft_writer *w, const aft_image *images, uint32_t count,
+                                          uint32_t fitting, const uint64_t *frames,
+                                          uint32_t frame_count) {
+    uint32_t with_frames = 0;
+    for (uint32_t i = 0; i < count; i++)
+        with_frames += (uint32_t)aft_async_image_has_frame(&images[i], frames, frame_count);
+    uint32_t others = fitting > with_frames ? fitting - with_frames : 0;
+    aft_section_header sh = {.type = AFT_SECTION_IMAGES, .entry_size = sizeof(aft_image),
+                             .count = fitting, .flags = AFT_SECTION_TRUNCATED};
+    aft_async_emit(w, &sh, sizeof(sh));
+    uint32_t emitted = 0;
+    for (uint32_t i = 0; i < count && emitted < fitting; i++) {
+        if (!aft_async_image_has_frame(&images[i], frames, frame_count)) {
+            if (others == 0) continue;
+            others--;
+        }
+        aft_async_emit(w, &images[i], sizeof(aft_image));
+        emitted++;
+    }
+}
+
 void aft_async_id_file_name(char *out, size_t capacity, const uint8_t id[AFT_ID_SIZE],
                             const char *suffix) {
     static const char hex[] = "0123456789abcdef";
@@ -89,12 +121,29 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
     header.kind = spec->kind;
     header.flags = spec->flags | (spec->fsync_file ? AFT_FLAG_FSYNCED : 0);
 
+    /* A file-size limit (ulimit -f) smaller than the whole report: the innermost frames and
+     * the images they are in come first; what does not fit is left out and said to be. */
+    uint64_t limit = aft_async_file_size_limit();
+    uint64_t fixed = sizeof(header) + 3 * sizeof(aft_section_header) + sizeof(aft_context) +
+                     spec->event_size;
+    uint32_t frame_count = spec->frame_count;
+    uint32_t frames_truncated = spec->frames_truncated;
+    if (limit != UINT64_MAX && limit > fixed) {
+        uint64_t room = limit - fixed;
+        uint64_t images_room = sizeof(aft_section_header) + 4 * sizeof(aft_image);
+        room = room > 2 * images_room ? room - images_room : room / 2;
+        if ((uint64_t)frame_count * sizeof(uint64_t) > room) {
+            frame_count = (uint32_t)(room / sizeof(uint64_t));
+            frames_truncated = 1;
+        }
+    }
+
     aft_writer w = {.fd = fd, .staging = spec->staging, .capacity = spec->staging_size};
     aft_async_put(&w, &header, sizeof(header));
     aft_async_emit_section(&w, AFT_SECTION_CONTEXT, sizeof(aft_context), 1, 0, spec->context);
     aft_async_emit_section(&w, spec->event_type, spec->event_size, 1, 0, spec->event);
-    aft_async_emit_section(&w, AFT_SECTION_FRAMES, sizeof(uint64_t), spec->frame_count,
-                           spec->frames_truncated ? AFT_SECTION_TRUNCATED : 0, spec->frames);
+    aft_async_emit_section(&w, AFT_SECTION_FRAMES, sizeof(uint64_t), frame_count,
+                           frames_truncated ? AFT_SECTION_TRUNCATED : 0, spec->frames);
     aft_async_flush(&w); /* the most useful part is on disk before the maps are read */
     if (&aft_g_test_fault_in_writer != NULL && aft_g_test_fault_in_writer) *(volatile int *)(uintptr_t)aft_g_test_fault_in_writer = 0;
 
@@ -117,8 +166,16 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
             close(maps);
         }
     }
-    aft_async_emit_section(&w, AFT_SECTION_IMAGES, sizeof(aft_image), image_count,
-                           images_truncated ? AFT_SECTION_TRUNCATED : 0, images);
+    uint64_t used = sizeof(header) + w.body_size + sizeof(aft_section_header);
+    uint64_t fitting = limit == UINT64_MAX ? UINT64_MAX
+                     : limit > used ? (limit - used) / sizeof(aft_image) : 0;
+    if ((uint64_t)image_count <= fitting) {
+        aft_async_emit_section(&w, AFT_SECTION_IMAGES, sizeof(aft_image), image_count,
+                               images_truncated ? AFT_SECTION_TRUNCATED : 0, images);
+    } else if (limit > used) {
+        aft_async_emit_fitting_images(&w, images, image_count, (uint32_t)fitting, spec->frames,
+                                      frame_count);
+    }
     aft_async_flush(&w);
 
     if (!w.error) {
@@ -126,6 +183,12 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
         header.body_crc = w.crc;
         header.commit = AFT_COMMIT_MARKER;
         w.error = aft_async_pwrite_all(fd, &header, sizeof(header), 0);
+    }
+    if (!w.error && fd == reserved) {
+        /* The reserve allocated at start beyond the report goes back to the file system. */
+        off_t end = (off_t)(sizeof(header) + w.body_size);
+        syscall(SYS_fallocate, (long)fd, (long)(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE),
+                (long)end, (long)(1 << 30));
     }
     if (!w.error && spec->fsync_file && fsync(fd) != 0) w.error = errno;
     if (!w.error && renameat(dir_fd, tmp_name, dir_fd, final_name) != 0) w.error = errno;

@@ -3,14 +3,16 @@
  * (async-signal-safe calls only, no malloc, no locks, no stdio, no Swift; checked by
  * AsyncSafetyTests). Byte, string and I/O helpers for the crash-time code: write loops, CRC-32,
  * string copies, the re-raise. Its own loops rather than libc's string functions, which may be
- * ifunc-resolved or instrumented.
+ * ifunc-resolved or instrumented. Memory whose mapping is uncertain is read with pread(2) on
+ * /proc/self/mem (or write(2) into a pipe), which seccomp filters of hardened services allow,
+ * unlike process_vm_readv.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -109,14 +111,97 @@ uint64_t aft_async_now_ns(clockid_t clock) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+aft_memory_reader aft_g_memory = {.mem_fd = -1, .pipe_fds = {-1, -1}};
+
+/* Fallback for a process without /proc: write(2) from the address into a pipe copies the bytes
+ * or fails with EFAULT, never faults; they are read back at once. One user at a time (a second
+ * one gets EBUSY rather than interleaved bytes); a pipe left in an unknown state is dropped. */
+static int aft_async_read_memory_pipe(uint64_t address, void *out, size_t size) {
+    int expected = 0;
+    if (aft_g_memory.pipe_fds[1] < 0) return ENOSYS;
+    if (!atomic_compare_exchange_strong(&aft_g_memory.pipe_busy, &expected, 1)) return EBUSY;
+    int err = 0;
+    uint8_t *dst = out;
+    while (size > 0 && err == 0) {
+        size_t chunk = size < 4096 ? size : 4096;
+        ssize_t w = write(aft_g_memory.pipe_fds[1], (const void *)(uintptr_t)address, chunk);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            err = w < 0 ? errno : EIO;
+            break;
+        }
+        size_t got = 0;
+        while (got < (size_t)w) {
+            ssize_t r = read(aft_g_memory.pipe_fds[0], dst + got, (size_t)w - got);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) break;
+            got += (size_t)r;
+        }
+        if (got != (size_t)w) { /* bytes left behind would shift every later read */
+            aft_g_memory.pipe_fds[0] = aft_g_memory.pipe_fds[1] = -1;
+            err = EIO;
+            break;
+        }
+        if ((size_t)w < chunk) err = EFAULT; /* the rest is not mapped */
+        dst += w;
+        address += (uint64_t)w;
+        size -= (size_t)w;
+    }
+    atomic_store(&aft_g_memory.pipe_busy, 0);
+    return err;
+}
+
 int aft_async_read_memory(uint64_t address, void *out, size_t size) {
     if (size == 0) return 0;
-    if (address == 0 || address + size < address) return EFAULT;
-    struct iovec local = {.iov_base = out, .iov_len = size};
-    struct iovec remote = {.iov_base = (void *)(uintptr_t)address, .iov_len = size};
-    long n = syscall(SYS_process_vm_readv, (long)getpid(), &local, 1L, &remote, 1L, 0L);
-    if (n == (long)size) return 0;
-    return n < 0 ? errno : EFAULT;
+    if (address == 0 || address + size < address || address + size > (uint64_t)INT64_MAX)
+        return EFAULT;
+    int fd = aft_g_memory.mem_fd;
+    if (fd >= 0) {
+        ssize_t n;
+        do {
+            n = pread(fd, out, size, (off_t)address);
+        } while (n < 0 && errno == EINTR);
+        if (n == (ssize_t)size) return 0;
+        /* A short read or EIO: the range is not (all) mapped. Anything else (the descriptor
+         * closed by the app, refused): try the pipe. */
+        if (n >= 0 || errno == EIO || errno == EFAULT) return EFAULT;
+    }
+    return aft_async_read_memory_pipe(address, out, size);
+}
+
+/* The inode of fd when it is open and of the expected kind, else 0. */
+static uint64_t aft_async_fd_inode(int fd, mode_t kind) {
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || (st.st_mode & S_IFMT) != kind) return 0;
+    return (uint64_t)st.st_ino;
+}
+
+void aft_async_memory_reader_refresh(void) {
+    pid_t pid = getpid();
+    int forked = aft_g_memory.pid != pid;
+    /* A forked child's descriptor reads the parent's memory and its pipe is shared with the
+     * parent; an app that closed descriptors may have reused the numbers for other files.
+     * Reading either as memory would report another process's or a file's bytes. */
+    if (forked || aft_g_memory.mem_ino == 0 ||
+        aft_async_fd_inode(aft_g_memory.mem_fd, S_IFREG) != aft_g_memory.mem_ino) {
+        aft_g_memory.mem_fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+        aft_g_memory.mem_ino = aft_async_fd_inode(aft_g_memory.mem_fd, S_IFREG);
+        if (aft_g_memory.mem_ino == 0) aft_g_memory.mem_fd = -1;
+    }
+    if (forked || aft_g_memory.pipe_ino == 0 ||
+        aft_async_fd_inode(aft_g_memory.pipe_fds[1], S_IFIFO) != aft_g_memory.pipe_ino ||
+        aft_async_fd_inode(aft_g_memory.pipe_fds[0], S_IFIFO) != aft_g_memory.pipe_ino) {
+        int fds[2];
+        if (syscall(SYS_pipe2, fds, O_CLOEXEC | O_NONBLOCK) == 0) {
+            aft_g_memory.pipe_fds[0] = fds[0];
+            aft_g_memory.pipe_fds[1] = fds[1];
+            aft_g_memory.pipe_ino = aft_async_fd_inode(fds[0], S_IFIFO);
+        } else {
+            aft_g_memory.pipe_fds[0] = aft_g_memory.pipe_fds[1] = -1;
+            aft_g_memory.pipe_ino = 0;
+        }
+    }
+    aft_g_memory.pid = pid;
 }
 
 ssize_t aft_async_read_small_file(const char *path, char *buf, size_t capacity) {
@@ -155,6 +240,35 @@ size_t aft_async_u64_to_dec(uint64_t v, char *buf) {
     for (size_t i = 0; i < n; i++) buf[i] = tmp[n - 1 - i];
     buf[n] = '\0';
     return n;
+}
+
+void aft_async_hold_file_size_signal(aft_file_size_hold *hold) {
+    sigset_t block, pending;
+    sigemptyset(&block);
+    sigaddset(&block, SIGXFSZ);
+    sigprocmask(SIG_BLOCK, &block, &hold->saved_mask);
+    hold->was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ) == 1;
+}
+
+void aft_async_release_file_size_signal(const aft_file_size_hold *hold) {
+    sigset_t pending;
+    if (!hold->was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ) == 1) {
+        /* Raised by our own write past the limit (it failed with EFBIG): take it back. */
+        sigset_t wanted;
+        sigemptyset(&wanted);
+        sigaddset(&wanted, SIGXFSZ);
+        struct timespec now = {0, 0};
+        syscall(SYS_rt_sigtimedwait, &wanted, NULL, &now, (long)(_NSIG / 8));
+    }
+    sigprocmask(SIG_SETMASK, &hold->saved_mask, NULL);
+}
+
+uint64_t aft_async_file_size_limit(void) {
+    struct rlimit limit;
+    if (syscall(SYS_prlimit64, 0L, (long)RLIMIT_FSIZE, NULL, &limit) != 0 ||
+        limit.rlim_cur == RLIM_INFINITY)
+        return UINT64_MAX;
+    return (uint64_t)limit.rlim_cur;
 }
 
 void aft_async_reraise(int signo, siginfo_t *info) {

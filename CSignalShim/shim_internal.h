@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 #include "aftermath_format.h"
+#include "CSignalShim.h"
 
 #define AFT_SIGNAL_COUNT 7
 #define AFT_FILE_NAME_CAPACITY 64
@@ -25,6 +26,10 @@ typedef struct aft_state {
     char final_name[AFT_FILE_NAME_CAPACITY]; /* <crash id>.crash */
     int reserved_fd;                     /* tmp_name, created and flock'ed at install */
     struct sigaction previous[AFT_SIGNAL_COUNT];
+    /* What was there before our handler was first installed: where a chain that leads back
+     * to us (an app handler that calls the one it replaced, then start again) ends. */
+    struct sigaction original[AFT_SIGNAL_COUNT];
+    int has_original[AFT_SIGNAL_COUNT];
     int installed;
 } aft_state;
 
@@ -59,13 +64,37 @@ void aft_async_memcpy(void *dst, const void *src, size_t size);
 int aft_async_copy_tail(char *dst, size_t capacity, const char *src, size_t src_len);
 uint64_t aft_async_gettid(void);
 uint64_t aft_async_now_ns(clockid_t clock);
-/* Reads memory of this process without faulting (process_vm_readv). 0 on success. */
+/* Reads memory of this process without faulting: pread(2) on /proc/self/mem, else write(2)
+ * into a pipe. 0 on success, EFAULT when the range is not mapped. */
 int aft_async_read_memory(uint64_t address, void *out, size_t size);
+/* What aft_async_read_memory uses, opened at normal time (aft_memory_reader_prepare). */
+typedef struct aft_memory_reader {
+    int mem_fd;          /* /proc/self/mem of pid, or -1 */
+    int pipe_fds[2];     /* non-blocking pipe for the fallback, or -1 */
+    pid_t pid;           /* the process the descriptors were opened in */
+    uint64_t mem_ino, pipe_ino; /* what the descriptors were: an app may close and reuse them */
+    _Atomic int pipe_busy;
+} aft_memory_reader;
+extern aft_memory_reader aft_g_memory;
+/* Normal time: opens the descriptors once per process (later calls return at once). */
+void aft_memory_reader_prepare(void);
+/* In a forked child (getpid() changed), or when the app closed or reused a descriptor:
+ * reopens the descriptors for this process (-1 where that fails). */
+void aft_async_memory_reader_refresh(void);
+/* Reads size bytes at address into out; 0 on success. */
+typedef int (*aft_memory_read_fn)(uint64_t address, void *out, size_t size);
 /* Reads a small file whole into buf (NUL-terminated). Returns bytes read or -1. */
 ssize_t aft_async_read_small_file(const char *path, char *buf, size_t capacity);
 /* Re-raises signo on this thread with its original siginfo (sender kept; tgkill when the
  * kernel refuses that), then unblocks it so it is delivered now. */
 void aft_async_reraise(int signo, siginfo_t *info);
+/* A file-size limit (RLIMIT_FSIZE) makes a write past it raise SIGXFSZ, whose default action
+ * ends the process. Around our own writes the calling thread holds it blocked; on release, one
+ * our writes raised is taken back (the write itself failed with EFBIG) and the mask restored. */
+void aft_async_hold_file_size_signal(aft_file_size_hold *hold);
+void aft_async_release_file_size_signal(const aft_file_size_hold *hold);
+/* The file-size limit in bytes; UINT64_MAX when there is none. */
+uint64_t aft_async_file_size_limit(void);
 /* Writes the decimal form of v into buf; returns its length. buf needs 21 bytes. */
 size_t aft_async_u64_to_dec(uint64_t v, char *buf);
 
@@ -83,14 +112,41 @@ uint32_t aft_async_images_from_fd(aft_maps_scratch *scratch, int fd, aft_image *
                                   uint32_t *truncated);
 uint32_t aft_async_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity,
                                uint64_t *load_bias);
+/* Reads the build id, load bias and machine of the ELF image mapped at img->start. */
+void aft_async_read_image_identity(aft_image *img);
+/* The GNU build id in the PT_NOTE segments of an image loaded with load_bias, given its
+ * program headers; read through read. Returns its size, 0 when there is none. */
+uint32_t aft_async_build_id_in_notes(aft_memory_read_fn read, uint64_t load_bias,
+                                     const void *phdrs, uint32_t phnum, uint8_t *out,
+                                     uint32_t capacity);
 /* A signature of the loader's list of objects; 0 when it cannot be read or is changing. */
 int aft_async_link_map_signature(uint64_t *count, uint64_t *hash);
+/* The same, reading through read (normal time: directly, with the loader's lock held). */
+int aft_async_link_map_signature_with(aft_memory_read_fn read, uint64_t *count, uint64_t *hash);
 /* The link map's signature when aft_g_known_images was read (valid == 0: do not trust it). */
 typedef struct aft_link_map_snapshot {
     uint64_t count, hash;
     int valid;
 } aft_link_map_snapshot;
 extern aft_link_map_snapshot aft_g_known_link_map;
+
+/* ---- images at normal time (images.c) ---- */
+/* An object the loader reports (dl_iterate_phdr), with its build id read from its notes. */
+typedef struct aft_loaded_object {
+    uint64_t start;          /* page of its lowest PT_LOAD: the image's start in maps */
+    uint64_t load_bias;
+    uint32_t build_id_size;
+    uint8_t build_id[AFT_BUILD_ID_CAPACITY];
+} aft_loaded_object;
+/* The loaded objects, and the link map's signature read under the loader's lock. */
+uint32_t aft_loaded_objects(aft_loaded_object *objects, uint32_t capacity,
+                            aft_link_map_snapshot *signature);
+/* The link map's signature now, read under the loader's lock; 0 when it is changing. */
+int aft_link_map_signature_now(aft_link_map_snapshot *signature);
+/* Gives each image the build id, load bias and arch of the object that starts where it does;
+ * images no object matches are read with aft_async_read_memory. */
+void aft_fill_build_ids(aft_image *images, uint32_t count, const aft_loaded_object *objects,
+                        uint32_t object_count);
 
 /* ---- unwinding (unwind_async.c) ---- */
 /* frames must have room for capacity + AFT_UNWIND_SLACK entries. */

@@ -4,8 +4,8 @@
  * AsyncSafetyTests). The crashing (or blocked) thread's stack. Known risk, left as libunwind's:
  * unw_step looks up unwind tables through dl_iterate_phdr, which takes the loader's lock; a
  * crash inside dlopen could wait on it. libunwind is warmed up at install so its caches are
- * filled outside the crash. The frame-pointer walk reads memory through process_vm_readv, so a
- * corrupt chain ends the walk instead of faulting.
+ * filled outside the crash. The frame-pointer walk reads memory through aft_async_read_memory,
+ * so a corrupt chain ends the walk instead of faulting.
  */
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
@@ -71,6 +71,15 @@ uint32_t aft_async_unwind_context(void *ucontext, uint64_t *frames, uint32_t cap
                                   uint32_t *unwinder, uint32_t *truncated) {
     uint32_t n = 0;
     *truncated = 0;
+    if (ucontext == NULL) {
+        /* Called without the signal's context (a handler that chained to us with NULL): the
+         * stack from here, through that handler and the signal frame, to the fault. */
+        int traced = capacity > 0 ? unw_backtrace((void **)frames, (int)capacity) : 0;
+        n = traced > 0 ? (uint32_t)traced : 0;
+        *truncated = n == capacity;
+        *unwinder = n > 0 ? AFT_UNWINDER_LIBUNWIND : AFT_UNWINDER_NONE;
+        return n;
+    }
     uint64_t context_pc = 0, context_fp = 0;
     aft_async_context_pc_fp(ucontext, &context_pc, &context_fp);
     if (context_pc != 0 && capacity > 0) {

@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 #include <stddef.h>
+#include <signal.h>
 #include "aftermath_format.h"
 
 #ifdef __cplusplus
@@ -46,6 +47,17 @@ int aft_prepare_thread(void);
 
 /* Replaces the session id that later reports of this run carry. */
 void aft_set_session_id(const uint8_t session_id[AFT_ID_SIZE]);
+
+/* A file-size limit (ulimit -f) makes a write past it raise SIGXFSZ, whose default action ends
+ * the process. Aftermath's writes must fail with EFBIG instead: around them the calling thread
+ * holds SIGXFSZ blocked, and on release one they raised is taken back and the mask restored.
+ * Threads created meanwhile (Aftermath's own) keep it blocked. */
+typedef struct aft_file_size_hold {
+    sigset_t saved_mask;
+    int was_pending;
+} aft_file_size_hold;
+void aft_hold_file_size_signal(aft_file_size_hold *hold);
+void aft_release_file_size_signal(const aft_file_size_hold *hold);
 
 /* The kernel thread id of the caller. */
 uint64_t aft_gettid(void);

@@ -34,3 +34,91 @@ void aft_test_breakpoint(void) {
     __builtin_trap();
 #endif
 }
+
+/* ---- hostile environments for tests and the harness ---- */
+#include <errno.h>
+#include <stddef.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+int aft_test_refuse_process_vm_readv(int kill) {
+#if defined(__x86_64__)
+    const uint32_t arch = AUDIT_ARCH_X86_64;
+#elif defined(__aarch64__)
+    const uint32_t arch = AUDIT_ARCH_AARCH64;
+#else
+    return ENOSYS;
+#endif
+    const uint32_t refuse = kill ? SECCOMP_RET_KILL_PROCESS : (SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA));
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, arch, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, refuse),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog program = {.len = (unsigned short)(sizeof(code) / sizeof(code[0])), .filter = code};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return errno;
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &program) != 0) return errno;
+    return 0;
+}
+
+#include <sched.h>
+#include <sys/mount.h>
+
+int aft_test_hide_proc(void) {
+    if (unshare(CLONE_NEWNS) != 0) return errno;
+    if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return errno;
+    if (mount("tmpfs", "/proc", "tmpfs", 0, NULL) != 0) return errno;
+    return 0;
+}
+
+/* ---- an app's own crash handlers that chain to the previous one ---- */
+#include <signal.h>
+#include <string.h>
+
+#define AFT_TEST_CHAIN_SLOTS 3
+static struct sigaction aft_test_chain_previous[AFT_TEST_CHAIN_SLOTS];
+static int aft_test_chain_null_arguments[AFT_TEST_CHAIN_SLOTS];
+
+/* What such a handler does: call the previous handler, or restore the default and return so
+ * the fault fires again. */
+static void aft_test_chain_to(int slot, int signo, siginfo_t *info, void *context) {
+    struct sigaction *previous = &aft_test_chain_previous[slot];
+    int null_arguments = aft_test_chain_null_arguments[slot];
+    if (previous->sa_flags & SA_SIGINFO) {
+        if (previous->sa_sigaction)
+            previous->sa_sigaction(signo, null_arguments ? NULL : info, null_arguments ? NULL : context);
+        return;
+    }
+    if (previous->sa_handler == SIG_IGN) return;
+    if (previous->sa_handler == SIG_DFL) {
+        signal(signo, SIG_DFL);
+        return;
+    }
+    previous->sa_handler(signo);
+}
+
+static void aft_test_chain_handler_0(int signo, siginfo_t *info, void *context) { aft_test_chain_to(0, signo, info, context); }
+static void aft_test_chain_handler_1(int signo, siginfo_t *info, void *context) { aft_test_chain_to(1, signo, info, context); }
+static void aft_test_chain_handler_2(int signo, siginfo_t *info, void *context) { aft_test_chain_to(2, signo, info, context); }
+
+int aft_test_install_chaining_handler(int slot, int signo, int null_arguments) {
+    static void (*const handlers[AFT_TEST_CHAIN_SLOTS])(int, siginfo_t *, void *) = {
+        aft_test_chain_handler_0, aft_test_chain_handler_1, aft_test_chain_handler_2};
+    if (slot < 0 || slot >= AFT_TEST_CHAIN_SLOTS) return EINVAL;
+    struct sigaction action;
+    memset(&action, 0, sizeof(action));
+    action.sa_sigaction = handlers[slot];
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&action.sa_mask);
+    aft_test_chain_null_arguments[slot] = null_arguments;
+    if (sigaction(signo, &action, &aft_test_chain_previous[slot]) != 0) return errno;
+    return 0;
+}

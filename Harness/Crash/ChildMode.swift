@@ -30,12 +30,17 @@ enum ChildMode {
     /// Starts Aftermath (unless told not to), prints the run's context, then faults through
     /// the crash chain.
     static func crash(_ scenario: Scenario, reportsDirectory: String, withAftermath: Bool) -> Never {
+        prepare(scenario.setup)
         if withAftermath {
             let configuration = Aftermath.Configuration(
                 serviceName: serviceName, serviceVersion: crashedVersion, exporter: InMemoryExporter(),
                 reportsDirectory: reportsDirectory, deliverPendingReportsSynchronously: true)
             do {
                 try Aftermath.start(configuration)
+                if scenario.setup == .reinstallAroundChainingHandler {
+                    installAppHandler()
+                    try Aftermath.start(configuration)
+                }
             } catch {
                 say("crash-harness: Aftermath.start failed: \(error)\n", fd: 2)
                 _exit(startFailureStatus)
@@ -44,11 +49,40 @@ enum ChildMode {
             let session = context?.sessionID.uuidString.lowercased() ?? "unknown"
             say("\(contextPrefix) session=\(session) build=\(context?.appBuildID ?? "")\n")
         } else {
+            if scenario.setup == .reinstallAroundChainingHandler { installAppHandler() }
             say("\(contextPrefix) none\n")
         }
         let seed = CommandLine.arguments.count &* 7919
         if scenario.threadName != nil { crashOnThread(scenario) }
         survived(crashChainLevel1(scenario, seed))
+    }
+
+    /// The app's own SIGSEGV handler, which calls the one it replaced.
+    static func installAppHandler() {
+        guard aft_test_install_chaining_handler(0, SIGSEGV, 0) == 0 else {
+            say("crash-harness: installing the app's handler failed\n", fd: 2)
+            _exit(setupFailureStatus)
+        }
+    }
+
+    /// Puts the child into the scenario's conditions before Aftermath starts.
+    static func prepare(_ setup: Setup) {
+        switch setup {
+        case .none, .reinstallAroundChainingHandler:
+            break
+        case .seccompKillProcessVMReadv, .seccompRefuseProcessVMReadv:
+            let status = aft_test_refuse_process_vm_readv(setup == .seccompKillProcessVMReadv ? 1 : 0)
+            guard status == 0 else {
+                say("crash-harness: installing the seccomp filter failed: \(status)\n", fd: 2)
+                _exit(setupFailureStatus)
+            }
+        case .fileSizeLimit:
+            var limit = rlimit(rlim_cur: 8 * 1024, rlim_max: 8 * 1024)
+            guard setrlimit(__rlimit_resource_t(RLIMIT_FSIZE.rawValue), &limit) == 0 else {
+                say("crash-harness: setrlimit(RLIMIT_FSIZE) failed\n", fd: 2)
+                _exit(setupFailureStatus)
+            }
+        }
     }
 
     /// Runs the chain on a new thread, named by the scenario, while this (the main) thread

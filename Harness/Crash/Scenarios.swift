@@ -21,9 +21,11 @@ struct Scenario: Sendable {
     var threadName: String?
     /// The least number of frames the report's stack must have.
     var minimumFrames: Int
+    /// The conditions the child crashes in (with and without Aftermath alike).
+    var setup: Setup
 
     init(_ name: String, _ summary: String, fault: Fault, signal: Int32, exceptionType: String,
-         threadName: String? = nil, minimumFrames: Int = 6) {
+         threadName: String? = nil, minimumFrames: Int = 6, setup: Setup = .none) {
         self.name = name
         self.summary = summary
         self.fault = fault
@@ -31,7 +33,25 @@ struct Scenario: Sendable {
         self.exceptionType = exceptionType
         self.threadName = threadName
         self.minimumFrames = minimumFrames
+        self.setup = setup
     }
+}
+
+/// Conditions a child sets up before it starts Aftermath and faults, as apps meet them in the
+/// field. The child without Aftermath sets up the same (apart from Aftermath's own part).
+enum Setup: Sendable {
+    case none
+    /// A seccomp filter that kills the process on process_vm_readv (as systemd's
+    /// SystemCallFilter=@system-service does where that call is in @debug).
+    case seccompKillProcessVMReadv
+    /// A seccomp filter that refuses process_vm_readv with EPERM (containers without
+    /// CAP_SYS_PTRACE).
+    case seccompRefuseProcessVMReadv
+    /// A file-size limit of 8 KiB (`ulimit -f 8`): smaller than a whole crash file.
+    case fileSizeLimit
+    /// Aftermath started, then the app's own SIGSEGV handler that calls the one it replaced,
+    /// then Aftermath started again (without Aftermath: only the app's handler).
+    case reinstallAroundChainingHandler
 }
 
 extension Scenario {
@@ -70,6 +90,18 @@ extension Scenario {
             Scenario("deep-recursion", "null dereference 1,000 frames deep",
                      fault: .deepRecursion, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
                      minimumFrames: Fault.recursionDepth),
+            Scenario("seccomp-kill", "null dereference under a seccomp filter killing on process_vm_readv",
+                     fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
+                     setup: .seccompKillProcessVMReadv),
+            Scenario("seccomp-eperm", "null dereference under a seccomp filter refusing process_vm_readv",
+                     fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
+                     setup: .seccompRefuseProcessVMReadv),
+            Scenario("file-size-limit", "null dereference under ulimit -f 8 (a crash file does not fit)",
+                     fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
+                     setup: .fileSizeLimit),
+            Scenario("reinstall-chain", "start, an app handler chaining to the previous, start again, null dereference",
+                     fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
+                     setup: .reinstallAroundChainingHandler),
         ]
         #if arch(x86_64)
         // arm64 integer division by zero does not trap (sdiv returns 0): x86-64 only.

@@ -45,6 +45,8 @@ public enum Aftermath {
     /// ``start(_:)`` reading environment instead of the process's.
     package static func start(_ configuration: Configuration, environment: OTelEnvironment) throws(StartError) {
         guard !environment.sdkDisabled else { return }
+        let hold = FileSizeSignalHold() // a write past ulimit -f fails; it never ends the app
+        defer { hold.release() }
         let directory = ReportDirectory(root: configuration.reportsDirectory)
         do {
             try directory.prepare()
@@ -96,6 +98,8 @@ public enum Aftermath {
     /// Collects and exports what is pending now, synchronously; nil before ``start(_:)``.
     @discardableResult
     public static func deliverPendingReports() -> Delivery? {
+        let hold = FileSizeSignalHold() // a write past ulimit -f fails; it never ends the app
+        defer { hold.release() }
         guard let running = state.withLock({ $0 }) else { return nil }
         let collector = self.collector(running.configuration, directory: running.directory, context: running.context)
         return deliver(collector, to: running.configuration.exporter, resource: resource(for: running.configuration))
@@ -200,7 +204,12 @@ public enum Aftermath {
 
     /// The main executable's path, as /proc/self/maps names it.
     package static func executablePath() -> String {
-        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments.first ?? ""
+        // readlink(2) itself: start calls this on the app's thread, and FileManager's first use
+        // costs a tenth of a millisecond.
+        var buffer = [CChar](repeating: 0, count: 4097)
+        let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        guard n > 0 else { return CommandLine.arguments.first ?? "" }
+        return String(decoding: buffer[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// The main executable's GNU build id, as the handler read it from memory at install.

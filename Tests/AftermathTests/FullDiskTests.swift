@@ -23,15 +23,23 @@ struct FullDiskTests {
         return process.terminationStatus
     }
 
+    /// A fresh tmpfs of the given size; unmount it with ``unmount(_:)``.
+    static func mountTmpfs(_ tag: String, size: String) throws -> String {
+        let mountPoint = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-\(tag)-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+        try #require(run(["mount", "-t", "tmpfs", "-o", "size=\(size)", "tmpfs", mountPoint]) == 0)
+        return mountPoint
+    }
+
+    static func unmount(_ mountPoint: String) {
+        _ = run(["umount", mountPoint])
+        try? FileManager.default.removeItem(atPath: mountPoint)
+    }
+
     @Test("ENOSPC while the handler writes")
     func fullDisk() async throws {
-        let mountPoint = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-full-\(UUID())").path
-        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
-        try #require(Self.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", mountPoint]) == 0)
-        defer {
-            _ = Self.run(["umount", mountPoint])
-            try? FileManager.default.removeItem(atPath: mountPoint)
-        }
+        let mountPoint = try Self.mountTmpfs("full", size: "64k")
+        defer { Self.unmount(mountPoint) }
         let reports: String = mountPoint + "/reports"
         try ReportDirectory(root: reports).prepare()
         let other = reports + "/crashes/older.crash"
@@ -66,5 +74,38 @@ struct FullDiskTests {
         #expect(partial.crash?.frames.isEmpty == false)
         #expect(partial.record[attribute: "exception.type"]?.stringValue == "SIGSEGV (SEGV_MAPERR)")
         #expect(partial.record[attribute: "apsio.crash.partial"]?.boolValue == true)
+    }
+
+    @Test("A disk that fills up after start: the crash file's space was reserved, the report is whole")
+    func fillsAfterStart() async throws {
+        let mountPoint = try Self.mountTmpfs("fills", size: "512k")
+        defer { Self.unmount(mountPoint) }
+        let reports: String = mountPoint + "/reports"
+        await #expect(processExitsWith: .signal(SIGSEGV)) { [reports = reports as String, mountPoint = mountPoint as String] in
+            let refusing = InMemoryExporter()
+            refusing.failNext(Int.max)
+            let config = Aftermath.Configuration(serviceName: "fills", serviceVersion: "1", exporter: refusing,
+                                                 reportsDirectory: reports, fsyncReports: false)
+            guard (try? Aftermath.start(config)) != nil else { _exit(90) }
+            // The app then fills the disk, to the last block.
+            let fd = open(mountPoint + "/filler", O_WRONLY | O_CREAT, 0o600)
+            var block = [UInt8](repeating: 1, count: 4096)
+            while block.withUnsafeMutableBytes({ write(fd, $0.baseAddress, $0.count) }) > 0 {}
+            var byte: UInt8 = 1
+            while write(fd, &byte, 1) > 0 {}
+            UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
+        }
+        try? FileManager.default.removeItem(atPath: mountPoint + "/filler")
+        let collection = ReportCollector(directory: ReportDirectory(root: reports)).collect()
+        #expect(collection.rejected.isEmpty)
+        let crash = try #require(collection.reports.compactMap(\.crash).first)
+        #expect(!crash.isPartial, "whole: committed, not salvaged")
+        #expect(crash.images.contains { $0.isMainExecutable && !$0.buildID.isEmpty })
+        // Committed to its real size: the reserve beyond it was given back.
+        let named = try FileManager.default.contentsOfDirectory(atPath: reports + "/crashes").filter { $0.hasSuffix(".crash") }
+        let path = reports + "/crashes/" + (try #require(named.first))
+        var st = stat()
+        #expect(stat(path, &st) == 0)
+        #expect(Int(st.st_blocks) * 512 <= (Int(st.st_size) + 4095) / 4096 * 4096, "blocks \(st.st_blocks), size \(st.st_size)")
     }
 }

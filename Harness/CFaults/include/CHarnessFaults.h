@@ -16,6 +16,17 @@ void aft_test_illegal_instruction(void);
 void aft_test_breakpoint(void);
 /* Makes the crash writer itself fault (a store to address 16) after its first flush. */
 void aft_test_fault_inside_handler(int enabled);
+/* Installs a seccomp filter on the calling process that refuses process_vm_readv, as hardened
+ * services do: kill != 0 kills the process (SECCOMP_RET_KILL_PROCESS), else EPERM. Other
+ * system calls are allowed. Irreversible; for child processes of tests. Returns 0 or errno. */
+int aft_test_refuse_process_vm_readv(int kill);
+/* Moves the calling process into its own mount namespace with an empty tmpfs on /proc, as in
+ * sandboxes without /proc. Needs root; for child processes of tests. Returns 0 or errno. */
+int aft_test_hide_proc(void);
+/* Installs an app's handler for signo (slot 0-2: three distinct functions) that calls the
+ * handler it replaced, with NULL siginfo and context when null_arguments is non-zero, or
+ * restores the default action and returns. Returns 0 or errno. */
+int aft_test_install_chaining_handler(int slot, int signo, int null_arguments);
 
 /* The watchdog's /proc parsers (proc_parse_async.c), for the tests (proc_parse.c). */
 /* Parses the state letter of a /proc/<pid>/task/<tid>/stat text ('?' when malformed). */

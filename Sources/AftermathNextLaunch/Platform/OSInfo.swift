@@ -16,35 +16,65 @@ package struct OSInfo: Sendable, Hashable {
 
     /// Reads os-release under root (for tests) and the running kernel's release.
     package static func current(root: String = "/") -> OSInfo {
-        var fields: [String: String] = [:]
+        var name: String?, versionID: String?, version: String?
+        let base = root.hasSuffix("/") ? root : root + "/"
         for candidate in ["etc/os-release", "usr/lib/os-release"] {
-            let path = (root as NSString).appendingPathComponent(candidate)
-            if let bytes = try? FileReader.read(path, maximumSize: 64 * 1024) {
-                fields = parseOSRelease(String(decoding: bytes, as: UTF8.self))
+            if let bytes = try? FileReader.read(base + candidate, maximumSize: 64 * 1024) {
+                // No dictionary: start reads this on the app's thread, and the first
+                // Dictionary<String, String> of a process costs a protocol-conformance scan.
+                visitOSRelease(bytes) { key, value in
+                    if key.elementsEqual("NAME".utf8) { name = String(decoding: value, as: UTF8.self) }
+                    if key.elementsEqual("VERSION_ID".utf8) { versionID = String(decoding: value, as: UTF8.self) }
+                    if key.elementsEqual("VERSION".utf8) { version = String(decoding: value, as: UTF8.self) }
+                }
                 break
             }
         }
         let kernel = kernelReleaseString()
-        return OSInfo(name: fields["NAME"] ?? "Linux",
-                      version: fields["VERSION_ID"] ?? fields["VERSION"] ?? kernel,
-                      kernelRelease: kernel)
+        return OSInfo(name: name ?? "Linux", version: versionID ?? version ?? kernel, kernelRelease: kernel)
     }
 
-    /// Parses os-release(5): KEY=value lines, values optionally quoted.
+    /// Parses os-release(5): KEY=value lines, values optionally quoted ('single' taken as is,
+    /// "double" with backslash escapes). Works on bytes: `start` reads this on the app's
+    /// thread, and Foundation's string scanning would cost it most of a millisecond.
     package static func parseOSRelease(_ text: String) -> [String: String] {
         var out: [String: String] = [:]
-        for line in text.split(whereSeparator: \.isNewline) {
-            let trimmed = line.trimmingCharacters(in: .whitespaces)
-            guard !trimmed.hasPrefix("#"), let eq = trimmed.firstIndex(of: "=") else { continue }
-            let key = String(trimmed[..<eq])
-            var value = String(trimmed[trimmed.index(after: eq)...])
-            if value.count >= 2, let first = value.first, first == "\"" || first == "'", value.last == first {
-                value = String(value.dropFirst().dropLast())
-                value = value.replacingOccurrences(of: "\\\"", with: "\"")
-            }
-            out[key] = value
+        visitOSRelease(Array(text.utf8)) { key, value in
+            out[String(decoding: key, as: UTF8.self)] = String(decoding: value, as: UTF8.self)
         }
         return out
+    }
+
+    /// Calls visit with each KEY and its unquoted value, in file order.
+    package static func visitOSRelease(_ bytes: [UInt8], _ visit: (ArraySlice<UInt8>, [UInt8]) -> Void) {
+        let newline = UInt8(ascii: "\n"), cr = UInt8(ascii: "\r"), space = UInt8(ascii: " "), tab = UInt8(ascii: "\t")
+        let equals = UInt8(ascii: "="), hash = UInt8(ascii: "#"), double = UInt8(ascii: "\""), single = UInt8(ascii: "'")
+        let backslash = UInt8(ascii: "\\")
+        var lineStart = 0
+        while lineStart < bytes.count {
+            var lineEnd = lineStart
+            while lineEnd < bytes.count && bytes[lineEnd] != newline { lineEnd += 1 }
+            var a = lineStart, b = lineEnd
+            lineStart = lineEnd + 1
+            while a < b && (bytes[a] == space || bytes[a] == tab) { a += 1 }
+            while b > a && (bytes[b - 1] == space || bytes[b - 1] == tab || bytes[b - 1] == cr) { b -= 1 }
+            guard a < b, bytes[a] != hash, let eq = bytes[a..<b].firstIndex(of: equals), eq > a else { continue }
+            var v = eq + 1, vEnd = b
+            var value: [UInt8] = []
+            if vEnd - v >= 2, bytes[v] == double || bytes[v] == single, bytes[vEnd - 1] == bytes[v] {
+                let quote = bytes[v]
+                v += 1
+                vEnd -= 1
+                while v < vEnd {
+                    if quote == double && bytes[v] == backslash && v + 1 < vEnd { v += 1 }
+                    value.append(bytes[v])
+                    v += 1
+                }
+            } else {
+                value = Array(bytes[v..<vEnd])
+            }
+            visit(bytes[a..<eq], value)
+        }
     }
 
     package static func kernelReleaseString() -> String {

@@ -1,0 +1,130 @@
+/*
+ * images.c: NORMAL-TIME CODE (never runs in a signal handler). The images loaded at start and
+ * their GNU build ids, read directly from the mapped images through dl_iterate_phdr: no
+ * system call per image (process_vm_readv, which hardened services refuse, is never used),
+ * and the loader's lock held while its list of objects is read. Also opens what the crash
+ * path reads memory through (/proc/self/mem, a pipe).
+ */
+#include <elf.h>
+#include <link.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "shim_internal.h"
+
+void aft_memory_reader_prepare(void) {
+    /* Opens the descriptors the first time (and again in a forked child, or when the app
+     * closed them); otherwise two fstat calls. */
+    aft_async_memory_reader_refresh();
+}
+
+/* Memory inside a loaded object's PT_LOAD segments: mapped, so read directly. */
+static int aft_read_mapped(uint64_t address, void *out, size_t size) {
+    memcpy(out, (const void *)(uintptr_t)address, size);
+    return 0;
+}
+
+typedef struct aft_object_scan {
+    aft_loaded_object *objects;
+    uint32_t capacity, count;
+    int signature_valid;
+    uint64_t link_count, link_hash;
+    int signature_only;
+} aft_object_scan;
+
+/* Whether [address, address + size) lies in a readable PT_LOAD segment of the object. */
+static int aft_in_readable_load(const struct dl_phdr_info *info, uint64_t address, uint64_t size) {
+    for (uint32_t i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_R)) continue;
+        uint64_t start = info->dlpi_addr + ph->p_vaddr;
+        if (address >= start && address + size <= start + ph->p_memsz) return 1;
+    }
+    return 0;
+}
+
+static int aft_scan_object(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    aft_object_scan *scan = data;
+    if (scan->count == 0 && !scan->signature_valid) {
+        /* The loader's lock is held for this callback: its list cannot change meanwhile. */
+        scan->signature_valid =
+            aft_async_link_map_signature_with(aft_read_mapped, &scan->link_count, &scan->link_hash);
+        if (scan->signature_only) return 1;
+    }
+    if (scan->count == scan->capacity) return 1;
+    uint64_t lowest = UINT64_MAX;
+    for (uint32_t i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_LOAD && info->dlpi_phdr[i].p_vaddr < lowest)
+            lowest = info->dlpi_phdr[i].p_vaddr;
+    if (lowest == UINT64_MAX) return 0;
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0) page = 4096;
+    aft_loaded_object *object = &scan->objects[scan->count];
+    memset(object, 0, sizeof(*object));
+    object->start = (info->dlpi_addr + lowest) & ~((uint64_t)page - 1);
+    object->load_bias = info->dlpi_addr;
+    /* Only notes inside a readable loaded segment are read directly. */
+    int notes_mapped = 1;
+    for (uint32_t i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_NOTE &&
+            !aft_in_readable_load(info, info->dlpi_addr + ph->p_vaddr, ph->p_memsz))
+            notes_mapped = 0;
+    }
+    if (notes_mapped)
+        object->build_id_size = aft_async_build_id_in_notes(
+            aft_read_mapped, info->dlpi_addr, info->dlpi_phdr, info->dlpi_phnum,
+            object->build_id, AFT_BUILD_ID_CAPACITY);
+    scan->count++;
+    return 0;
+}
+
+uint32_t aft_loaded_objects(aft_loaded_object *objects, uint32_t capacity,
+                            aft_link_map_snapshot *signature) {
+    aft_object_scan scan = {.objects = objects, .capacity = capacity};
+    dl_iterate_phdr(aft_scan_object, &scan);
+    if (signature) {
+        signature->valid = scan.signature_valid;
+        signature->count = scan.link_count;
+        signature->hash = scan.link_hash;
+    }
+    return scan.count;
+}
+
+int aft_link_map_signature_now(aft_link_map_snapshot *signature) {
+    aft_object_scan scan = {.signature_only = 1};
+    dl_iterate_phdr(aft_scan_object, &scan);
+    signature->valid = scan.signature_valid;
+    signature->count = scan.link_count;
+    signature->hash = scan.link_hash;
+    return scan.signature_valid;
+}
+
+void aft_fill_build_ids(aft_image *images, uint32_t count, const aft_loaded_object *objects,
+                        uint32_t object_count) {
+#if defined(__x86_64__)
+    const uint32_t arch = AFT_ARCH_X86_64;
+#elif defined(__aarch64__)
+    const uint32_t arch = AFT_ARCH_ARM64;
+#else
+    const uint32_t arch = AFT_ARCH_UNKNOWN;
+#endif
+    for (uint32_t i = 0; i < count; i++) {
+        aft_image *img = &images[i];
+        const aft_loaded_object *found = NULL;
+        for (uint32_t k = 0; k < object_count && !found; k++)
+            if (objects[k].start == img->start) found = &objects[k];
+        if (found) {
+            /* Loaded by the loader into this process: the machine is this process's. */
+            memcpy(img->build_id, found->build_id, AFT_BUILD_ID_CAPACITY);
+            img->build_id_size = found->build_id_size;
+            if (found->build_id_size > 0) img->flags |= AFT_IMAGE_BUILD_ID_FROM_MEMORY;
+            img->load_bias = found->load_bias;
+            img->arch = arch;
+            continue;
+        }
+        /* Mapped by other means (an ELF file mmap'ed by hand): read without faulting. */
+        aft_async_read_image_identity(img);
+    }
+}
