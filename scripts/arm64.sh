@@ -1,0 +1,353 @@
+#!/usr/bin/env bash
+# Aftermath on arm64, under qemu-user on an x86-64 Debian machine (run as root; installs what it
+# needs). Prints a table and one closing line `N passed, N failed`; exits non-zero on a failure.
+#
+#   bash scripts/arm64.sh --quick   CSignalShim's C, cross-compiled with gcc-aarch64-linux-gnu
+#                                   (-std=c11 -Wall -Wextra -Werror), its crash-time objects
+#                                   checked against the contract in CSignalShim/README.md, then a C
+#                                   crash driver (scripts/arm64/crash_driver.c) killed six ways
+#                                   under qemu; each file it leaves is decoded by this machine's
+#                                   Swift decoder (the aftermath CLI) and checked. About a minute.
+#   bash scripts/arm64.sh           the whole package: Debian trixie roots (amd64 with swiftlang
+#                                   6.0.3 as the cross compiler, arm64 as the sysroot), the test
+#                                   suite and the three harnesses run on arm64 under qemu.
+#                                   See scripts/arm64/full.sh.
+#
+# Roots and downloads are kept in $AFTERMATH_ARM64_CACHE (default /var/cache/aftermath-arm64)
+# and reused. Times printed are emulated (qemu-user), not those of an arm64 machine.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+REPO=$(pwd)
+MODE=full
+case "${1:-}" in
+  --quick) MODE=quick ;;
+  "") ;;
+  *) echo "usage: scripts/arm64.sh [--quick]" >&2; exit 2 ;;
+esac
+CACHE=${AFTERMATH_ARM64_CACHE:-/var/cache/aftermath-arm64}
+export DEBIAN_FRONTEND=noninteractive
+SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+ulimit -c 0 # qemu writes guest core files into the current directory otherwise
+
+say() { printf '%s\n' "$*"; }
+die() { printf 'arm64.sh: %s\n' "$*" >&2; say "0 passed, 1 failed"; exit 1; }
+
+# ---- host packages ----------------------------------------------------------------------
+apt_updated=0
+need_packages() {
+  local missing=()
+  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  [ ${#missing[@]} = 0 ] && return 0
+  if [ "$apt_updated" = 0 ]; then $SUDO apt-get update -qq || die "apt-get update failed"; apt_updated=1; fi
+  $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null || die "apt-get install ${missing[*]} failed"
+}
+
+# The Debian mirror and suite this machine's apt uses (no host is written here).
+debian_mirror() {
+  local codename
+  codename=$(. /etc/os-release && echo "$VERSION_CODENAME")
+  apt-cache policy 2>/dev/null | awk -v s="$codename/main" '$3 == s { print $2; exit }'
+}
+
+# ---- binfmt_misc: arm64 executables run transparently through qemu -----------------------
+BINFMT=0
+binfmt_reason=""
+setup_binfmt() {
+  if [ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] && grep -q enabled /proc/sys/fs/binfmt_misc/qemu-aarch64; then
+    BINFMT=1; return
+  fi
+  if [ ! -e /proc/sys/fs/binfmt_misc/register ]; then
+    if ! out=$($SUDO mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc 2>&1); then
+      binfmt_reason="binfmt_misc cannot be mounted here: ${out:-mount failed}"
+      return
+    fi
+  fi
+  # No systemd running here: register Debian's qemu-aarch64 entry by hand (flag F: the
+  # interpreter is opened now, so it also works inside chroots).
+  if ! out=$($SUDO /lib/systemd/systemd-binfmt /usr/lib/binfmt.d/qemu-aarch64.conf 2>&1); then
+    if [ -w /proc/sys/fs/binfmt_misc/register ] || [ -n "$SUDO" ]; then
+      line=$(grep -v '^#' /usr/lib/binfmt.d/qemu-aarch64.conf | head -1)
+      printf '%s' "$line" | $SUDO tee /proc/sys/fs/binfmt_misc/register >/dev/null 2>&1 || true
+    fi
+  fi
+  if [ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]; then BINFMT=1
+  else binfmt_reason="registering qemu-aarch64 in binfmt_misc failed: ${out:-}"; fi
+}
+
+# Runs an aarch64 program of the cross toolchain (its loader and libc from /usr/aarch64-linux-gnu).
+run_arm64() {
+  if [ "$BINFMT" = 1 ]; then QEMU_LD_PREFIX=/usr/aarch64-linux-gnu "$@"
+  else QEMU_LD_PREFIX=/usr/aarch64-linux-gnu qemu-aarch64-static "$@"; fi
+}
+
+# ---- the table ----------------------------------------------------------------------------
+PASSED=0; FAILED=0; LIMITS=()
+ROWS=()
+row() { # name status detail...
+  local name=$1 status=$2; shift 2
+  ROWS+=("$(printf '%-22s %-6s %s' "$name" "$status" "$*")")
+  case "$status" in PASS) PASSED=$((PASSED + 1)) ;; FAIL) FAILED=$((FAILED + 1)) ;; esac
+}
+print_table() {
+  say ""
+  say "$1"
+  printf '%-22s %-6s %s\n' "row" "result" "checked"
+  printf '%-22s %-6s %s\n' "----------------------" "------" "-------"
+  for r in "${ROWS[@]}"; do say "$r"; done
+  if [ ${#LIMITS[@]} -gt 0 ]; then
+    say ""
+    say "Known emulator limits (qemu-user, not defects; covered another way):"
+    for l in "${LIMITS[@]}"; do say "  - $l"; done
+  fi
+  say ""
+  say "$PASSED passed, $FAILED failed"
+}
+
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f s", b - a }'; }
+
+if [ "$MODE" = full ]; then
+  # shellcheck source=scripts/arm64/full.sh
+  . scripts/arm64/full.sh
+  exit $?
+fi
+
+# =========================================================================================
+# --quick
+# =========================================================================================
+t0=$(now)
+need_packages qemu-user-static gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu libc6-dev-arm64-cross \
+  libunwind-dev python3
+setup_binfmt
+if [ "$BINFMT" = 1 ]; then run_via="binfmt_misc"
+else run_via="qemu-aarch64-static directly ($binfmt_reason)"; fi
+
+# libunwind for arm64: Debian's debs, fetched with a private apt state and unpacked into a
+# private directory (no dpkg --add-architecture, nothing installed on the host).
+SYSROOT=$CACHE/quick-sysroot
+if [ ! -e "$SYSROOT/usr/include/aarch64-linux-gnu/libunwind.h" ] || [ ! -e "$SYSROOT/lib/aarch64-linux-gnu/liblzma.so.5" ]; then
+  apt_dir=$CACHE/quick-apt
+  rm -rf "$apt_dir" "$SYSROOT"
+  mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$apt_dir/debs" "$SYSROOT"
+  if [ "$apt_updated" = 0 ]; then $SUDO apt-get update -qq || die "apt-get update failed"; apt_updated=1; fi
+  mirror=$(debian_mirror)
+  [ -n "$mirror" ] || die "no Debian mirror found in this machine's apt sources"
+  codename=$(. /etc/os-release && echo "$VERSION_CODENAME")
+  echo "deb [arch=arm64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $codename main" > "$apt_dir/sources.list"
+  : > "$apt_dir/status"
+  apt_private=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o Dir::Etc::SourceParts=/nonexistent
+    -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::State::status=$apt_dir/status"
+    -o "Dir::Cache=$apt_dir/cache" -o APT::Architecture=arm64 -o APT::Architectures::=arm64
+    -o APT::Sandbox::User=root -o Debug::NoLocking=1)
+  apt-get "${apt_private[@]}" update -qq || die "private apt update (arm64) failed"
+  (cd "$apt_dir/debs" && apt-get "${apt_private[@]}" download libunwind8 libunwind-dev liblzma5 >/dev/null) \
+    || die "downloading libunwind for arm64 failed"
+  for deb in "$apt_dir/debs"/*.deb; do dpkg-deb -x "$deb" "$SYSROOT"; done
+fi
+setup_time=$(elapsed "$t0")
+
+WORK=$(mktemp -d /tmp/aftermath-arm64.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+OBJ=$WORK/obj; mkdir -p "$OBJ"
+CC=aarch64-linux-gnu-gcc
+CFLAGS=(-std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -O1 -g -fPIC -fno-optimize-sibling-calls
+        -ICSignalShim/include -ICSignalShim -isystem "$SYSROOT/usr/include/aarch64-linux-gnu")
+
+# 1. every C file of CSignalShim
+t=$(now); bad=()
+sources=(CSignalShim/*.c)
+for f in "${sources[@]}"; do
+  if ! $CC "${CFLAGS[@]}" -c "$f" -o "$OBJ/$(basename "$f").o" 2>"$WORK/cc.log"; then
+    bad+=("$(basename "$f")"); sed 's/^/    /' "$WORK/cc.log" | head -20
+  fi
+done
+if [ ${#bad[@]} = 0 ]; then row "compile CSignalShim" PASS "${#sources[@]} files, gcc $($CC -dumpversion) -std=c11 -Wall -Wextra -Werror ($(elapsed "$t"))"
+else row "compile CSignalShim" FAIL "does not compile: ${bad[*]}"; fi
+
+# 2. the crash-time objects call only what the contract in CSignalShim/README.md allows, read as
+# AsyncSafetyTests reads it: every `code` span between the crash-time-allowed markers (a
+# trailing * makes a prefix), and our own aft_async_* helpers and aft_g_* state.
+mapfile -t allow < <(sed -n '/<!-- crash-time-allowed: begin -->/,/<!-- crash-time-allowed: end -->/p' CSignalShim/README.md |
+  tr '\n' ' ' | awk -F'`' '{ for (i = 2; i <= NF; i += 2) print $i }')
+allow+=('aft_async_*' 'aft_g_*')
+allowed() {
+  local s=$1 e
+  for e in "${allow[@]}"; do
+    case "$e" in *'*') [[ "$s" == "${e%\*}"* ]] && return 0 ;; *) [ "$s" = "$e" ] && return 0 ;; esac
+  done
+  return 1
+}
+bad=(); count=0
+for o in "$OBJ"/*_async.c.o; do
+  [ -e "$o" ] || continue
+  count=$((count + 1))
+  for s in $(aarch64-linux-gnu-nm -u "$o" | awk '{ print $NF }' | sed 's/@.*//'); do
+    allowed "$s" || bad+=("$(basename "$o" .c.o): $s")
+  done
+done
+if [ "$count" -gt 0 ] && [ ${#bad[@]} = 0 ]; then row "async-safety (nm -u)" PASS "$count *_async objects call only allowlisted symbols (outline atomics included)"
+else row "async-safety (nm -u)" FAIL "${bad[*]:-no *_async objects}"; fi
+
+# 3. the crash driver, linked with libunwind from the private directory
+t=$(now)
+LIBDIRS="$SYSROOT/usr/lib/aarch64-linux-gnu:$SYSROOT/lib/aarch64-linux-gnu"
+DRIVER=$WORK/crash_driver
+if $CC "${CFLAGS[@]}" -c scripts/arm64/crash_driver.c -o "$WORK/crash_driver.o" &&
+   $CC -o "$DRIVER" "$WORK/crash_driver.o" "$OBJ"/*.o -L"$SYSROOT/usr/lib/aarch64-linux-gnu" \
+     -Wl,-rpath-link,"$SYSROOT/lib/aarch64-linux-gnu" -Wl,--disable-new-dtags -Wl,-rpath,"$LIBDIRS" \
+     -lunwind -lpthread; then
+  row "link crash driver" PASS "aarch64 PIE with libunwind $(ls "$SYSROOT"/usr/lib/aarch64-linux-gnu/libunwind.so.8.* | sed 's/.*so\.8\./8./') ($(elapsed "$t"))"
+else
+  row "link crash driver" FAIL "see the compiler's output above"
+  print_table "arm64 --quick"; exit 1
+fi
+
+# 4. the host's Swift decoder
+t=$(now)
+if ! swift build --product aftermath >"$WORK/swift-build.log" 2>&1; then
+  tail -20 "$WORK/swift-build.log"
+  row "host decoder" FAIL "swift build --product aftermath failed"
+  print_table "arm64 --quick"; exit 1
+fi
+CLI=$(swift build --show-bin-path)/aftermath
+decoder_time=$(elapsed "$t")
+
+# The GNU build id of an ELF file on disk (what the report must say for that image).
+build_id_of() { aarch64-linux-gnu-readelf -n "$1" 2>/dev/null | awk '/Build ID:/ { print $3; exit }'; }
+
+# Symbol names of a decoded crash's frames, innermost first ("?" where none).
+crash_symbols() { awk '/^Crashed thread/ { on = 1; next } /^Images:/ { on = 0 } on && $1 ~ /^[0-9]+$/ { print (NF >= 6 ? $6 : "?") }' "$1"; }
+# Symbol names of a hang's frames: the stack text's offsets into the driver, named by addr2line.
+hang_symbols() {
+  awk '/^Stack:/ { on = 1; next } on && NF >= 5 { print $2, $5 }' "$1" | while read -r image offset; do
+    if [ "$image" = crash_driver ]; then aarch64-linux-gnu-addr2line -f -e "$DRIVER" "$offset" | head -1
+    else echo "$image"; fi
+  done
+}
+# Whether the names in $1 (one a line) contain the words of $2, in that order.
+in_order() {
+  local want=($2) i=0 name
+  while read -r name; do
+    [ $i -lt ${#want[@]} ] && [ "$name" = "${want[$i]}" ] && i=$((i + 1))
+  done < "$1"
+  [ $i = ${#want[@]} ]
+}
+register() { awk -v r="$2" '/^Registers/ { on = 1; next } on { for (i = 1; i < NF; i++) if ($i == r) print $(i + 1) }' "$1"; }
+
+# The aarch64 file a reported image name stands for.
+path_of() {
+  local d
+  for d in "$WORK" /usr/aarch64-linux-gnu/lib "$SYSROOT/usr/lib/aarch64-linux-gnu" "$SYSROOT/lib/aarch64-linux-gnu"; do
+    [ -e "$d/$1" ] && { echo "$d/$1"; return; }
+  done
+}
+# Sets IMG_WHY (empty when fine) and IMAGES_DETAIL from the exported record (aftermath dump):
+# apsio.crash.images (the images the frames are in, and the main one) lists each as arm64, each whose file has a GNU build id carries
+# that id, the driver is in_app; app.build_id is the driver's.
+check_images() {
+  local dir=$1 name id arch in_app n=0 with=0 want driver_seen=0
+  IMG_WHY=""
+  "$CLI" dump --dir "$dir" > "$dir.json" 2>&1 || { IMG_WHY="aftermath dump failed; "; IMAGES_DETAIL=""; return; }
+  while read -r name id arch in_app; do
+    n=$((n + 1))
+    if [ "$name" = "app.build_id" ]; then
+      n=$((n - 1))
+      want=$(build_id_of "$DRIVER")
+      [ "$id" = "$want" ] || IMG_WHY+="app.build_id '${id#-}' != $want; "
+      continue
+    fi
+    [ "$name" = crash_driver ] && driver_seen=1
+    [ "$arch" = arm64 ] || IMG_WHY+="$name: arch $arch; "
+    [ "$name" != crash_driver ] || [ "$in_app" = True ] || IMG_WHY+="crash_driver not in_app; "
+    want=$(build_id_of "$(path_of "$name")")
+    if [ -n "$want" ] && [ "$id" != "$want" ]; then IMG_WHY+="$name: build id '${id#-}' != $want; "
+    elif [ -n "$want" ]; then with=$((with + 1)); fi
+  done < <(python3 -c '
+import json, sys
+for rl in json.load(open(sys.argv[1]))["resourceLogs"]:
+    for sl in rl["scopeLogs"]:
+        for r in sl["logRecords"]:
+            a = {x["key"]: x["value"] for x in r["attributes"]}
+            print("app.build_id", a.get("app.build_id", {}).get("stringValue") or "-", "-", "-")
+            for i in json.loads(a.get("apsio.crash.images", {}).get("stringValue", "[]")):
+                print(i["name"], i.get("build_id") or "-", i.get("arch"), i.get("in_app"))
+' "$dir.json")
+  [ "$driver_seen" = 1 ] || IMG_WHY+="the driver is not among the images; "
+  IMAGES_DETAIL="$n images, $with with the files' build ids"
+}
+
+declare -A expect_exit=([null]=139 [brk]=133 [abort]=134 [overflow-main]=139 [overflow-thread]=139 [hang]=0)
+declare -A expect_type=([null]="SIGSEGV (SEGV_MAPERR)" [brk]="SIGTRAP (TRAP_BRKPT)" [abort]="SIGABRT (SI_TKILL)"
+                        [overflow-main]="SIGSEGV (SEGV_" [overflow-thread]="SIGSEGV (SEGV_")
+declare -A expect_chain=([null]="driver_null driver_level3 driver_level2 driver_level1 main"
+                         [brk]="aft_test_breakpoint driver_level3 driver_level2 driver_level1 main"
+                         [abort]="abort driver_level3 driver_level2 driver_level1 main"
+                         [overflow-main]="driver_overflow driver_overflow driver_overflow"
+                         [overflow-thread]="driver_overflow driver_overflow driver_overflow"
+                         [hang]="driver_spin_ms driver_level3 driver_level2 driver_level1 main")
+run_times=()
+for mode in null brk abort overflow-main overflow-thread hang; do
+  dir=$WORK/reports-$mode
+  t=$(now)
+  (cd "$WORK" && run_arm64 timeout 120 "$DRIVER" "$mode" "$dir" >"$WORK/$mode.out" 2>"$WORK/$mode.err")
+  status=$?
+  took=$(elapsed "$t")
+  run_times+=("$mode $took")
+  why=""
+  [ "$status" = "${expect_exit[$mode]}" ] || why+="exit $status, expected ${expect_exit[$mode]}; "
+  if [ "$mode" = hang ]; then files=("$dir"/hangs/*.hang); else files=("$dir"/crashes/*.crash); fi
+  if [ ! -e "${files[0]}" ] || [ ${#files[@]} != 1 ]; then
+    row "$mode" FAIL "${why}expected one report file, found: $(ls -R "$dir" 2>/dev/null | tr '\n' ' ')"
+    continue
+  fi
+  show=$WORK/$mode.show
+  if ! "$CLI" show "$(basename "${files[0]}")" --dir "$dir" >"$show" 2>&1; then
+    row "$mode" FAIL "${why}not decoded: $(head -3 "$show" | tr '\n' ' ')"
+    continue
+  fi
+  names=$WORK/$mode.names
+  if [ "$mode" = hang ]; then
+    hang_symbols "$show" > "$names"
+    duration=$(awk '/^apsio.hang.duration:/ { print $2 }' "$show")
+    [ "${duration:-0}" -ge 1000 ] || why+="hang duration ${duration:-none} ms < 1000; "
+    grep -q '^apsio.hang.unfinished: true' "$show" && why+="hang not marked finished; "
+    type_detail="hang ${duration:-?} ms"
+    reg_detail="-"
+  else
+    crash_symbols "$show" > "$names"
+    type=$(sed -n 's/^type: //p' "$show")
+    [[ "$type" == "${expect_type[$mode]}"* ]] || why+="type '$type'; "
+    type_detail=$type
+    frame0=$(awk '/^Crashed thread/ { getline; print $2; exit }' "$show")
+    pc=$(register "$show" pc); sp=$(register "$show" sp)
+    regs=$(awk '/^Registers \(arm64\)/ { on = 1; next } on && NF { n += NF / 2 } END { print n + 0 }' "$show")
+    [ "$regs" = 34 ] || why+="$regs arm64 registers, expected 34 (x0-x28 fp lr sp pc pstate); "
+    if [ "$mode" != abort ]; then [ -n "$pc" ] && [ "$pc" = "$frame0" ] || why+="pc $pc is not frame 0 ($frame0); "; fi
+    [ -n "$sp" ] && [ $((sp % 16)) = 0 ] && [ $((sp)) != 0 ] || why+="sp '$sp' not a 16-byte aligned stack pointer; "
+    reg_detail="34 (pc=frame0, sp)"
+    case "$mode" in
+      overflow-*)
+        grep -q 'Stack overflow' "$show" || why+="not explained as a stack overflow; "
+        deep=$(grep -c '^driver_overflow$' "$names")
+        [ "$deep" -ge 1000 ] || why+="only $deep recursion frames; "
+        grep -q '^Crashed thread.*truncated' "$show" || why+="frames not marked truncated; " ;;
+    esac
+    if [ "$mode" = overflow-thread ]; then
+      grep -q '^Crashed thread [0-9]* "overflower",' "$show" || why+="not the thread 'overflower' (second thread); "
+    else
+      grep -q '^Crashed thread .*(main)' "$show" || why+="not the main thread; "
+    fi
+  fi
+  in_order "$names" "${expect_chain[$mode]}" || why+="frames lack '${expect_chain[$mode]}' in order: $(head -8 "$names" | tr '\n' ' '); "
+  frame_detail="$(wc -l < "$names") frames, ${expect_chain[$mode]%% *}..$(awk '{ print $NF }' <<<"${expect_chain[$mode]}")"
+  check_images "$dir"; why+=$IMG_WHY
+  if [ -z "$why" ]; then
+    row "$mode" PASS "exit $status; $type_detail; $frame_detail; $IMAGES_DETAIL; registers $reg_detail; $took emulated"
+  else
+    row "$mode" FAIL "$why($took emulated)"
+  fi
+done
+
+print_table "arm64 --quick: CSignalShim + crash driver under qemu-user ($(qemu-aarch64-static --version | head -1 | awk '{ print $3 }'), via $run_via); decoded by the host's Swift ($(swift --version 2>&1 | head -1 | sed 's/.*version \([0-9.]*\).*/\1/'))"
+say "times: setup $setup_time, host decoder build $decoder_time, total $(elapsed "$t0"); runs (emulated): ${run_times[*]}"
+[ "$FAILED" = 0 ]
