@@ -39,7 +39,7 @@ let package = Package(
             name: "CSignalShim",
             dependencies: ["CLibunwind"],
             path: "CSignalShim",
-            exclude: ["libunwind", "README.md"],
+            exclude: ["libunwind", "README.md", "async_allowlist.txt"],
             cSettings: [.define("_GNU_SOURCE")]
         ),
         .target(

@@ -151,17 +151,17 @@ trap 'rm -rf "$WORK"' EXIT
 OBJ=$WORK/obj; mkdir -p "$OBJ"
 CC=aarch64-linux-gnu-gcc
 CFLAGS=(-std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -O1 -g -fPIC -fno-optimize-sibling-calls
-        -ICSignalShim/include -ICSignalShim -isystem "$SYSROOT/usr/include/aarch64-linux-gnu")
+        -ICSignalShim/include -ICSignalShim -IHarness/CFaults/include -isystem "$SYSROOT/usr/include/aarch64-linux-gnu")
 
-# 1. every C file of CSignalShim
+# 1. every C file of CSignalShim, and the test faults (the brk the driver executes)
 t=$(now); bad=()
-sources=(CSignalShim/*.c)
+sources=(CSignalShim/*.c Harness/CFaults/*.c)
 for f in "${sources[@]}"; do
   if ! $CC "${CFLAGS[@]}" -c "$f" -o "$OBJ/$(basename "$f").o" 2>"$WORK/cc.log"; then
     bad+=("$(basename "$f")"); sed 's/^/    /' "$WORK/cc.log" | head -20
   fi
 done
-if [ ${#bad[@]} = 0 ]; then row "compile CSignalShim" PASS "${#sources[@]} files, gcc $($CC -dumpversion) -std=c11 -Wall -Wextra -Werror ($(elapsed "$t"))"
+if [ ${#bad[@]} = 0 ]; then row "compile CSignalShim" PASS "${#sources[@]} files (CSignalShim, Harness/CFaults), gcc $($CC -dumpversion) -std=c11 -Wall -Wextra -Werror ($(elapsed "$t"))"
 else row "compile CSignalShim" FAIL "does not compile: ${bad[*]}"; fi
 
 # 2. the crash-time objects call only what the contract in CSignalShim/README.md allows, read as

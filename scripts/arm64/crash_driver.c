@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "CHarnessFaults.h"
 #include "CSignalShim.h"
 
 static volatile int driver_sink;
