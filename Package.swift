@@ -40,7 +40,10 @@ let package = Package(
             dependencies: ["CLibunwind"],
             path: "CSignalShim",
             exclude: ["libunwind", "README.md", "async_allowlist.txt"],
-            cSettings: [.define("_GNU_SOURCE")]
+            cSettings: [.define("_GNU_SOURCE")],
+            // Also without pkg-config (a bare Debian Swift root has none): the module map's
+            // link line only reaches modules that import CLibunwind, and Swift imports CSignalShim.
+            linkerSettings: [.linkedLibrary("unwind")]
         ),
         .target(
             name: "AftermathOTLP",

@@ -1,0 +1,91 @@
+# scripts/arm64.sh without --quick (sourced by it): the whole package built for arm64 with
+# Debian's Swift 6.0.3 and run under qemu-user.
+#
+# Two Debian trixie roots in $CACHE, made once and reused:
+#   trixie-amd64  swiftlang 6.0.3 for amd64: the cross compiler (native speed)
+#   trixie-arm64  swiftlang, libc6-dev, libunwind-dev, binutils, python3 for arm64, extracted
+#                 (mmdebstrap --variant=extract, no emulation needed): the sysroot the compiler
+#                 builds against, and the root the arm64 binaries then run in (binfmt_misc).
+# Inside the amd64 root the arm64 root is /sysroot; inside the arm64 root /sysroot is a link to
+# /, so the runtime path the compiler writes (/sysroot/usr/libexec/swift/...) resolves in both.
+# The repository is mounted at /src in both and the build goes to $CACHE/build (mounted over
+# /src/.build), in a private mount namespace: nothing is mounted on the host.
+# Swift 6.0's linker writes no build-id note unless asked: -Xlinker --build-id=sha1.
+
+AMD=$CACHE/trixie-amd64
+ARM=$CACHE/trixie-arm64
+BUILD=$CACHE/build
+TRIPLE=aarch64-unknown-linux-gnu
+t_all=$(now)
+
+need_packages qemu-user-static mmdebstrap
+setup_binfmt
+if [ "$BINFMT" != 1 ]; then
+  say "SKIPPED: the arm64 package run needs binfmt_misc (the test suite and harnesses start arm64"
+  say "child processes inside a chroot): $binfmt_reason"
+  say "0 passed, 0 failed, 1 skipped"
+  exit 0
+fi
+
+make_root() { # name arch variant packages
+  local dir=$CACHE/$1 arch=$2 variant=$3 packages=$4 mirror
+  [ "$(cat "$dir/.complete" 2>/dev/null)" = "$packages" ] && return 0
+  if [ "$apt_updated" = 0 ]; then $SUDO apt-get update -qq || die "apt-get update failed"; apt_updated=1; fi
+  mirror=$(debian_mirror)
+  [ -n "$mirror" ] || die "no Debian mirror found in this machine's apt sources"
+  rm -rf "$dir.tmp"
+  say "making $1 (trixie, $arch, $variant: $packages)..."
+  $SUDO mmdebstrap --quiet --variant="$variant" --architectures="$arch" --include="$packages" trixie "$dir.tmp" \
+    "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror trixie main" \
+    || die "mmdebstrap $1 failed"
+  # An extracted root lacks what package scripts would make: the merged-/usr links and mount points.
+  for d in lib bin sbin; do [ -e "$dir.tmp/$d" ] || ln -s "usr/$d" "$dir.tmp/$d"; done
+  mkdir -p "$dir.tmp/proc" "$dir.tmp/sys" "$dir.tmp/dev" "$dir.tmp/tmp" "$dir.tmp/root" "$dir.tmp/src" "$dir.tmp/sysroot"
+  chmod 1777 "$dir.tmp/tmp"
+  [ -e "$dir.tmp/etc/passwd" ] || echo "root:x:0:0:root:/root:/bin/bash" > "$dir.tmp/etc/passwd"
+  [ -e "$dir.tmp/etc/group" ] || echo "root:x:0:" > "$dir.tmp/etc/group"
+  echo "$packages" > "$dir.tmp/.complete"
+  rm -rf "$dir"
+  mv "$dir.tmp" "$dir"
+}
+
+# Runs a command in a root: root, then the command as one string, run by bash -c.
+in_root() {
+  local root=$1 cmd=$2 extra=""
+  [ "$root" = "$AMD" ] && extra="mount --bind '$ARM' '$AMD/sysroot';"
+  $SUDO unshare --mount --propagation private bash -c "
+    set -e
+    mount --bind '$REPO' '$root/src'
+    mkdir -p '$REPO/.build' && mount --bind '$BUILD' '$root/src/.build'
+    mount -t proc proc '$root/proc'
+    mount --rbind /dev '$root/dev'
+    mount --rbind /sys '$root/sys'
+    mount -t tmpfs -o mode=1777 tmpfs '$root/tmp'
+    $extra
+    exec chroot '$root' env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 TERM=dumb \
+      CI=\"\${CI:-}\" bash -c 'cd /src && $cmd'
+  "
+}
+
+t=$(now)
+make_root trixie-amd64 amd64 apt swiftlang,libc6-dev,libunwind-dev,binutils,python3
+make_root trixie-arm64 arm64 extract swiftlang,libc6-dev,libunwind-dev,binutils,python3
+ln -sfn / "$ARM/sysroot"
+roots_time=$(elapsed "$t")
+mkdir -p "$BUILD"
+
+SWIFT_VERSION=$(in_root "$AMD" "swift --version 2>&1" | sed -n 's/.*Swift version \([0-9.]*\).*/\1/p' | head -1)
+CROSS="--triple $TRIPLE --sdk /sysroot -Xswiftc -sdk -Xswiftc /sysroot -Xswiftc -resource-dir -Xswiftc /sysroot/usr/libexec/swift/lib/swift \
+  -Xswiftc -use-ld=lld -Xlinker --build-id=sha1"
+
+# 1. build everything for arm64 (Swift 6.0.3, cross, native speed)
+t=$(now)
+if in_root "$AMD" "swift build --build-tests $CROSS" >"$CACHE/build.log" 2>&1; then
+  row "build (Swift $SWIFT_VERSION)" PASS "library, CLI, harnesses, bench, tests for $TRIPLE ($(elapsed "$t"), cross, not emulated)"
+else
+  grep -E "error:" "$CACHE/build.log" | sort -u | head -30
+  row "build (Swift $SWIFT_VERSION)" FAIL "swift build --build-tests for $TRIPLE failed ($(elapsed "$t")); log: $CACHE/build.log"
+  print_table "arm64 (full): Swift $SWIFT_VERSION, qemu-user"
+  exit 1
+fi
+BIN=.build/$TRIPLE/debug
