@@ -81,7 +81,7 @@ run_arm64() {
 }
 
 # ---- the table ----------------------------------------------------------------------------
-PASSED=0; FAILED=0; LIMITS=()
+PASSED=0; FAILED=0; SKIPPED=0; LIMITS=()
 ROWS=()
 row() { # name status detail...
   local name=$1 status=$2; shift 2
@@ -100,7 +100,8 @@ print_table() {
     for l in "${LIMITS[@]}"; do say "  - $l"; done
   fi
   say ""
-  say "$PASSED passed, $FAILED failed"
+  if [ "$SKIPPED" -gt 0 ]; then say "$PASSED passed, $FAILED failed, $SKIPPED skipped"
+  else say "$PASSED passed, $FAILED failed"; fi
 }
 
 now() { date +%s.%N; }

@@ -40,10 +40,12 @@ make_root() { # name arch variant packages
     || die "mmdebstrap $1 failed"
   # An extracted root lacks what package scripts would make: the merged-/usr links and mount points.
   for d in lib bin sbin; do [ -e "$dir.tmp/$d" ] || ln -s "usr/$d" "$dir.tmp/$d"; done
-  mkdir -p "$dir.tmp/proc" "$dir.tmp/sys" "$dir.tmp/dev" "$dir.tmp/tmp" "$dir.tmp/root" "$dir.tmp/src" "$dir.tmp/sysroot"
+  mkdir -p "$dir.tmp/proc" "$dir.tmp/sys" "$dir.tmp/dev" "$dir.tmp/tmp" "$dir.tmp/root" "$dir.tmp/src"
   chmod 1777 "$dir.tmp/tmp"
   [ -e "$dir.tmp/etc/passwd" ] || echo "root:x:0:0:root:/root:/bin/bash" > "$dir.tmp/etc/passwd"
   [ -e "$dir.tmp/etc/group" ] || echo "root:x:0:" > "$dir.tmp/etc/group"
+  [ -e "$dir.tmp/usr/bin/sh" ] || ln -s dash "$dir.tmp/usr/bin/sh"
+  mkdir -p "$dir.tmp/opt/python-arm64"
   echo "$packages" > "$dir.tmp/.complete"
   rm -rf "$dir"
   mv "$dir.tmp" "$dir"
@@ -53,6 +55,7 @@ make_root() { # name arch variant packages
 in_root() {
   local root=$1 cmd=$2 extra=""
   [ "$root" = "$AMD" ] && extra="mount --bind '$ARM' '$AMD/sysroot';"
+  [ "$root" = "$ARM" ] && [ -d "$CACHE/python-arm64" ] && extra="mount --bind '$CACHE/python-arm64' '$ARM/opt/python-arm64';"
   $SUDO unshare --mount --propagation private bash -c "
     set -e
     mount --bind '$REPO' '$root/src'
@@ -69,8 +72,9 @@ in_root() {
 
 t=$(now)
 make_root trixie-amd64 amd64 apt swiftlang,libc6-dev,libunwind-dev,binutils,python3
-make_root trixie-arm64 arm64 extract swiftlang,libc6-dev,libunwind-dev,binutils,python3
-ln -sfn / "$ARM/sysroot"
+make_root trixie-arm64 arm64 extract swiftlang,libc6-dev,libunwind-dev,binutils,python3,bash,coreutils,dash,grep,sed,findutils,util-linux,procps
+mkdir -p "$AMD/sysroot"
+[ -L "$ARM/sysroot" ] || { rmdir "$ARM/sysroot" 2>/dev/null; ln -s / "$ARM/sysroot"; }
 roots_time=$(elapsed "$t")
 mkdir -p "$BUILD"
 
@@ -89,3 +93,77 @@ else
   exit 1
 fi
 BIN=.build/$TRIPLE/debug
+
+# The schema tests' Python package (opentelemetry-proto, with protobuf's aarch64 wheel) for the
+# arm64 root's Python, from PyPI, kept in the cache.
+PYDIR=$CACHE/python-arm64
+if [ ! -e "$PYDIR/.complete" ]; then
+  ARM_PY=$(ls "$ARM/usr/bin" | sed -n 's/^python\(3\.[0-9]*\)$/\1/p' | head -1)
+  rm -rf "$PYDIR" && mkdir -p "$PYDIR"
+  if python3 -m pip install -q --disable-pip-version-check --target "$PYDIR" --platform manylinux2014_aarch64 \
+       --python-version "$ARM_PY" --only-binary=:all: opentelemetry-proto >/dev/null 2>&1; then
+    touch "$PYDIR/.complete"
+  fi
+fi
+
+# 2. the test suite, on arm64 under qemu
+t=$(now)
+TEST_ENV="PYTHONPATH=/opt/python-arm64 SWIFT_BACKTRACE=enable=no"
+in_root "$ARM" "$TEST_ENV timeout 3600 $BIN/AftermathPackageTests.xctest --testing-library swift-testing" \
+  >"$CACHE/tests.log" 2>&1
+test_status=$?
+test_time=$(elapsed "$t")
+
+# Known emulator limits: a test or harness row of this name that fails under qemu-user is listed
+# with the reason instead of counted as a failure. Each is covered another way, named here.
+declare -A LIMIT_REASON=()
+limit_reason() { # name -> reason, or nothing
+  local name=$1 key
+  for key in "${!LIMIT_REASON[@]}"; do
+    [[ "$name" == *"$key"* ]] && { echo "${LIMIT_REASON[$key]}"; return; }
+  done
+}
+skip_row() { ROWS+=("$(printf '%-22s %-6s %s' "$1" "LIMIT" "$2")"); SKIPPED=$((SKIPPED + 1)); }
+
+# Swift Testing's per-test lines: "✔ Test name passed", "✘ Test name failed", "➜ Test name skipped".
+t_pass=$(grep -c '^✔ Test .* passed after' "$CACHE/tests.log")
+t_skip=$(grep -c '^➜ Test .* skipped' "$CACHE/tests.log")
+t_total=$(sed -n 's/^[✔✘] Test run with \([0-9]*\) tests\{0,1\} .*/\1/p' "$CACHE/tests.log" | tail -1)
+mapfile -t failed_tests < <(sed -n 's/^✘ Test \(.*\) failed after.*/\1/p' "$CACHE/tests.log")
+t_fail=0
+for name in "${failed_tests[@]}"; do
+  reason=$(limit_reason "$name")
+  if [ -n "$reason" ]; then skip_row "test $name" "$reason"
+  else
+    issue=$(grep -m1 -F "✘ Test $name recorded an issue" "$CACHE/tests.log" | sed 's/.*recorded an issue//' | cut -c1-160)
+    row "test $name" FAIL "$issue"
+    t_fail=$((t_fail + 1))
+  fi
+done
+PASSED=$((PASSED + t_pass))
+if [ -z "$t_total" ]; then
+  row "test suite" FAIL "no closing line (exit $test_status; the test process died?): $(tail -3 "$CACHE/tests.log" | tr '\n' ' ' | cut -c1-200)"
+else
+  ROWS+=("$(printf '%-22s %-6s %s' "test suite" "$([ "$t_fail" = 0 ] && echo ok || echo FAIL)" \
+    "$t_total tests: $t_pass passed, $t_fail failed, ${#failed_tests[@]} failed in all, $t_skip skipped; $test_time emulated")")
+fi
+
+# 3. the three harnesses, each with its own table
+for harness in crash-harness hang-harness exit-harness; do
+  t=$(now)
+  in_root "$ARM" "SWIFT_BACKTRACE=enable=no timeout 1800 $BIN/$harness" >"$CACHE/$harness.log" 2>&1
+  status=$?
+  took=$(elapsed "$t")
+  say ""; say "== $harness (arm64, qemu-user, $took emulated)"; cat "$CACHE/$harness.log"
+  line=$(grep -E '^[A-Za-z-]*:? ?[0-9]+ passed, [0-9]+ failed' "$CACHE/$harness.log" | tail -1)
+  hp=$(sed -n 's/.*\b\([0-9]*\) passed.*/\1/p' <<<"$line"); hf=$(sed -n 's/.* \([0-9]*\) failed.*/\1/p' <<<"$line")
+  if [ -z "$line" ]; then
+    row "$harness" FAIL "no closing line (exit $status, $took emulated)"; continue
+  fi
+  PASSED=$((PASSED + hp)); FAILED=$((FAILED + hf))
+  ROWS+=("$(printf '%-22s %-6s %s' "$harness" "$([ "$hf" = 0 ] && echo ok || echo FAIL)" "$line ($took emulated)")")
+done
+
+print_table "arm64 (full): Swift $SWIFT_VERSION cross-built, run under qemu-user $(qemu-aarch64-static --version | head -1 | awk '{ print $3 }') in a trixie arm64 root"
+say "times: roots $roots_time (cached after the first run), total $(elapsed "$t_all"); runs are emulated"
+[ "$FAILED" = 0 ]
