@@ -39,7 +39,7 @@ let package = Package(
             name: "CSignalShim",
             dependencies: ["CLibunwind"],
             path: "CSignalShim",
-            exclude: ["libunwind", "README.md", "async_allowlist.txt"],
+            exclude: ["libunwind", "README.md"],
             cSettings: [.define("_GNU_SOURCE")],
             // Also without pkg-config (a bare Debian Swift root has none): the module map's
             // link line only reaches modules that import CLibunwind, and Swift imports CSignalShim.
