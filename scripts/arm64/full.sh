@@ -109,7 +109,16 @@ fi
 # 2. the test suite, on arm64 under qemu
 t=$(now)
 TEST_ENV="PYTHONPATH=/opt/python-arm64 SWIFT_BACKTRACE=enable=no"
-in_root "$ARM" "$TEST_ENV timeout 3600 $BIN/AftermathPackageTests.xctest --testing-library swift-testing" \
+# Tests that cannot run under this toolchain or emulator at all (they end the test process), by
+# Swift Testing function name, with the reason; listed in the table.
+declare -A TEST_SKIP=(
+  [newestValidSlotWinsAndATornSlotIsIgnored]="Swift 6.0.3 limit: at -Onone this test function gets a 27 MiB stack frame (the aft_run_file C struct's fields mutated in place; 34 KB with 6.3.1), which overflows its thread's stack and ends the test process. Runs on x86-64 with Swift 6.3.1"
+  [blocksCountOnlyWithTheirCheck]="Swift 6.0.3 limit: a 14 MiB stack frame at -Onone, as above. Runs on x86-64 with Swift 6.3.1"
+  [otlpJSON]="Swift 6.0.3 limit: FoundationEssentials' JSONDecoder traps (a try! at JSONDecoder.swift:1193) on a string with an unescaped control character instead of throwing, ending the test process; fixed in later Foundation. Affects JSON decoding in the CLI and harnesses on 6.0 toolchains, not the app. Runs on x86-64 with Swift 6.3.1"
+)
+skip_args=""
+for name in "${!TEST_SKIP[@]}"; do skip_args+=" --skip $name"; done
+in_root "$ARM" "$TEST_ENV timeout 3600 $BIN/AftermathPackageTests.xctest --testing-library swift-testing$skip_args" \
   >"$CACHE/tests.log" 2>&1
 test_status=$?
 test_time=$(elapsed "$t")
@@ -141,12 +150,22 @@ for name in "${failed_tests[@]}"; do
   fi
 done
 PASSED=$((PASSED + t_pass))
+for name in "${!TEST_SKIP[@]}"; do skip_row "test $name" "${TEST_SKIP[$name]}"; done
 if [ -z "$t_total" ]; then
   row "test suite" FAIL "no closing line (exit $test_status; the test process died?): $(tail -3 "$CACHE/tests.log" | tr '\n' ' ' | cut -c1-200)"
 else
   ROWS+=("$(printf '%-22s %-6s %s' "test suite" "$([ "$t_fail" = 0 ] && echo ok || echo FAIL)" \
     "$t_total tests: $t_pass passed, $t_fail failed, ${#failed_tests[@]} failed in all, $t_skip skipped; $test_time emulated")")
 fi
+
+# Harness rows that qemu-user cannot run as the kernel would, by row name, with the reason and
+# what covers them instead.
+declare -A HARNESS_LIMIT=(
+  [tracer]="qemu-user implements no ptrace: no tracer can attach. The same row runs on x86-64 (hang-harness in CI)"
+  [dispatchmain]="a main queue on a worker thread is captured through /proc (the signal cannot reach it); under qemu-user /proc/<tid>/syscall holds the emulator's own x86-64 syscall and stack pointer, not the arm64 thread's. Runs on x86-64; the signal capture is checked on arm64 by the other rows"
+  [sleep]="the watchdog reads /proc/<tid>/syscall to see that a thread sleeps in a call a handler would cut short; under qemu-user it holds the emulator's x86-64 syscall, so the capture signal is sent and ends usleep early. Runs on x86-64"
+  [pid1-abort]="in a PID namespace under qemu-user the child fails the same way without Aftermath (exit 1): the case cannot run here. Runs on x86-64"
+)
 
 # 3. the three harnesses, each with its own table
 for harness in crash-harness hang-harness exit-harness; do
@@ -160,6 +179,12 @@ for harness in crash-harness hang-harness exit-harness; do
   if [ -z "$line" ]; then
     row "$harness" FAIL "no closing line (exit $status, $took emulated)"; continue
   fi
+  for key in "${!HARNESS_LIMIT[@]}"; do
+    if grep -qE "^${key}[[:space:]:|].*FAIL" "$CACHE/$harness.log"; then
+      skip_row "$harness $key" "${HARNESS_LIMIT[$key]}"
+      hf=$((hf - 1))
+    fi
+  done
   PASSED=$((PASSED + hp)); FAILED=$((FAILED + hf))
   ROWS+=("$(printf '%-22s %-6s %s' "$harness" "$([ "$hf" = 0 ] && echo ok || echo FAIL)" "$line ($took emulated)")")
 done
