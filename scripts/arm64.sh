@@ -148,7 +148,7 @@ fi
 setup_time=$(elapsed "$t0")
 
 WORK=$(mktemp -d /tmp/aftermath-arm64.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
+trap '[ -n "${KEEP:-}" ] || rm -rf "$WORK"' EXIT # KEEP=1 keeps the files
 OBJ=$WORK/obj; mkdir -p "$OBJ"
 CC=aarch64-linux-gnu-gcc
 CFLAGS=(-std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -O1 -g -fPIC -fno-optimize-sibling-calls
@@ -216,25 +216,6 @@ decoder_time=$(elapsed "$t")
 # The GNU build id of an ELF file on disk (what the report must say for that image).
 build_id_of() { aarch64-linux-gnu-readelf -n "$1" 2>/dev/null | awk '/Build ID:/ { print $3; exit }'; }
 
-# Symbol names of a decoded crash's frames, innermost first ("?" where none).
-crash_symbols() { awk '/^Crashed thread/ { on = 1; next } /^Images:/ { on = 0 } on && $1 ~ /^[0-9]+$/ { print (NF >= 6 ? $6 : "?") }' "$1"; }
-# Symbol names of a hang's frames: the stack text's offsets into the driver, named by addr2line.
-hang_symbols() {
-  awk '/^Stack:/ { on = 1; next } on && NF >= 5 { print $2, $5 }' "$1" | while read -r image offset; do
-    if [ "$image" = crash_driver ]; then aarch64-linux-gnu-addr2line -f -e "$DRIVER" "$offset" | head -1
-    else echo "$image"; fi
-  done
-}
-# Whether the names in $1 (one a line) contain the words of $2, in that order.
-in_order() {
-  local want=($2) i=0 name
-  while read -r name; do
-    [ $i -lt ${#want[@]} ] && [ "$name" = "${want[$i]}" ] && i=$((i + 1))
-  done < "$1"
-  [ $i = ${#want[@]} ]
-}
-register() { awk -v r="$2" '/^Registers/ { on = 1; next } on { for (i = 1; i < NF; i++) if ($i == r) print $(i + 1) }' "$1"; }
-
 # The aarch64 file a reported image name stands for.
 path_of() {
   local d
@@ -301,49 +282,19 @@ for mode in null brk abort overflow-main overflow-thread hang; do
     row "$mode" FAIL "${why}expected one report file, found: $(ls -R "$dir" 2>/dev/null | tr '\n' ' ')"
     continue
   fi
-  show=$WORK/$mode.show
-  if ! "$CLI" show "$(basename "${files[0]}")" --dir "$dir" >"$show" 2>&1; then
-    row "$mode" FAIL "${why}not decoded: $(head -3 "$show" | tr '\n' ' ')"
+  show=$WORK/$mode.json
+  if ! "$CLI" show "$(basename "${files[0]}")" --dir "$dir" --json >"$show" 2>"$WORK/$mode.show-err"; then
+    row "$mode" FAIL "${why}not decoded: $(head -3 "$WORK/$mode.show-err" | tr '\n' ' ')"
     continue
   fi
-  names=$WORK/$mode.names
-  if [ "$mode" = hang ]; then
-    hang_symbols "$show" > "$names"
-    duration=$(awk '/^apsio.hang.duration:/ { print $2 }' "$show")
-    [ "${duration:-0}" -ge 1000 ] || why+="hang duration ${duration:-none} ms < 1000; "
-    grep -q '^apsio.hang.unfinished: true' "$show" && why+="hang not marked finished; "
-    type_detail="hang ${duration:-?} ms"
-    reg_detail="-"
-  else
-    crash_symbols "$show" > "$names"
-    type=$(sed -n 's/^type: //p' "$show")
-    [[ "$type" == "${expect_type[$mode]}"* ]] || why+="type '$type'; "
-    type_detail=$type
-    frame0=$(awk '/^Crashed thread/ { getline; print $2; exit }' "$show")
-    pc=$(register "$show" pc); sp=$(register "$show" sp)
-    regs=$(awk '/^Registers \(arm64\)/ { on = 1; next } on && NF { n += NF / 2 } END { print n + 0 }' "$show")
-    [ "$regs" = 34 ] || why+="$regs arm64 registers, expected 34 (x0-x28 fp lr sp pc pstate); "
-    if [ "$mode" != abort ]; then [ -n "$pc" ] && [ "$pc" = "$frame0" ] || why+="pc $pc is not frame 0 ($frame0); "; fi
-    [ -n "$sp" ] && [ $((sp % 16)) = 0 ] && [ $((sp)) != 0 ] || why+="sp '$sp' not a 16-byte aligned stack pointer; "
-    reg_detail="34 (pc=frame0, sp)"
-    case "$mode" in
-      overflow-*)
-        grep -q 'Stack overflow' "$show" || why+="not explained as a stack overflow; "
-        deep=$(grep -c '^driver_overflow$' "$names")
-        [ "$deep" -ge 1000 ] || why+="only $deep recursion frames; "
-        grep -q '^Crashed thread.*truncated' "$show" || why+="frames not marked truncated; " ;;
-    esac
-    if [ "$mode" = overflow-thread ]; then
-      grep -q '^Crashed thread [0-9]* "overflower",' "$show" || why+="not the thread 'overflower' (second thread); "
-    else
-      grep -q '^Crashed thread .*(main)' "$show" || why+="not the main thread; "
-    fi
-  fi
-  in_order "$names" "${expect_chain[$mode]}" || why+="frames lack '${expect_chain[$mode]}' in order: $(head -8 "$names" | tr '\n' ' '); "
-  frame_detail="$(wc -l < "$names") frames, ${expect_chain[$mode]%% *}..$(awk '{ print $NF }' <<<"${expect_chain[$mode]}")"
+  verdict=$(python3 scripts/arm64/check_report.py "$mode" "$show" "${expect_type[$mode]:-}" "${expect_chain[$mode]}" 2>&1)
+  case "$verdict" in
+    ok\|*) detail=${verdict#ok|} ;;
+    *) why+="${verdict#fail|}; "; detail="" ;;
+  esac
   check_images "$dir"; why+=$IMG_WHY
   if [ -z "$why" ]; then
-    row "$mode" PASS "exit $status; $type_detail; $frame_detail; $IMAGES_DETAIL; registers $reg_detail; $took emulated"
+    row "$mode" PASS "exit $status; $detail; $IMAGES_DETAIL; $took emulated"
   else
     row "$mode" FAIL "$why($took emulated)"
   fi

@@ -58,16 +58,6 @@ struct CrashFileTests {
         #expect(crash.images.allSatisfy { $0.start < $0.end })
     }
 
-    @Test("Its registers, named for the architecture that wrote them")
-    func namedRegisters() throws {
-        let crash = try ReportFile.decode(TestSupport.fixture("v1/sigsegv-null-depth12.crash")).crashReport()
-        #expect(crash.architecture == .x86_64)
-        let named = crash.namedRegisters
-        #expect(named.count == crash.registers.count)
-        #expect(named.first { $0.name == "rip" }?.value == crash.pc)
-        #expect(named.first { $0.name == "rsp" }?.value == crash.sp)
-    }
-
     @Test("Its record: type, message, ids, stack lines and images")
     func goldenRecord() throws {
         let crash = try ReportFile.decode(TestSupport.fixture("v1/sigsegv-null-depth12.crash")).crashReport()

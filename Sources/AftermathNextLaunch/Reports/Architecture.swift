@@ -24,20 +24,6 @@ package enum Architecture: String, Sendable, Hashable {
         }
     }
 
-    /// The names of the registers a crash records, in the order the handler writes them:
-    /// x86-64 in the kernel's mcontext gregs order, arm64 as x0-x28, fp, lr, sp, pc, pstate.
-    package var registerNames: [String] {
-        switch self {
-        case .x86_64:
-            ["r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "rdi", "rsi", "rbp", "rbx",
-             "rdx", "rax", "rcx", "rsp", "rip", "eflags", "csgsfs", "err", "trapno", "oldmask", "cr2"]
-        case .arm64:
-            (0...28).map { "x\($0)" } + ["fp", "lr", "sp", "pc", "pstate"]
-        case .unknown:
-            []
-        }
-    }
-
     /// The architecture this code was built for.
     package static var current: Architecture {
         #if arch(x86_64)

@@ -29,8 +29,6 @@ package struct CrashReport: Sendable, Hashable {
     package var sp: UInt64
     /// Raw registers (x86-64: mcontext gregs order; arm64: x0-x30, sp, pc, pstate).
     package var registers: [UInt64]
-    /// The architecture of the crashed process (what the registers mean).
-    package var architecture: Architecture = .unknown
     /// How the frames were found: "libunwind", "frame_pointer", "pc_only" or "none".
     package var unwinder: Unwinder
     /// The crashing thread's stack, innermost first (frame 0 is the faulting pc).
@@ -66,19 +64,12 @@ extension CrashReport {
         sp = i.sp
         let count = Int(min(i.register_count, AFT_MAX_REGISTERS))
         registers = withUnsafeBytes(of: &i.registers) { Array($0.bindMemory(to: UInt64.self).prefix(count)) }
-        architecture = Architecture(code: i.arch)
         unwinder = Unwinder(code: i.unwinder)
         self.frames = frames
         self.framesTruncated = framesTruncated
         self.images = images
         self.imagesTruncated = imagesTruncated
         self.isPartial = isPartial
-    }
-
-    /// The registers with their names (Architecture.registerNames), in the order recorded.
-    package var namedRegisters: [(name: String, value: UInt64)] {
-        let names = architecture.registerNames
-        return registers.enumerated().map { ($0.offset < names.count ? names[$0.offset] : "r\($0.offset)", $0.element) }
     }
 
     /// The image that contains address, if any.
