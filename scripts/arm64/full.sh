@@ -72,7 +72,7 @@ in_root() {
 
 t=$(now)
 make_root trixie-amd64 amd64 apt swiftlang,libc6-dev,libunwind-dev,binutils,python3
-make_root trixie-arm64 arm64 extract swiftlang,libc6-dev,libunwind-dev,binutils,python3,bash,coreutils,dash,grep,sed,findutils,util-linux,procps
+make_root trixie-arm64 arm64 extract swiftlang,libc6-dev,libstdc++-14-dev,libunwind-dev,libdw-dev,libdebuginfod-dev,debuginfod,libcurl4-openssl-dev,zlib1g-dev,binutils,python3,bash,coreutils,dash,grep,sed,findutils,util-linux,procps
 mkdir -p "$AMD/sysroot"
 [ -L "$ARM/sysroot" ] || { rmdir "$ARM/sysroot" 2>/dev/null; ln -s / "$ARM/sysroot"; }
 roots_time=$(elapsed "$t")
