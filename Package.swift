@@ -77,7 +77,9 @@ let package = Package(
             name: "CAftermathHTTP",
             dependencies: ["CCurl", "CZlib"],
             path: "Sources/CAftermathHTTP",
-            exclude: ["curl", "zlib"]
+            exclude: ["curl", "zlib"],
+            // Also without pkg-config, as CSignalShim's libunwind.
+            linkerSettings: [.linkedLibrary("curl"), .linkedLibrary("z")]
         ),
         .target(
             name: "AftermathOTLPHTTP",
@@ -102,8 +104,10 @@ let package = Package(
             dependencies: ["CDW"],
             path: "Sources/CSymbolication",
             cSettings: [.define("_GNU_SOURCE")],
-            // pkg-config's libdw brings -ldw -lelf; the debuginfod client and __cxa_demangle:
-            linkerSettings: [.linkedLibrary("debuginfod"), .linkedLibrary("stdc++")]
+            // libdw and libelf (also without pkg-config, as CSignalShim's libunwind), the
+            // debuginfod client and __cxa_demangle:
+            linkerSettings: [.linkedLibrary("dw"), .linkedLibrary("elf"), .linkedLibrary("debuginfod"),
+                             .linkedLibrary("stdc++")]
         ),
         .target(
             name: "AftermathSymbolication",
