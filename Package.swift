@@ -40,7 +40,10 @@ let package = Package(
             dependencies: ["CLibunwind"],
             path: "CSignalShim",
             exclude: ["libunwind", "README.md"],
-            cSettings: [.define("_GNU_SOURCE")]
+            cSettings: [.define("_GNU_SOURCE")],
+            // Also without pkg-config (a bare Debian Swift root has none): the module map's
+            // link line only reaches modules that import CLibunwind, and Swift imports CSignalShim.
+            linkerSettings: [.linkedLibrary("unwind")]
         ),
         .target(
             name: "AftermathOTLP",
@@ -74,7 +77,9 @@ let package = Package(
             name: "CAftermathHTTP",
             dependencies: ["CCurl", "CZlib"],
             path: "Sources/CAftermathHTTP",
-            exclude: ["curl", "zlib"]
+            exclude: ["curl", "zlib"],
+            // Also without pkg-config, as CSignalShim's libunwind.
+            linkerSettings: [.linkedLibrary("curl"), .linkedLibrary("z")]
         ),
         .target(
             name: "AftermathOTLPHTTP",
@@ -99,8 +104,10 @@ let package = Package(
             dependencies: ["CDW"],
             path: "Sources/CSymbolication",
             cSettings: [.define("_GNU_SOURCE")],
-            // pkg-config's libdw brings -ldw -lelf; the debuginfod client and __cxa_demangle:
-            linkerSettings: [.linkedLibrary("debuginfod"), .linkedLibrary("stdc++")]
+            // libdw and libelf (also without pkg-config, as CSignalShim's libunwind), the
+            // debuginfod client and __cxa_demangle:
+            linkerSettings: [.linkedLibrary("dw"), .linkedLibrary("elf"), .linkedLibrary("debuginfod"),
+                             .linkedLibrary("stdc++")]
         ),
         .target(
             name: "AftermathSymbolication",

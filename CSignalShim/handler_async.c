@@ -46,31 +46,6 @@ static void aft_async_thread_name(char *out) {
     aft_async_copy_tail(out, AFT_THREAD_NAME, buf, aft_async_strlen(buf, AFT_THREAD_NAME));
 }
 
-static void aft_async_registers(void *ucontext, aft_crash_info *ci) {
-    ucontext_t *uc = ucontext;
-    if (uc == NULL) return; /* a handler that chained to us without the context */
-#if defined(__x86_64__)
-    uint32_t count = NGREG < AFT_MAX_REGISTERS ? NGREG : AFT_MAX_REGISTERS;
-    for (uint32_t i = 0; i < count; i++) ci->registers[i] = (uint64_t)uc->uc_mcontext.gregs[i];
-    ci->register_count = count;
-    ci->pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
-    ci->sp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
-    ci->arch = AFT_ARCH_X86_64;
-#elif defined(__aarch64__)
-    for (uint32_t i = 0; i < 31; i++) ci->registers[i] = (uint64_t)uc->uc_mcontext.regs[i];
-    ci->registers[31] = (uint64_t)uc->uc_mcontext.sp;
-    ci->registers[32] = (uint64_t)uc->uc_mcontext.pc;
-    ci->registers[33] = (uint64_t)uc->uc_mcontext.pstate;
-    ci->register_count = 34;
-    ci->pc = (uint64_t)uc->uc_mcontext.pc;
-    ci->sp = (uint64_t)uc->uc_mcontext.sp;
-    ci->arch = AFT_ARCH_ARM64;
-#else
-    (void)uc;
-    ci->arch = AFT_ARCH_UNKNOWN;
-#endif
-}
-
 int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t entry_ns,
                           int reserved_fd, const char *tmp_name) {
     aft_crash_info *ci = &aft_g_crash_info;
@@ -91,7 +66,7 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
     ci->thread_id = aft_async_gettid();
     ci->is_main_thread = ci->thread_id == (uint64_t)getpid();
     aft_async_thread_name(ci->thread_name);
-    aft_async_registers(ucontext, ci);
+    if (ucontext != NULL) aft_async_arch_registers(ucontext, ci); /* NULL: a handler that chained to us without it */
 
     uint32_t unwinder = AFT_UNWINDER_NONE, truncated = 0;
     uint32_t frames = aft_async_unwind_context(ucontext, aft_g_frames, AFT_MAX_FRAMES, &unwinder,
@@ -134,11 +109,9 @@ static int aft_async_fault_refires(int signo, const siginfo_t *info) {
     case SIGILL:
     case SIGFPE:
         return 1;
-#if defined(__aarch64__)
-    case SIGTRAP: /* brk leaves the pc on the instruction */
-        return 1;
-#endif
-    default: /* x86 int3 has advanced the pc; SIGSYS resumes after the syscall */
+    case SIGTRAP: /* arm64 brk leaves the pc on the instruction; x86 int3 has advanced it */
+        return aft_async_arch_trap_refires();
+    default: /* SIGSYS resumes after the syscall */
         return 0;
     }
 }

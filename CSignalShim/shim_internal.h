@@ -147,6 +147,17 @@ int aft_link_map_signature_now(aft_link_map_snapshot *signature);
  * images no object matches are read with aft_async_read_memory. */
 void aft_fill_build_ids(aft_image *images, uint32_t count, const aft_loaded_object *objects,
                         uint32_t object_count);
+/* Architecture-specific pieces (arch_x86_64_async.c, arch_aarch64_async.c). */
+/* Fills the registers, pc, sp and arch of ci from a signal context. */
+void aft_async_arch_registers(const void *ucontext, aft_crash_info *ci);
+/* The pc and frame pointer of a signal context. */
+void aft_async_arch_pc_fp(const void *ucontext, uint64_t *pc, uint64_t *fp);
+/* 1 when a kernel SIGTRAP leaves the pc on the trap instruction (it fires again on return). */
+int aft_async_arch_trap_refires(void);
+/* A code address as an image offset can use: a pointer-authentication signature stripped. */
+uint64_t aft_async_arch_code_address(uint64_t address);
+/* 1 when the instruction before address (a candidate return address) is a call. */
+int aft_async_arch_follows_call(uint64_t address);
 
 /* ---- unwinding (unwind_async.c) ---- */
 /* frames must have room for capacity + AFT_UNWIND_SLACK entries. */

@@ -26,26 +26,17 @@ uint32_t aft_async_frame_pointer_walk(uint64_t pc, uint64_t fp, uint64_t *frames
             if (truncated) *truncated = 1;
             break;
         }
-        frames[n++] = pair[1];
+        frames[n++] = aft_async_arch_code_address(pair[1]);
         if (pair[0] <= fp) break; /* stacks grow down: the chain must go up */
         fp = pair[0];
     }
     return n;
 }
 
-static void aft_async_context_pc_fp(void *ucontext, uint64_t *pc, uint64_t *fp) {
-    ucontext_t *uc = ucontext;
-#if defined(__x86_64__)
-    *pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
-    *fp = (uint64_t)uc->uc_mcontext.gregs[REG_RBP];
-#elif defined(__aarch64__)
-    *pc = (uint64_t)uc->uc_mcontext.pc;
-    *fp = (uint64_t)uc->uc_mcontext.regs[29];
-#else
-    (void)uc;
-    *pc = 0;
-    *fp = 0;
-#endif
+/* Return addresses as image offsets can use (arm64: pointer-authentication signatures of
+ * saved return addresses stripped; libunwind does not always strip them). */
+static void aft_async_code_addresses(uint64_t *frames, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++) frames[i] = aft_async_arch_code_address(frames[i]);
 }
 
 /* Fast path: libunwind's tracer (unw_backtrace) walks from here, through the kernel's signal
@@ -56,6 +47,7 @@ static uint32_t aft_async_trace_from_here(uint64_t pc, uint64_t *frames, uint32_
     uint32_t room = capacity + AFT_UNWIND_SLACK;
     int n = unw_backtrace((void **)frames, (int)room);
     if (n <= 0) return 0;
+    aft_async_code_addresses(frames, (uint32_t)n);
     for (uint32_t i = 0; i < (uint32_t)n && i < AFT_UNWIND_SLACK; i++) {
         if (frames[i] != pc) continue;
         uint32_t count = (uint32_t)n - i;
@@ -81,7 +73,7 @@ uint32_t aft_async_unwind_context(void *ucontext, uint64_t *frames, uint32_t cap
         return n;
     }
     uint64_t context_pc = 0, context_fp = 0;
-    aft_async_context_pc_fp(ucontext, &context_pc, &context_fp);
+    aft_async_arch_pc_fp(ucontext, &context_pc, &context_fp);
     if (context_pc != 0 && capacity > 0) {
         n = aft_async_trace_from_here(context_pc, frames, capacity, truncated);
         if (n >= 2) {
@@ -98,7 +90,7 @@ uint32_t aft_async_unwind_context(void *ucontext, uint64_t *frames, uint32_t cap
         for (;;) {
             unw_word_t ip = 0;
             if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
-            frames[n++] = (uint64_t)ip;
+            frames[n++] = aft_async_arch_code_address((uint64_t)ip);
             int step = unw_step(&cursor);
             if (step <= 0) break;
             if (n == capacity) {

@@ -178,39 +178,6 @@ static int aft_async_in_image(aft_watchdog *w, uint32_t count, uint64_t address)
     return 0;
 }
 
-/* Whether the bytes before address end with an x86-64 call instruction. */
-static int aft_async_follows_call(uint64_t address) {
-#if defined(__x86_64__)
-    uint8_t b[8];
-    if (address < 8 || aft_async_read_memory(address - 8, b, sizeof(b)) != 0) return 0;
-    if (b[3] == 0xE8) return 1; /* call rel32 */
-    /* call r/m64: FF /2, optionally after a REX prefix. */
-    for (int at = 0; at <= 6; at++) {
-        if (b[at] != 0xFF) continue;
-        uint8_t modrm = b[at + 1];
-        if (((modrm >> 3) & 7) != 2) continue;
-        uint32_t mod = modrm >> 6, rm = modrm & 7, len = 2;
-        if (mod == 0) {
-            if (rm == 4) {
-                if (at + 2 > 7) continue;
-                len += 1 + ((b[at + 2] & 7) == 5 ? 4 : 0);
-            } else if (rm == 5) {
-                len += 4;
-            }
-        } else if (mod == 1) {
-            len += 1 + (rm == 4);
-        } else if (mod == 2) {
-            len += 4 + (rm == 4);
-        }
-        if ((uint32_t)(8 - at) == len) return 1; /* a REX prefix before FF changes nothing */
-    }
-    return 0;
-#else
-    (void)address;
-    return 1;
-#endif
-}
-
 static uint32_t aft_async_scan_stack(aft_watchdog *w, uint64_t pc, uint64_t sp,
                                      uint32_t *truncated) {
     uint32_t n = 0;
@@ -228,8 +195,8 @@ static uint32_t aft_async_scan_stack(aft_watchdog *w, uint64_t pc, uint64_t sp,
     for (uint32_t read = 0; read < AFT_WATCHDOG_SCAN_BYTES; read += sizeof(w->stack_chunk)) {
         if (aft_async_read_memory(at + read, w->stack_chunk, sizeof(w->stack_chunk)) != 0) break;
         for (uint32_t i = 0; i < sizeof(w->stack_chunk) / 8; i++) {
-            uint64_t word = w->stack_chunk[i];
-            if (!aft_async_in_image(w, images, word) || !aft_async_follows_call(word)) continue;
+            uint64_t word = aft_async_arch_code_address(w->stack_chunk[i]);
+            if (!aft_async_in_image(w, images, word) || !aft_async_arch_follows_call(word)) continue;
             if (n == AFT_WATCHDOG_SCAN_FRAMES) {
                 *truncated = 1;
                 return n;

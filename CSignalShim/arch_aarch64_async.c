@@ -1,0 +1,57 @@
+/*
+ * arch_aarch64_async.c: CRASH-TIME CODE, under the crash-time contract of CSignalShim/README.md
+ * (async-signal-safe calls only, no malloc, no locks, no stdio, no Swift; checked by
+ * AsyncSafetyTests). What differs on arm64 (see arch_x86_64_async.c for the list), plus pointer
+ * authentication: code built with -mbranch-protection (Debian's and Ubuntu's default) signs the
+ * return addresses it saves, so a value read back from a stack carries a signature in its top
+ * bits until it is stripped.
+ */
+#include <signal.h>
+#include <ucontext.h>
+
+#include "shim_internal.h"
+
+#if defined(__aarch64__)
+
+void aft_async_arch_registers(const void *ucontext, aft_crash_info *ci) {
+    const ucontext_t *uc = ucontext;
+    for (uint32_t i = 0; i < 31; i++) ci->registers[i] = (uint64_t)uc->uc_mcontext.regs[i];
+    ci->registers[31] = (uint64_t)uc->uc_mcontext.sp;
+    ci->registers[32] = (uint64_t)uc->uc_mcontext.pc;
+    ci->registers[33] = (uint64_t)uc->uc_mcontext.pstate;
+    ci->register_count = 34; /* x0-x28, fp, lr, sp, pc, pstate */
+    ci->pc = (uint64_t)uc->uc_mcontext.pc;
+    ci->sp = (uint64_t)uc->uc_mcontext.sp;
+    ci->arch = AFT_ARCH_ARM64;
+}
+
+void aft_async_arch_pc_fp(const void *ucontext, uint64_t *pc, uint64_t *fp) {
+    const ucontext_t *uc = ucontext;
+    *pc = (uint64_t)uc->uc_mcontext.pc;
+    *fp = (uint64_t)uc->uc_mcontext.regs[29];
+}
+
+/* brk leaves the pc on the instruction: returning runs it again, like a fault. */
+int aft_async_arch_trap_refires(void) { return 1; }
+
+/* The address without a pointer-authentication signature: xpaclri (a hint, so a no-op on cores
+ * without pointer authentication) strips x30. */
+uint64_t aft_async_arch_code_address(uint64_t address) {
+    register uint64_t x30 __asm__("x30") = address;
+    __asm__("hint #7" : "+r"(x30)); /* xpaclri */
+    return x30;
+}
+
+/* Whether the instruction before address is a call: bl, blr, or an authenticating blraa,
+ * blraaz, blrab, blrabz. */
+int aft_async_arch_follows_call(uint64_t address) {
+    uint32_t insn;
+    if (address < 4 || (address & 3) != 0) return 0;
+    if (aft_async_read_memory(address - 4, &insn, sizeof(insn)) != 0) return 0;
+    if ((insn & 0xFC000000u) == 0x94000000u) return 1; /* bl imm26 */
+    if ((insn & 0xFFFFFC1Fu) == 0xD63F0000u) return 1; /* blr xn */
+    if ((insn & 0xFEFFF800u) == 0xD63F0800u) return 1; /* blraa(z), blrab(z) */
+    return 0;
+}
+
+#endif

@@ -1,0 +1,89 @@
+/*
+ * arch_x86_64_async.c: CRASH-TIME CODE, under the crash-time contract of CSignalShim/README.md
+ * (async-signal-safe calls only, no malloc, no locks, no stdio, no Swift; checked by
+ * AsyncSafetyTests). What differs on x86-64: the registers of a signal context, the pc and
+ * frame pointer the unwinder starts from, which traps re-fire, and how a return address is
+ * recognised on a stack. arch_aarch64_async.c is the same for arm64; other architectures get
+ * the neutral answers at the end of this file.
+ */
+#include <signal.h>
+#include <ucontext.h>
+
+#include "shim_internal.h"
+
+#if defined(__x86_64__)
+
+void aft_async_arch_registers(const void *ucontext, aft_crash_info *ci) {
+    const ucontext_t *uc = ucontext;
+    uint32_t count = NGREG < AFT_MAX_REGISTERS ? NGREG : AFT_MAX_REGISTERS;
+    for (uint32_t i = 0; i < count; i++) ci->registers[i] = (uint64_t)uc->uc_mcontext.gregs[i];
+    ci->register_count = count;
+    ci->pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+    ci->sp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
+    ci->arch = AFT_ARCH_X86_64;
+}
+
+void aft_async_arch_pc_fp(const void *ucontext, uint64_t *pc, uint64_t *fp) {
+    const ucontext_t *uc = ucontext;
+    *pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+    *fp = (uint64_t)uc->uc_mcontext.gregs[REG_RBP];
+}
+
+/* int3 has advanced the pc past itself: the trap does not fire again. */
+int aft_async_arch_trap_refires(void) { return 0; }
+
+/* Code addresses are plain addresses. */
+uint64_t aft_async_arch_code_address(uint64_t address) { return address; }
+
+/* Whether the bytes before address end with a call instruction. */
+int aft_async_arch_follows_call(uint64_t address) {
+    uint8_t b[8];
+    if (address < 8 || aft_async_read_memory(address - 8, b, sizeof(b)) != 0) return 0;
+    if (b[3] == 0xE8) return 1; /* call rel32 */
+    /* call r/m64: FF /2, optionally after a REX prefix. */
+    for (int at = 0; at <= 6; at++) {
+        if (b[at] != 0xFF) continue;
+        uint8_t modrm = b[at + 1];
+        if (((modrm >> 3) & 7) != 2) continue;
+        uint32_t mod = modrm >> 6, rm = modrm & 7, len = 2;
+        if (mod == 0) {
+            if (rm == 4) {
+                if (at + 2 > 7) continue;
+                len += 1 + ((b[at + 2] & 7) == 5 ? 4 : 0);
+            } else if (rm == 5) {
+                len += 4;
+            }
+        } else if (mod == 1) {
+            len += 1 + (rm == 4);
+        } else if (mod == 2) {
+            len += 4 + (rm == 4);
+        }
+        if ((uint32_t)(8 - at) == len) return 1; /* a REX prefix before FF changes nothing */
+    }
+    return 0;
+}
+
+#elif !defined(__aarch64__)
+
+/* Neither x86-64 nor arm64: no registers, no frame pointer, every candidate accepted. */
+void aft_async_arch_registers(const void *ucontext, aft_crash_info *ci) {
+    (void)ucontext;
+    ci->arch = AFT_ARCH_UNKNOWN;
+}
+
+void aft_async_arch_pc_fp(const void *ucontext, uint64_t *pc, uint64_t *fp) {
+    (void)ucontext;
+    *pc = 0;
+    *fp = 0;
+}
+
+int aft_async_arch_trap_refires(void) { return 0; }
+
+uint64_t aft_async_arch_code_address(uint64_t address) { return address; }
+
+int aft_async_arch_follows_call(uint64_t address) {
+    (void)address;
+    return 1;
+}
+
+#endif

@@ -1,0 +1,305 @@
+#!/usr/bin/env bash
+# Aftermath on arm64, under qemu-user on an x86-64 Debian machine (run as root; installs what it
+# needs). Prints a table and one closing line `N passed, N failed`; exits non-zero on a failure.
+#
+#   bash scripts/arm64.sh --quick   CSignalShim's C, cross-compiled with gcc-aarch64-linux-gnu
+#                                   (-std=c11 -Wall -Wextra -Werror), its crash-time objects
+#                                   checked against the contract in CSignalShim/README.md, then a C
+#                                   crash driver (scripts/arm64/crash_driver.c) killed six ways
+#                                   under qemu; each file it leaves is decoded by this machine's
+#                                   Swift decoder (the aftermath CLI) and checked. About a minute.
+#   bash scripts/arm64.sh           the whole package: Debian trixie roots (amd64 with swiftlang
+#                                   6.0.3 as the cross compiler, arm64 as the sysroot), the test
+#                                   suite and the three harnesses run on arm64 under qemu.
+#                                   See scripts/arm64/full.sh.
+#
+# Roots and downloads are kept in $AFTERMATH_ARM64_CACHE (default /var/cache/aftermath-arm64)
+# and reused. Times printed are emulated (qemu-user), not those of an arm64 machine.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+REPO=$(pwd)
+MODE=full
+case "${1:-}" in
+  --quick) MODE=quick ;;
+  "") ;;
+  *) echo "usage: scripts/arm64.sh [--quick]" >&2; exit 2 ;;
+esac
+CACHE=${AFTERMATH_ARM64_CACHE:-/var/cache/aftermath-arm64}
+export DEBIAN_FRONTEND=noninteractive
+SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+ulimit -c 0 # qemu writes guest core files into the current directory otherwise
+
+say() { printf '%s\n' "$*"; }
+die() { printf 'arm64.sh: %s\n' "$*" >&2; say "0 passed, 1 failed"; exit 1; }
+
+# ---- host packages ----------------------------------------------------------------------
+apt_updated=0
+need_packages() {
+  local missing=()
+  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  [ ${#missing[@]} = 0 ] && return 0
+  if [ "$apt_updated" = 0 ]; then $SUDO apt-get update -qq || die "apt-get update failed"; apt_updated=1; fi
+  $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null || die "apt-get install ${missing[*]} failed"
+}
+
+# The Debian mirror and suite this machine's apt uses (no host is written here).
+debian_mirror() {
+  local codename
+  codename=$(. /etc/os-release && echo "$VERSION_CODENAME")
+  apt-cache policy 2>/dev/null | awk -v s="$codename/main" '$3 == s { print $2; exit }'
+}
+
+# ---- binfmt_misc: arm64 executables run transparently through qemu -----------------------
+BINFMT=0
+binfmt_reason=""
+setup_binfmt() {
+  if [ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] && grep -q enabled /proc/sys/fs/binfmt_misc/qemu-aarch64; then
+    BINFMT=1; return
+  fi
+  if [ ! -e /proc/sys/fs/binfmt_misc/register ]; then
+    if ! out=$($SUDO mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc 2>&1); then
+      binfmt_reason="binfmt_misc cannot be mounted here: ${out:-mount failed}"
+      return
+    fi
+  fi
+  # No systemd running here: register Debian's qemu-aarch64 entry by hand (flag F: the
+  # interpreter is opened now, so it also works inside chroots).
+  if ! out=$($SUDO /lib/systemd/systemd-binfmt /usr/lib/binfmt.d/qemu-aarch64.conf 2>&1); then
+    if [ -w /proc/sys/fs/binfmt_misc/register ] || [ -n "$SUDO" ]; then
+      line=$(grep -v '^#' /usr/lib/binfmt.d/qemu-aarch64.conf | head -1)
+      printf '%s' "$line" | $SUDO tee /proc/sys/fs/binfmt_misc/register >/dev/null 2>&1 || true
+    fi
+  fi
+  if [ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]; then BINFMT=1
+  else binfmt_reason="registering qemu-aarch64 in binfmt_misc failed: ${out:-}"; fi
+}
+
+# Runs an aarch64 program of the cross toolchain (its loader and libc from /usr/aarch64-linux-gnu).
+run_arm64() {
+  if [ "$BINFMT" = 1 ]; then QEMU_LD_PREFIX=/usr/aarch64-linux-gnu "$@"
+  else QEMU_LD_PREFIX=/usr/aarch64-linux-gnu qemu-aarch64-static "$@"; fi
+}
+
+# ---- the table ----------------------------------------------------------------------------
+PASSED=0; FAILED=0; SKIPPED=0; LIMITS=()
+ROWS=()
+row() { # name status detail...
+  local name=$1 status=$2; shift 2
+  ROWS+=("$(printf '%-22s %-6s %s' "$name" "$status" "$*")")
+  case "$status" in PASS) PASSED=$((PASSED + 1)) ;; FAIL) FAILED=$((FAILED + 1)) ;; esac
+}
+print_table() {
+  say ""
+  say "$1"
+  printf '%-22s %-6s %s\n' "row" "result" "checked"
+  printf '%-22s %-6s %s\n' "----------------------" "------" "-------"
+  for r in "${ROWS[@]}"; do say "$r"; done
+  if [ ${#LIMITS[@]} -gt 0 ]; then
+    say ""
+    say "Known emulator limits (qemu-user, not defects; covered another way):"
+    for l in "${LIMITS[@]}"; do say "  - $l"; done
+  fi
+  say ""
+  if [ "$SKIPPED" -gt 0 ]; then say "$PASSED passed, $FAILED failed, $SKIPPED skipped"
+  else say "$PASSED passed, $FAILED failed"; fi
+}
+
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f s", b - a }'; }
+
+if [ "$MODE" = full ]; then
+  # shellcheck source=scripts/arm64/full.sh
+  . scripts/arm64/full.sh
+  exit $?
+fi
+
+# =========================================================================================
+# --quick
+# =========================================================================================
+t0=$(now)
+need_packages qemu-user-static gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu libc6-dev-arm64-cross \
+  libunwind-dev python3
+setup_binfmt
+if [ "$BINFMT" = 1 ]; then run_via="binfmt_misc"
+else run_via="qemu-aarch64-static directly ($binfmt_reason)"; fi
+
+# libunwind for arm64: Debian's debs, fetched with a private apt state and unpacked into a
+# private directory (no dpkg --add-architecture, nothing installed on the host).
+SYSROOT=$CACHE/quick-sysroot
+if [ ! -e "$SYSROOT/usr/include/aarch64-linux-gnu/libunwind.h" ] || [ ! -e "$SYSROOT/lib/aarch64-linux-gnu/liblzma.so.5" ]; then
+  apt_dir=$CACHE/quick-apt
+  rm -rf "$apt_dir" "$SYSROOT"
+  mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$apt_dir/debs" "$SYSROOT"
+  if [ "$apt_updated" = 0 ]; then $SUDO apt-get update -qq || die "apt-get update failed"; apt_updated=1; fi
+  mirror=$(debian_mirror)
+  [ -n "$mirror" ] || die "no Debian mirror found in this machine's apt sources"
+  codename=$(. /etc/os-release && echo "$VERSION_CODENAME")
+  echo "deb [arch=arm64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $codename main" > "$apt_dir/sources.list"
+  : > "$apt_dir/status"
+  apt_private=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o Dir::Etc::SourceParts=/nonexistent
+    -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::State::status=$apt_dir/status"
+    -o "Dir::Cache=$apt_dir/cache" -o APT::Architecture=arm64 -o APT::Architectures::=arm64
+    -o APT::Sandbox::User=root -o Debug::NoLocking=1)
+  apt-get "${apt_private[@]}" update -qq || die "private apt update (arm64) failed"
+  (cd "$apt_dir/debs" && apt-get "${apt_private[@]}" download libunwind8 libunwind-dev liblzma5 >/dev/null) \
+    || die "downloading libunwind for arm64 failed"
+  for deb in "$apt_dir/debs"/*.deb; do dpkg-deb -x "$deb" "$SYSROOT"; done
+fi
+setup_time=$(elapsed "$t0")
+
+WORK=$(mktemp -d /tmp/aftermath-arm64.XXXXXX)
+trap '[ -n "${KEEP:-}" ] || rm -rf "$WORK"' EXIT # KEEP=1 keeps the files
+OBJ=$WORK/obj; mkdir -p "$OBJ"
+CC=aarch64-linux-gnu-gcc
+CFLAGS=(-std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -O1 -g -fPIC -fno-optimize-sibling-calls
+        -ICSignalShim/include -ICSignalShim -IHarness/CFaults/include -isystem "$SYSROOT/usr/include/aarch64-linux-gnu")
+
+# 1. every C file of CSignalShim, and the test faults (the brk the driver executes)
+t=$(now); bad=()
+sources=(CSignalShim/*.c Harness/CFaults/*.c)
+for f in "${sources[@]}"; do
+  if ! $CC "${CFLAGS[@]}" -c "$f" -o "$OBJ/$(basename "$f").o" 2>"$WORK/cc.log"; then
+    bad+=("$(basename "$f")"); sed 's/^/    /' "$WORK/cc.log" | head -20
+  fi
+done
+if [ ${#bad[@]} = 0 ]; then row "compile CSignalShim" PASS "${#sources[@]} files (CSignalShim, Harness/CFaults), gcc $($CC -dumpversion) -std=c11 -Wall -Wextra -Werror ($(elapsed "$t"))"
+else row "compile CSignalShim" FAIL "does not compile: ${bad[*]}"; fi
+
+# 2. the crash-time objects call only what the contract in CSignalShim/README.md allows, read as
+# AsyncSafetyTests reads it: every `code` span between the crash-time-allowed markers (a
+# trailing * makes a prefix), and our own aft_async_* helpers and aft_g_* state.
+mapfile -t allow < <(sed -n '/<!-- crash-time-allowed: begin -->/,/<!-- crash-time-allowed: end -->/p' CSignalShim/README.md |
+  tr '\n' ' ' | awk -F'`' '{ for (i = 2; i <= NF; i += 2) print $i }')
+allow+=('aft_async_*' 'aft_g_*')
+allowed() {
+  local s=$1 e
+  for e in "${allow[@]}"; do
+    case "$e" in *'*') [[ "$s" == "${e%\*}"* ]] && return 0 ;; *) [ "$s" = "$e" ] && return 0 ;; esac
+  done
+  return 1
+}
+bad=(); count=0
+for o in "$OBJ"/*_async.c.o; do
+  [ -e "$o" ] || continue
+  count=$((count + 1))
+  for s in $(aarch64-linux-gnu-nm -u "$o" | awk '{ print $NF }' | sed 's/@.*//'); do
+    allowed "$s" || bad+=("$(basename "$o" .c.o): $s")
+  done
+done
+if [ "$count" -gt 0 ] && [ ${#bad[@]} = 0 ]; then row "async-safety (nm -u)" PASS "$count *_async objects call only allowlisted symbols (outline atomics included)"
+else row "async-safety (nm -u)" FAIL "${bad[*]:-no *_async objects}"; fi
+
+# 3. the crash driver, linked with libunwind from the private directory
+t=$(now)
+LIBDIRS="$SYSROOT/usr/lib/aarch64-linux-gnu:$SYSROOT/lib/aarch64-linux-gnu"
+DRIVER=$WORK/crash_driver
+if $CC "${CFLAGS[@]}" -c scripts/arm64/crash_driver.c -o "$WORK/crash_driver.o" &&
+   $CC -o "$DRIVER" "$WORK/crash_driver.o" "$OBJ"/*.o -L"$SYSROOT/usr/lib/aarch64-linux-gnu" \
+     -Wl,-rpath-link,"$SYSROOT/lib/aarch64-linux-gnu" -Wl,--disable-new-dtags -Wl,-rpath,"$LIBDIRS" \
+     -lunwind -lpthread; then
+  row "link crash driver" PASS "aarch64 PIE with libunwind $(ls "$SYSROOT"/usr/lib/aarch64-linux-gnu/libunwind.so.8.* | sed 's/.*so\.8\./8./') ($(elapsed "$t"))"
+else
+  row "link crash driver" FAIL "see the compiler's output above"
+  print_table "arm64 --quick"; exit 1
+fi
+
+# 4. the host's Swift decoder
+t=$(now)
+if ! swift build --product aftermath >"$WORK/swift-build.log" 2>&1; then
+  tail -20 "$WORK/swift-build.log"
+  row "host decoder" FAIL "swift build --product aftermath failed"
+  print_table "arm64 --quick"; exit 1
+fi
+CLI=$(swift build --show-bin-path)/aftermath
+decoder_time=$(elapsed "$t")
+
+# The GNU build id of an ELF file on disk (what the report must say for that image).
+build_id_of() { aarch64-linux-gnu-readelf -n "$1" 2>/dev/null | awk '/Build ID:/ { print $3; exit }'; }
+
+# The aarch64 file a reported image name stands for.
+path_of() {
+  local d
+  for d in "$WORK" /usr/aarch64-linux-gnu/lib "$SYSROOT/usr/lib/aarch64-linux-gnu" "$SYSROOT/lib/aarch64-linux-gnu"; do
+    [ -e "$d/$1" ] && { echo "$d/$1"; return; }
+  done
+}
+# Sets IMG_WHY (empty when fine) and IMAGES_DETAIL from the exported record (aftermath dump):
+# apsio.crash.images (the images the frames are in, and the main one) lists each as arm64, each whose file has a GNU build id carries
+# that id, the driver is in_app; app.build_id is the driver's.
+check_images() {
+  local dir=$1 name id arch in_app n=0 with=0 want driver_seen=0
+  IMG_WHY=""
+  "$CLI" dump --dir "$dir" > "$dir.json" 2>&1 || { IMG_WHY="aftermath dump failed; "; IMAGES_DETAIL=""; return; }
+  while read -r name id arch in_app; do
+    n=$((n + 1))
+    if [ "$name" = "app.build_id" ]; then
+      n=$((n - 1))
+      want=$(build_id_of "$DRIVER")
+      [ "$id" = "$want" ] || IMG_WHY+="app.build_id '${id#-}' != $want; "
+      continue
+    fi
+    [ "$name" = crash_driver ] && driver_seen=1
+    [ "$arch" = arm64 ] || IMG_WHY+="$name: arch $arch; "
+    [ "$name" != crash_driver ] || [ "$in_app" = True ] || IMG_WHY+="crash_driver not in_app; "
+    want=$(build_id_of "$(path_of "$name")")
+    if [ -n "$want" ] && [ "$id" != "$want" ]; then IMG_WHY+="$name: build id '${id#-}' != $want; "
+    elif [ -n "$want" ]; then with=$((with + 1)); fi
+  done < <(python3 -c '
+import json, sys
+for rl in json.load(open(sys.argv[1]))["resourceLogs"]:
+    for sl in rl["scopeLogs"]:
+        for r in sl["logRecords"]:
+            a = {x["key"]: x["value"] for x in r["attributes"]}
+            print("app.build_id", a.get("app.build_id", {}).get("stringValue") or "-", "-", "-")
+            for i in json.loads(a.get("apsio.crash.images", {}).get("stringValue", "[]")):
+                print(i["name"], i.get("build_id") or "-", i.get("arch"), i.get("in_app"))
+' "$dir.json")
+  [ "$driver_seen" = 1 ] || IMG_WHY+="the driver is not among the images; "
+  IMAGES_DETAIL="$n images, $with with the files' build ids"
+}
+
+declare -A expect_exit=([null]=139 [brk]=133 [abort]=134 [overflow-main]=139 [overflow-thread]=139 [hang]=0)
+declare -A expect_type=([null]="SIGSEGV (SEGV_MAPERR)" [brk]="SIGTRAP (TRAP_BRKPT)" [abort]="SIGABRT (SI_TKILL)"
+                        [overflow-main]="SIGSEGV (SEGV_" [overflow-thread]="SIGSEGV (SEGV_")
+declare -A expect_chain=([null]="driver_null driver_level3 driver_level2 driver_level1 main"
+                         [brk]="aft_test_breakpoint driver_level3 driver_level2 driver_level1 main"
+                         [abort]="abort driver_level3 driver_level2 driver_level1 main"
+                         [overflow-main]="driver_overflow driver_overflow driver_overflow"
+                         [overflow-thread]="driver_overflow driver_overflow driver_overflow"
+                         [hang]="driver_spin_ms driver_level3 driver_level2 driver_level1 main")
+run_times=()
+for mode in null brk abort overflow-main overflow-thread hang; do
+  dir=$WORK/reports-$mode
+  t=$(now)
+  (cd "$WORK" && run_arm64 timeout 120 "$DRIVER" "$mode" "$dir" >"$WORK/$mode.out" 2>"$WORK/$mode.err")
+  status=$?
+  took=$(elapsed "$t")
+  run_times+=("$mode $took")
+  why=""
+  [ "$status" = "${expect_exit[$mode]}" ] || why+="exit $status, expected ${expect_exit[$mode]}; "
+  if [ "$mode" = hang ]; then files=("$dir"/hangs/*.hang); else files=("$dir"/crashes/*.crash); fi
+  if [ ! -e "${files[0]}" ] || [ ${#files[@]} != 1 ]; then
+    row "$mode" FAIL "${why}expected one report file, found: $(ls -R "$dir" 2>/dev/null | tr '\n' ' ')"
+    continue
+  fi
+  show=$WORK/$mode.json
+  if ! "$CLI" show "$(basename "${files[0]}")" --dir "$dir" --json >"$show" 2>"$WORK/$mode.show-err"; then
+    row "$mode" FAIL "${why}not decoded: $(head -3 "$WORK/$mode.show-err" | tr '\n' ' ')"
+    continue
+  fi
+  verdict=$(python3 scripts/arm64/check_report.py "$mode" "$show" "${expect_type[$mode]:-}" "${expect_chain[$mode]}" 2>&1)
+  case "$verdict" in
+    ok\|*) detail=${verdict#ok|} ;;
+    *) why+="${verdict#fail|}; "; detail="" ;;
+  esac
+  check_images "$dir"; why+=$IMG_WHY
+  if [ -z "$why" ]; then
+    row "$mode" PASS "exit $status; $detail; $IMAGES_DETAIL; $took emulated"
+  else
+    row "$mode" FAIL "$why($took emulated)"
+  fi
+done
+
+print_table "arm64 --quick: CSignalShim + crash driver under qemu-user ($(qemu-aarch64-static --version | head -1 | awk '{ print $3 }'), via $run_via); decoded by the host's Swift ($(swift --version 2>&1 | head -1 | sed 's/.*version \([0-9.]*\).*/\1/'))"
+say "times: setup $setup_time, host decoder build $decoder_time, total $(elapsed "$t0"); runs (emulated): ${run_times[*]}"
+[ "$FAILED" = 0 ]
