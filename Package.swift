@@ -106,8 +106,10 @@ let package = Package(
             cSettings: [.define("_GNU_SOURCE")],
             // libdw and libelf (also without pkg-config, as CSignalShim's libunwind), the
             // debuginfod client and __cxa_demangle:
-            linkerSettings: [.linkedLibrary("dw"), .linkedLibrary("elf"), .linkedLibrary("debuginfod"),
-                             .linkedLibrary("stdc++")]
+            linkerSettings: [
+                .linkedLibrary("dw"), .linkedLibrary("elf"), .linkedLibrary("debuginfod"),
+                .linkedLibrary("stdc++"),
+            ]
         ),
         .target(
             name: "AftermathSymbolication",
@@ -135,14 +137,18 @@ let package = Package(
         ),
         .executableTarget(
             name: "CrashHarness",
-            dependencies: ["HarnessSupport", "Aftermath", "AftermathNextLaunch", "AftermathSymbolication",
-                           "AftermathTesting", "CSignalShim", "CHarnessFaults"],
+            dependencies: [
+                "HarnessSupport", "Aftermath", "AftermathNextLaunch", "AftermathSymbolication",
+                "AftermathTesting", "CSignalShim", "CHarnessFaults",
+            ],
             path: "Harness/Crash"
         ),
         .executableTarget(
             name: "HangHarness",
-            dependencies: ["HarnessSupport", "Aftermath", "AftermathNextLaunch", "AftermathSymbolication",
-                           "AftermathTesting", "CSignalShim"],
+            dependencies: [
+                "HarnessSupport", "Aftermath", "AftermathNextLaunch", "AftermathSymbolication",
+                "AftermathTesting", "CSignalShim",
+            ],
             path: "Harness/Hang"
         ),
         .executableTarget(
@@ -152,8 +158,11 @@ let package = Package(
         ),
         .executableTarget(
             name: "AftermathBench",
-            dependencies: ["HarnessSupport", "Aftermath", "AftermathNextLaunch", "AftermathOTLP", "AftermathOTLPHTTP", "AftermathSymbolication",
-                           "AftermathTesting", "CSignalShim", "CHarnessFaults"],
+            dependencies: [
+                "HarnessSupport", "Aftermath", "AftermathNextLaunch", "AftermathOTLP", "AftermathOTLPHTTP",
+                "AftermathSymbolication",
+                "AftermathTesting", "CSignalShim", "CHarnessFaults",
+            ],
             path: "Harness/Bench"
         ),
 
@@ -166,7 +175,9 @@ let package = Package(
         ),
         .testTarget(
             name: "CSignalShimTests",
-            dependencies: ["CSignalShim", "CHarnessFaults", "AftermathNextLaunch", "AftermathSymbolication", "TestSupport"],
+            dependencies: [
+                "CSignalShim", "CHarnessFaults", "AftermathNextLaunch", "AftermathSymbolication", "TestSupport",
+            ],
             path: "Tests/CSignalShimTests"
         ),
         .testTarget(
@@ -181,8 +192,10 @@ let package = Package(
         ),
         .testTarget(
             name: "AftermathNextLaunchTests",
-            dependencies: ["AftermathNextLaunch", "AftermathOTLP", "AftermathTesting", "AftermathSymbolication",
-                           "CSignalShim", "TestSupport"],
+            dependencies: [
+                "AftermathNextLaunch", "AftermathOTLP", "AftermathTesting", "AftermathSymbolication",
+                "CSignalShim", "TestSupport",
+            ],
             path: "Tests/AftermathNextLaunchTests"
         ),
         .testTarget(
@@ -192,8 +205,10 @@ let package = Package(
         ),
         .testTarget(
             name: "AftermathTests",
-            dependencies: ["Aftermath", "AftermathNextLaunch", "AftermathOTLP", "AftermathTesting",
-                           "AftermathSymbolication", "CSignalShim", "CHarnessFaults", "TestSupport", "HarnessSupport"],
+            dependencies: [
+                "Aftermath", "AftermathNextLaunch", "AftermathOTLP", "AftermathTesting",
+                "AftermathSymbolication", "CSignalShim", "CHarnessFaults", "TestSupport", "HarnessSupport",
+            ],
             path: "Tests/AftermathTests"
         ),
     ],

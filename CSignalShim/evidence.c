@@ -205,12 +205,18 @@ static uint64_t aft_run_counter_in(const char *dir, const char *file, const char
 void aft_read_oom_counters(const char dirs[AFT_CGROUP_DIRS][AFT_PATH_CAPACITY],
                            uint64_t out[AFT_OOM_COUNTERS]) {
     for (uint32_t i = 0; i < AFT_OOM_COUNTERS; i++) out[i] = AFT_RUN_UNREAD;
-    out[AFT_OOM_V1_SELF] = aft_run_counter_in(dirs[AFT_CGROUP_V1_SELF], "memory.oom_control", "oom_kill");
-    out[AFT_OOM_V1_PARENT] = aft_run_counter_in(dirs[AFT_CGROUP_V1_PARENT], "memory.oom_control", "oom_kill");
-    out[AFT_OOM_V2_SELF] = aft_run_counter_in(dirs[AFT_CGROUP_V2_SELF], "memory.events", "oom_kill");
-    out[AFT_OOM_V2_SELF_GROUP] = aft_run_counter_in(dirs[AFT_CGROUP_V2_SELF], "memory.events", "oom_group_kill");
-    out[AFT_OOM_V2_PARENT] = aft_run_counter_in(dirs[AFT_CGROUP_V2_PARENT], "memory.events", "oom_kill");
-    out[AFT_OOM_V2_PARENT_GROUP] = aft_run_counter_in(dirs[AFT_CGROUP_V2_PARENT], "memory.events", "oom_group_kill");
+    out[AFT_OOM_V1_SELF] =
+        aft_run_counter_in(dirs[AFT_CGROUP_V1_SELF], "memory.oom_control", "oom_kill");
+    out[AFT_OOM_V1_PARENT] =
+        aft_run_counter_in(dirs[AFT_CGROUP_V1_PARENT], "memory.oom_control", "oom_kill");
+    out[AFT_OOM_V2_SELF] =
+        aft_run_counter_in(dirs[AFT_CGROUP_V2_SELF], "memory.events", "oom_kill");
+    out[AFT_OOM_V2_SELF_GROUP] =
+        aft_run_counter_in(dirs[AFT_CGROUP_V2_SELF], "memory.events", "oom_group_kill");
+    out[AFT_OOM_V2_PARENT] =
+        aft_run_counter_in(dirs[AFT_CGROUP_V2_PARENT], "memory.events", "oom_kill");
+    out[AFT_OOM_V2_PARENT_GROUP] =
+        aft_run_counter_in(dirs[AFT_CGROUP_V2_PARENT], "memory.events", "oom_group_kill");
 }
 
 int aft_run_is_locked(const char *path) {
@@ -239,7 +245,7 @@ static void aft_run_path_in(char *out, size_t capacity, const char *root, const 
 }
 
 void aft_run_read_oom_now(const aft_run_info *info, uint64_t *out) {
-    aft_read_oom_counters((const char (*)[AFT_PATH_CAPACITY])info->cgroup_dirs, out);
+    aft_read_oom_counters((const char(*)[AFT_PATH_CAPACITY])info->cgroup_dirs, out);
 }
 
 void aft_run_sample(const char *proc_root, const aft_run_info *info, aft_run_live *l) {
@@ -261,4 +267,3 @@ void aft_run_sample(const char *proc_root, const aft_run_info *info, aft_run_liv
     l->psi_full_avg10_centi = aft_read_psi_avg10(path, "full");
     l->update_count++;
 }
-

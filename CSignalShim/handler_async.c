@@ -19,10 +19,10 @@
 
 static _Atomic uint64_t aft_g_crashing_tid;
 static _Atomic int aft_g_crash_written;
-static _Atomic int aft_g_writing;        /* the first crashing thread is inside the writer */
-static _Atomic int aft_g_crash_signal;   /* the signal of the crash written */
-static _Atomic int aft_g_crash_rounds;   /* times that crash came back to this handler */
-static sigjmp_buf aft_g_writer_jump;     /* where a fault inside the writer comes back to */
+static _Atomic int aft_g_writing;      /* the first crashing thread is inside the writer */
+static _Atomic int aft_g_crash_signal; /* the signal of the crash written */
+static _Atomic int aft_g_crash_rounds; /* times that crash came back to this handler */
+static sigjmp_buf aft_g_writer_jump;   /* where a fault inside the writer comes back to */
 
 #define AFT_HANDLER_DEADLINE_SECONDS 10u
 
@@ -66,11 +66,12 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
     ci->thread_id = aft_async_gettid();
     ci->is_main_thread = ci->thread_id == (uint64_t)getpid();
     aft_async_thread_name(ci->thread_name);
-    if (ucontext != NULL) aft_async_arch_registers(ucontext, ci); /* NULL: a handler that chained to us without it */
+    if (ucontext != NULL)
+        aft_async_arch_registers(ucontext, ci); /* NULL: a handler that chained to us without it */
 
     uint32_t unwinder = AFT_UNWINDER_NONE, truncated = 0;
-    uint32_t frames = aft_async_unwind_context(ucontext, aft_g_frames, AFT_MAX_FRAMES, &unwinder,
-                                               &truncated);
+    uint32_t frames =
+        aft_async_unwind_context(ucontext, aft_g_frames, AFT_MAX_FRAMES, &unwinder, &truncated);
     ci->unwinder = unwinder;
 
     aft_report_spec spec = {
@@ -90,8 +91,8 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
         .staging = aft_g_crash_staging,
         .staging_size = sizeof(aft_g_crash_staging),
     };
-    int err = aft_async_write_report(aft_g_state.crash_dir_fd, tmp_name,
-                                     aft_g_state.final_name, &spec, NULL);
+    int err = aft_async_write_report(aft_g_state.crash_dir_fd, tmp_name, aft_g_state.final_name,
+                                     &spec, NULL);
     if (aft_g_state.timing_fd >= 0) {
         uint64_t elapsed = aft_async_now_ns(CLOCK_MONOTONIC) - entry_ns;
         aft_async_write_all(aft_g_state.timing_fd, &elapsed, sizeof(elapsed));
@@ -187,7 +188,8 @@ static int aft_async_chain(int signo, siginfo_t *info, void *ucontext, int origi
  * returns, and our handler is not asked again. */
 static void aft_async_survived(int signo) {
     if (signo != SIGABRT) {
-        if (aft_g_state.crash_dir_fd >= 0) unlinkat(aft_g_state.crash_dir_fd, aft_g_state.final_name, 0);
+        if (aft_g_state.crash_dir_fd >= 0)
+            unlinkat(aft_g_state.crash_dir_fd, aft_g_state.final_name, 0);
         int reserved = aft_g_state.reserved_fd;
         aft_g_state.reserved_fd = -1; /* consumed: a later crash creates its file by name */
         if (reserved >= 0) close(reserved);

@@ -73,9 +73,9 @@ static int aft_scan_object(struct dl_phdr_info *info, size_t size, void *data) {
             notes_mapped = 0;
     }
     if (notes_mapped)
-        object->build_id_size = aft_async_build_id_in_notes(
-            aft_read_mapped, info->dlpi_addr, info->dlpi_phdr, info->dlpi_phnum,
-            object->build_id, AFT_BUILD_ID_CAPACITY);
+        object->build_id_size =
+            aft_async_build_id_in_notes(aft_read_mapped, info->dlpi_addr, info->dlpi_phdr,
+                                        info->dlpi_phnum, object->build_id, AFT_BUILD_ID_CAPACITY);
     scan->count++;
     return 0;
 }

@@ -17,13 +17,12 @@
 
 #define AFT_MAX_PHDRS 64
 
-
 typedef struct aft_maps_entry {
     uint64_t start, end, offset, inode;
     int readable, executable;
-    const char *path;     /* points into the line buffer */
+    const char *path; /* points into the line buffer */
     size_t path_len;
-    int path_cut;         /* the line did not fit the buffer */
+    int path_cut; /* the line did not fit the buffer */
 } aft_maps_entry;
 
 static int aft_async_hex_digit(char c) {
@@ -108,8 +107,8 @@ static int aft_async_starts_with(const char *s, size_t len, const char *prefix, 
 typedef struct aft_images_builder {
     aft_image *images;
     uint32_t capacity, count, truncated;
-    int open;              /* images[count-1] is still collecting mappings */
-    int last_executable;   /* whether images[count-1] has an executable mapping yet */
+    int open;            /* images[count-1] is still collecting mappings */
+    int last_executable; /* whether images[count-1] has an executable mapping yet */
     uint64_t last_inode;
     const char *main_path;
     size_t main_len;
@@ -125,7 +124,7 @@ static void aft_async_close_image(aft_images_builder *b) {
 static void aft_async_add_entry(aft_images_builder *b, aft_maps_entry *e) {
     const char *path = e->path;
     size_t len = e->path_len;
-    if (len == 0) return;                          /* anonymous: .bss and heaps */
+    if (len == 0) return; /* anonymous: .bss and heaps */
     uint32_t flags = 0;
     if (path[0] == '[') {
         if (!aft_async_starts_with(path, len, "[vdso]", 6)) return; /* stack, heap, vvar */
@@ -191,8 +190,9 @@ void aft_async_read_image_identity(aft_image *img) {
     img->load_bias = bias;
     uint16_t machine = 0;
     if (aft_async_read_memory(img->start + 18, &machine, sizeof(machine)) == 0)
-        img->arch = machine == EM_X86_64 ? AFT_ARCH_X86_64
-                  : machine == EM_AARCH64 ? AFT_ARCH_ARM64 : AFT_ARCH_UNKNOWN;
+        img->arch = machine == EM_X86_64    ? AFT_ARCH_X86_64
+                    : machine == EM_AARCH64 ? AFT_ARCH_ARM64
+                                            : AFT_ARCH_UNKNOWN;
 }
 
 uint32_t aft_async_images_from_fd(aft_maps_scratch *scratch, int fd, aft_image *images,
@@ -218,11 +218,11 @@ uint32_t aft_async_images_from_fd(aft_maps_scratch *scratch, int fd, aft_image *
             } else if (line_len < AFT_MAPS_LINE) {
                 aft_maps_line[line_len++] = c;
             } else {
-                line_cut = 1;   /* keep the start: addresses, perms, offset, inode */
+                line_cut = 1; /* keep the start: addresses, perms, offset, inode */
             }
         }
     }
-    if (line_len > 0) {          /* a last line without a newline */
+    if (line_len > 0) { /* a last line without a newline */
         aft_maps_entry e;
         if (aft_async_parse_maps_line(aft_maps_line, line_len, line_cut, &e))
             aft_async_add_entry(&b, &e);
@@ -256,9 +256,8 @@ static uint64_t aft_async_align_up(uint64_t v, uint64_t align) {
     return align > 1 ? (v + align - 1) & ~(align - 1) : v;
 }
 
-uint32_t aft_async_build_id_in_notes(aft_memory_read_fn read, uint64_t load_bias,
-                                     const void *phdrs, uint32_t phnum, uint8_t *out,
-                                     uint32_t capacity) {
+uint32_t aft_async_build_id_in_notes(aft_memory_read_fn read, uint64_t load_bias, const void *phdrs,
+                                     uint32_t phnum, uint8_t *out, uint32_t capacity) {
     const Elf64_Phdr *ph = phdrs;
     for (uint32_t i = 0; i < phnum; i++) {
         if (ph[i].p_type != PT_NOTE) continue;

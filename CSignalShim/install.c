@@ -25,8 +25,8 @@
 #define AFT_MIN_ALT_STACK (64u * 1024u)
 
 aft_state aft_g_state = {.crash_dir_fd = -1, .timing_fd = -1, .reserved_fd = -1};
-const int aft_g_signals[AFT_SIGNAL_COUNT] = {SIGSEGV, SIGBUS, SIGILL, SIGTRAP,
-                                            SIGFPE,  SIGABRT, SIGSYS};
+const int aft_g_signals[AFT_SIGNAL_COUNT] = {SIGSEGV, SIGBUS,  SIGILL, SIGTRAP,
+                                             SIGFPE,  SIGABRT, SIGSYS};
 uint64_t aft_g_frames[AFT_MAX_FRAMES + AFT_UNWIND_SLACK];
 aft_image aft_g_images[AFT_MAX_IMAGES];
 aft_image aft_g_known_images[AFT_MAX_IMAGES];
@@ -95,9 +95,8 @@ uint32_t aft_crc32(uint32_t crc, const void *data, size_t size) {
     return aft_async_crc32(crc, data, size);
 }
 
-uint32_t aft_images_from_maps_fd(int fd, aft_image *images, uint32_t capacity,
-                                 int read_build_ids, const char *main_executable_path,
-                                 uint32_t *truncated) {
+uint32_t aft_images_from_maps_fd(int fd, aft_image *images, uint32_t capacity, int read_build_ids,
+                                 const char *main_executable_path, uint32_t *truncated) {
     static _Thread_local aft_maps_scratch scratch;
     if (read_build_ids) aft_memory_reader_prepare();
     return aft_async_images_from_fd(&scratch, fd, images, capacity, read_build_ids,
@@ -198,8 +197,7 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
         aft_set_error(error, error_capacity, "aft_install", EINVAL);
         return EINVAL;
     }
-    if (options->alt_stack_size > AFT_MIN_ALT_STACK)
-        aft_g_alt_stack_size = options->alt_stack_size;
+    if (options->alt_stack_size > AFT_MIN_ALT_STACK) aft_g_alt_stack_size = options->alt_stack_size;
     int dir_fd = open(options->crash_directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir_fd < 0) {
         int err = errno;
@@ -230,8 +228,8 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
                            ".reserve");
     /* Created under a hidden name, locked, then renamed into place: another instance's next
      * launch never sees it empty and unlocked, and so never removes it. */
-    int reserved = openat(dir_fd, hidden_name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-                          0600);
+    int reserved =
+        openat(dir_fd, hidden_name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (reserved >= 0 && (fchmod(reserved, 0600) != 0 || /* 0600 whatever the umask */
                           flock(reserved, LOCK_EX | LOCK_NB) != 0 ||
                           renameat(dir_fd, hidden_name, dir_fd, tmp_name) != 0)) {

@@ -36,10 +36,14 @@ static int aft_async_parse_number(const char *p, const char *end, int hex, uint6
     for (; p < end; p++) {
         char c = *p;
         uint64_t d;
-        if (c >= '0' && c <= '9') d = (uint64_t)(c - '0');
-        else if (hex && c >= 'a' && c <= 'f') d = (uint64_t)(c - 'a' + 10);
-        else if (hex && c >= 'A' && c <= 'F') d = (uint64_t)(c - 'A' + 10);
-        else return 0;
+        if (c >= '0' && c <= '9')
+            d = (uint64_t)(c - '0');
+        else if (hex && c >= 'a' && c <= 'f')
+            d = (uint64_t)(c - 'a' + 10);
+        else if (hex && c >= 'A' && c <= 'F')
+            d = (uint64_t)(c - 'A' + 10);
+        else
+            return 0;
         v = hex ? (v << 4) | d : v * 10 + d;
         if (++digits > 20) return 0;
     }

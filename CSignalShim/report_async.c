@@ -10,7 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <stdio.h>   /* renameat */
+#include <stdio.h> /* renameat */
 #include <linux/falloc.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -22,7 +22,7 @@ typedef struct aft_writer {
     int error;
     uint32_t crc;
     uint64_t body_size;
-    uint8_t *staging;      /* optional: small pieces are gathered here, fewer write(2)s */
+    uint8_t *staging; /* optional: small pieces are gathered here, fewer write(2)s */
     size_t capacity, used;
 } aft_writer;
 
@@ -57,8 +57,8 @@ static void aft_async_emit(aft_writer *w, const void *data, size_t size) {
 
 static void aft_async_emit_section(aft_writer *w, uint32_t type, uint32_t entry_size,
                                    uint32_t count, uint32_t flags, const void *entries) {
-    aft_section_header sh = {.type = type, .entry_size = entry_size, .count = count,
-                             .flags = flags};
+    aft_section_header sh = {
+        .type = type, .entry_size = entry_size, .count = count, .flags = flags};
     aft_async_emit(w, &sh, sizeof(sh));
     aft_async_emit(w, entries, (size_t)entry_size * count);
 }
@@ -79,8 +79,10 @@ static void aft_async_emit_fitting_images(aft_writer *w, const aft_image *images
     for (uint32_t i = 0; i < count; i++)
         with_frames += (uint32_t)aft_async_image_has_frame(&images[i], frames, frame_count);
     uint32_t others = fitting > with_frames ? fitting - with_frames : 0;
-    aft_section_header sh = {.type = AFT_SECTION_IMAGES, .entry_size = sizeof(aft_image),
-                             .count = fitting, .flags = AFT_SECTION_TRUNCATED};
+    aft_section_header sh = {.type = AFT_SECTION_IMAGES,
+                             .entry_size = sizeof(aft_image),
+                             .count = fitting,
+                             .flags = AFT_SECTION_TRUNCATED};
     aft_async_emit(w, &sh, sizeof(sh));
     uint32_t emitted = 0;
     for (uint32_t i = 0; i < count && emitted < fitting; i++) {
@@ -109,9 +111,11 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
                            const aft_report_spec *spec, int *out_fd) {
     int reserved = spec->has_reserved_fd ? spec->reserved_fd : -1;
     int fd = reserved >= 0 ? reserved
-           : openat(dir_fd, tmp_name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+                           : openat(dir_fd, tmp_name,
+                                    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) return errno;
-    if (reserved < 0) (void)fchmod(fd, 0600); /* 0600 whatever the umask (a narrower mode still works) */
+    if (reserved < 0)
+        (void)fchmod(fd, 0600); /* 0600 whatever the umask (a narrower mode still works) */
 
     aft_file_header header;
     aft_async_memset(&header, 0, sizeof(header));
@@ -124,8 +128,8 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
     /* A file-size limit (ulimit -f) smaller than the whole report: the innermost frames and
      * the images they are in come first; what does not fit is left out and said to be. */
     uint64_t limit = aft_async_file_size_limit();
-    uint64_t fixed = sizeof(header) + 3 * sizeof(aft_section_header) + sizeof(aft_context) +
-                     spec->event_size;
+    uint64_t fixed =
+        sizeof(header) + 3 * sizeof(aft_section_header) + sizeof(aft_context) + spec->event_size;
     uint32_t frame_count = spec->frame_count;
     uint32_t frames_truncated = spec->frames_truncated;
     if (limit != UINT64_MAX && limit > fixed) {
@@ -145,13 +149,13 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
     aft_async_emit_section(&w, AFT_SECTION_FRAMES, sizeof(uint64_t), frame_count,
                            frames_truncated ? AFT_SECTION_TRUNCATED : 0, spec->frames);
     aft_async_flush(&w); /* the most useful part is on disk before the maps are read */
-    if (&aft_g_test_fault_in_writer != NULL && aft_g_test_fault_in_writer) *(volatile int *)(uintptr_t)aft_g_test_fault_in_writer = 0;
+    if (&aft_g_test_fault_in_writer != NULL && aft_g_test_fault_in_writer)
+        *(volatile int *)(uintptr_t)aft_g_test_fault_in_writer = 0;
 
     uint32_t image_count = 0, images_truncated = 0;
     const aft_image *images = spec->images;
     uint64_t link_count = 0, link_hash = 0;
-    if (aft_g_known_link_map.valid &&
-        aft_async_link_map_signature(&link_count, &link_hash) &&
+    if (aft_g_known_link_map.valid && aft_async_link_map_signature(&link_count, &link_hash) &&
         link_count == aft_g_known_link_map.count && link_hash == aft_g_known_link_map.hash) {
         /* No library loaded or unloaded since install: the images read then still hold. */
         images = aft_g_known_images;
@@ -159,16 +163,16 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
     } else {
         int maps = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
         if (maps >= 0) {
-            image_count = aft_async_images_from_fd(spec->scratch, maps, spec->images,
-                                                   AFT_MAX_IMAGES, 1,
-                                                   spec->context->executable_path,
-                                                   &images_truncated);
+            image_count =
+                aft_async_images_from_fd(spec->scratch, maps, spec->images, AFT_MAX_IMAGES, 1,
+                                         spec->context->executable_path, &images_truncated);
             close(maps);
         }
     }
     uint64_t used = sizeof(header) + w.body_size + sizeof(aft_section_header);
     uint64_t fitting = limit == UINT64_MAX ? UINT64_MAX
-                     : limit > used ? (limit - used) / sizeof(aft_image) : 0;
+                       : limit > used      ? (limit - used) / sizeof(aft_image)
+                                           : 0;
     if ((uint64_t)image_count <= fitting) {
         aft_async_emit_section(&w, AFT_SECTION_IMAGES, sizeof(aft_image), image_count,
                                images_truncated ? AFT_SECTION_TRUNCATED : 0, images);

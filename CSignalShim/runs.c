@@ -128,7 +128,7 @@ static void *aft_run_updater(void *arg) {
         if (aft_g_run_thread_stop) break;
         if (aft_g_run.fd >= 0 && !aft_g_run_exited) {
             aft_g_run_live.foreground = (uint32_t)aft_watchdog_is_foreground();
-        aft_run_sample(aft_g_run_proc, &aft_g_run_info, &aft_g_run_live);
+            aft_run_sample(aft_g_run_proc, &aft_g_run_info, &aft_g_run_live);
             aft_run_write_live();
         }
     }
@@ -237,8 +237,8 @@ int aft_run_prepare(const aft_run_options *o, aft_run_file *file) {
     info->watchdog_usec = o->watchdog_usec;
     info->parent_pid = (int64_t)getppid();
     info->process_start_ticks = aft_process_start_ticks(o->proc_root);
-    info->update_interval_ms = o->update_interval_ms ? o->update_interval_ms
-                                                     : AFT_RUN_DEFAULT_INTERVAL_MS;
+    info->update_interval_ms =
+        o->update_interval_ms ? o->update_interval_ms : AFT_RUN_DEFAULT_INTERVAL_MS;
     char path[AFT_PATH_CAPACITY + 64];
     snprintf(path, sizeof(path), "%s/sys/kernel/random/boot_id", o->proc_root);
     aft_read_line(path, info->boot_id, AFT_BOOT_ID_CAPACITY);
@@ -336,7 +336,7 @@ int aft_run_start(const aft_run_options *o, char *error, size_t error_capacity) 
     if (o->catch_termination) aft_run_install_handlers();
     if (o->start_updater) {
         aft_g_run_thread_stop = 0;
-        if (pthread_create(&aft_g_run_thread, NULL, aft_run_updater, NULL) == 0) {
+        if (aft_thread_create(&aft_g_run_thread, NULL, aft_run_updater, NULL) == 0) {
             pthread_setname_np(aft_g_run_thread, "aftermath.run");
             aft_g_run_thread_running = 1;
         }

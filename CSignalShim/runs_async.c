@@ -29,8 +29,7 @@ static int aft_async_run_index(int signo) {
 static void aft_async_run_write_term(void) {
     int fd = aft_g_run.fd;
     if (fd < 0) return;
-    aft_g_run.term.check =
-        aft_async_run_check(&aft_g_run.term, offsetof(aft_run_term, check));
+    aft_g_run.term.check = aft_async_run_check(&aft_g_run.term, offsetof(aft_run_term, check));
     (void)aft_async_pwrite_all(fd, &aft_g_run.term, sizeof(aft_run_term),
                                (off_t)offsetof(aft_run_file, term));
 }

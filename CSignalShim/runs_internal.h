@@ -12,11 +12,11 @@
 
 #define AFT_RUN_SIGNAL_COUNT 3
 typedef struct aft_run_state {
-    int fd;                                   /* the open, locked run file; -1 when none */
+    int fd; /* the open, locked run file; -1 when none */
     struct sigaction previous[AFT_RUN_SIGNAL_COUNT];
     int handlers_installed;
     _Atomic uint32_t term_count;
-    aft_run_term term;                        /* the first request, rewritten per request */
+    aft_run_term term; /* the first request, rewritten per request */
 } aft_run_state;
 extern aft_run_state aft_g_run;
 extern const int aft_g_run_signals[AFT_RUN_SIGNAL_COUNT];

@@ -58,8 +58,8 @@ uint32_t aft_async_crc32(uint32_t crc, const void *data, size_t size) {
     while (size >= 8) {
         uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
                              (uint32_t)p[3] << 24);
-        uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 |
-                      (uint32_t)p[7] << 24;
+        uint32_t hi =
+            (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
         crc = aft_crc_tables[7][lo & 0xFF] ^ aft_crc_tables[6][(lo >> 8) & 0xFF] ^
               aft_crc_tables[5][(lo >> 16) & 0xFF] ^ aft_crc_tables[4][lo >> 24] ^
               aft_crc_tables[3][hi & 0xFF] ^ aft_crc_tables[2][(hi >> 8) & 0xFF] ^
@@ -101,9 +101,7 @@ int aft_async_copy_tail(char *dst, size_t capacity, const char *src, size_t src_
     return truncated;
 }
 
-uint64_t aft_async_gettid(void) {
-    return (uint64_t)syscall(SYS_gettid);
-}
+uint64_t aft_async_gettid(void) { return (uint64_t)syscall(SYS_gettid); }
 
 uint64_t aft_async_now_ns(clockid_t clock) {
     struct timespec ts;
@@ -272,8 +270,8 @@ uint64_t aft_async_file_size_limit(void) {
 }
 
 void aft_async_reraise(int signo, siginfo_t *info) {
-    if (info == NULL || syscall(SYS_rt_tgsigqueueinfo, (long)getpid(),
-                                (long)aft_async_gettid(), (long)signo, info) != 0)
+    if (info == NULL || syscall(SYS_rt_tgsigqueueinfo, (long)getpid(), (long)aft_async_gettid(),
+                                (long)signo, info) != 0)
         syscall(SYS_tgkill, (long)getpid(), (long)aft_async_gettid(), (long)signo);
     sigset_t unblock;
     sigemptyset(&unblock);

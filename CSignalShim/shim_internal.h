@@ -5,6 +5,7 @@
 #ifndef AFT_SHIM_INTERNAL_H
 #define AFT_SHIM_INTERNAL_H
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -18,13 +19,13 @@
 
 /* The prepared state. Written at install (normal time), read at crash time. */
 typedef struct aft_state {
-    aft_context context;                 /* copied into every crash file */
-    int crash_dir_fd;                    /* O_DIRECTORY fd of the crash directory */
+    aft_context context; /* copied into every crash file */
+    int crash_dir_fd;    /* O_DIRECTORY fd of the crash directory */
     int fsync_reports;
     int timing_fd;
     char tmp_name[AFT_FILE_NAME_CAPACITY];   /* <crash id>.crash.tmp */
     char final_name[AFT_FILE_NAME_CAPACITY]; /* <crash id>.crash */
-    int reserved_fd;                     /* tmp_name, created and flock'ed at install */
+    int reserved_fd;                         /* tmp_name, created and flock'ed at install */
     struct sigaction previous[AFT_SIGNAL_COUNT];
     /* What was there before our handler was first installed: where a chain that leads back
      * to us (an app handler that calls the one it replaced, then start again) ends. */
@@ -41,6 +42,9 @@ extern const int aft_g_signals[AFT_SIGNAL_COUNT];
  * asynchronous signals blocked (they are for the app's threads), crash signals and SIGPROF (the
  * Swift backtracer's pause) let through. Normal time (watchdog.c). */
 void aft_thread_set_own_mask(void);
+/* pthread_create for Aftermath's own threads: the new thread has their mask from the start. */
+int aft_thread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start)(void *),
+                      void *arg);
 
 /* Scratch memory for the crash path, reserved at load time (BSS), never malloc'ed.
  * Frame buffers passed to aft_async_unwind_context have AFT_UNWIND_SLACK extra entries for
@@ -69,9 +73,9 @@ uint64_t aft_async_now_ns(clockid_t clock);
 int aft_async_read_memory(uint64_t address, void *out, size_t size);
 /* What aft_async_read_memory uses, opened at normal time (aft_memory_reader_prepare). */
 typedef struct aft_memory_reader {
-    int mem_fd;          /* /proc/self/mem of pid, or -1 */
-    int pipe_fds[2];     /* non-blocking pipe for the fallback, or -1 */
-    pid_t pid;           /* the process the descriptors were opened in */
+    int mem_fd;                 /* /proc/self/mem of pid, or -1 */
+    int pipe_fds[2];            /* non-blocking pipe for the fallback, or -1 */
+    pid_t pid;                  /* the process the descriptors were opened in */
     uint64_t mem_ino, pipe_ino; /* what the descriptors were: an app may close and reuse them */
     _Atomic int pipe_busy;
 } aft_memory_reader;
@@ -110,15 +114,13 @@ typedef struct aft_maps_scratch {
 uint32_t aft_async_images_from_fd(aft_maps_scratch *scratch, int fd, aft_image *images,
                                   uint32_t capacity, int read_build_ids, const char *main_path,
                                   uint32_t *truncated);
-uint32_t aft_async_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity,
-                               uint64_t *load_bias);
+uint32_t aft_async_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity, uint64_t *load_bias);
 /* Reads the build id, load bias and machine of the ELF image mapped at img->start. */
 void aft_async_read_image_identity(aft_image *img);
 /* The GNU build id in the PT_NOTE segments of an image loaded with load_bias, given its
  * program headers; read through read. Returns its size, 0 when there is none. */
-uint32_t aft_async_build_id_in_notes(aft_memory_read_fn read, uint64_t load_bias,
-                                     const void *phdrs, uint32_t phnum, uint8_t *out,
-                                     uint32_t capacity);
+uint32_t aft_async_build_id_in_notes(aft_memory_read_fn read, uint64_t load_bias, const void *phdrs,
+                                     uint32_t phnum, uint8_t *out, uint32_t capacity);
 /* A signature of the loader's list of objects; 0 when it cannot be read or is changing. */
 int aft_async_link_map_signature(uint64_t *count, uint64_t *hash);
 /* The same, reading through read (normal time: directly, with the loader's lock held). */
@@ -133,7 +135,7 @@ extern aft_link_map_snapshot aft_g_known_link_map;
 /* ---- images at normal time (images.c) ---- */
 /* An object the loader reports (dl_iterate_phdr), with its build id read from its notes. */
 typedef struct aft_loaded_object {
-    uint64_t start;          /* page of its lowest PT_LOAD: the image's start in maps */
+    uint64_t start; /* page of its lowest PT_LOAD: the image's start in maps */
     uint64_t load_bias;
     uint32_t build_id_size;
     uint8_t build_id[AFT_BUILD_ID_CAPACITY];
@@ -163,8 +165,8 @@ int aft_async_arch_follows_call(uint64_t address);
 /* frames must have room for capacity + AFT_UNWIND_SLACK entries. */
 uint32_t aft_async_unwind_context(void *ucontext, uint64_t *frames, uint32_t capacity,
                                   uint32_t *unwinder, uint32_t *truncated);
-uint32_t aft_async_frame_pointer_walk(uint64_t pc, uint64_t fp, uint64_t *frames,
-                                      uint32_t capacity, uint32_t *truncated);
+uint32_t aft_async_frame_pointer_walk(uint64_t pc, uint64_t fp, uint64_t *frames, uint32_t capacity,
+                                      uint32_t *truncated);
 
 /* ---- the report writer (report_async.c) ---- */
 /* Tests only: when non-zero, the writer stores to this (unmapped) address after its first
@@ -172,22 +174,22 @@ uint32_t aft_async_frame_pointer_walk(uint64_t pc, uint64_t fp, uint64_t *frames
  * test-only C target (Harness/CFaults): apps never link it, so this weak reference is NULL. */
 extern volatile uintptr_t aft_g_test_fault_in_writer __attribute__((weak));
 typedef struct aft_report_spec {
-    uint32_t kind;                 /* AFT_KIND_* */
-    uint32_t flags;                /* AFT_FLAG_* */
+    uint32_t kind;  /* AFT_KIND_* */
+    uint32_t flags; /* AFT_FLAG_* */
     const aft_context *context;
-    uint32_t event_type;           /* AFT_SECTION_CRASH or AFT_SECTION_HANG */
+    uint32_t event_type; /* AFT_SECTION_CRASH or AFT_SECTION_HANG */
     const void *event;
     uint32_t event_size;
     const uint64_t *frames;
     uint32_t frame_count;
     uint32_t frames_truncated;
-    aft_maps_scratch *scratch;     /* for the images */
-    aft_image *images;             /* AFT_MAX_IMAGES entries */
+    aft_maps_scratch *scratch; /* for the images */
+    aft_image *images;         /* AFT_MAX_IMAGES entries */
     int fsync_file;
-    int keep_open;                 /* return the committed file's fd instead of closing it */
-    int has_reserved_fd;           /* write into reserved_fd (open, empty) instead of opening */
+    int keep_open;       /* return the committed file's fd instead of closing it */
+    int has_reserved_fd; /* write into reserved_fd (open, empty) instead of opening */
     int reserved_fd;
-    uint8_t *staging;              /* optional buffer that gathers small writes; NULL = none */
+    uint8_t *staging; /* optional buffer that gathers small writes; NULL = none */
     size_t staging_size;
 } aft_report_spec;
 /* Writes a report to dir_fd/tmp_name, commits it and renames it to final_name.

@@ -13,8 +13,8 @@
 
 #include "shim_internal.h"
 
-uint32_t aft_async_frame_pointer_walk(uint64_t pc, uint64_t fp, uint64_t *frames,
-                                      uint32_t capacity, uint32_t *truncated) {
+uint32_t aft_async_frame_pointer_walk(uint64_t pc, uint64_t fp, uint64_t *frames, uint32_t capacity,
+                                      uint32_t *truncated) {
     uint32_t n = 0;
     if (capacity == 0) return 0;
     if (pc != 0) frames[n++] = pc;
@@ -103,8 +103,8 @@ uint32_t aft_async_unwind_context(void *ucontext, uint64_t *frames, uint32_t cap
     if (n >= 2) return n;
     /* libunwind found nothing useful (no unwind info, corrupt stack): frame pointers. */
     uint32_t fp_truncated = 0;
-    uint32_t m = aft_async_frame_pointer_walk(context_pc, context_fp, frames, capacity,
-                                              &fp_truncated);
+    uint32_t m =
+        aft_async_frame_pointer_walk(context_pc, context_fp, frames, capacity, &fp_truncated);
     if (m > n) {
         *truncated = fp_truncated;
         *unwinder = m > 1 ? AFT_UNWINDER_FRAME_POINTER : AFT_UNWINDER_PC_ONLY;

@@ -42,18 +42,35 @@ static uint64_t aft_beats(void) {
     return __atomic_load_n(&aft_g_heartbeat_beats, __ATOMIC_ACQUIRE);
 }
 
-void aft_thread_set_own_mask(void) {
-    sigset_t mask;
-    sigfillset(&mask);
-    for (int i = 0; i < AFT_SIGNAL_COUNT; i++) sigdelset(&mask, aft_g_signals[i]);
+/* The signal mask of Aftermath's own threads. */
+static void aft_thread_own_mask(sigset_t *mask) {
+    sigfillset(mask);
+    for (int i = 0; i < AFT_SIGNAL_COUNT; i++) sigdelset(mask, aft_g_signals[i]);
     /* The Swift runtime's backtracer pauses every other thread of a crashing process with
      * SIGUSR1, SIGUSR2 or SIGPROF, whichever the thread lets through; a thread that blocks all
      * three is missing from its report. SIGPROF: the one signal an app sends without caring
      * which thread takes it (a profiling timer). */
-    sigdelset(&mask, SIGPROF);
+    sigdelset(mask, SIGPROF);
+}
+
+void aft_thread_set_own_mask(void) {
+    sigset_t mask;
+    aft_thread_own_mask(&mask);
     /* Set, not added: a thread started from one that blocks everything (a libdispatch worker)
      * inherits that mask. */
     pthread_sigmask(SIG_SETMASK, &mask, NULL);
+}
+
+int aft_thread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start)(void *),
+                      void *arg) {
+    /* The new thread inherits the creator's mask: give it its own from its first instruction,
+     * so a crash right after start never finds it blocking what the backtracer needs. */
+    sigset_t mask, saved;
+    aft_thread_own_mask(&mask);
+    pthread_sigmask(SIG_SETMASK, &mask, &saved);
+    int err = pthread_create(thread, attr, start, arg);
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    return err;
 }
 
 /* Posts one main-queue ping; returns its time, or 0 when none was posted. */
@@ -358,7 +375,7 @@ int aft_watchdog_start(const aft_watchdog_options *options, char *error, size_t 
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 256u * 1024u);
-    int err = pthread_create(&aft_g_watchdog_thread, &attr, aft_watchdog_main, w);
+    int err = aft_thread_create(&aft_g_watchdog_thread, &attr, aft_watchdog_main, w);
     pthread_attr_destroy(&attr);
     if (err != 0) {
         close(dir_fd);
@@ -439,4 +456,3 @@ void aft_watchdog_get_stats(aft_watchdog_stats *out) {
     out->watchdog_tid = atomic_load(&w->watchdog_tid);
     out->capture_signal = w->capture_signal;
 }
-

@@ -127,7 +127,8 @@ void aft_async_watchdog_capture_handler(int signo, siginfo_t *info, void *uconte
     }
     uint64_t entry = aft_async_now_ns(CLOCK_MONOTONIC);
     uint32_t unwinder = 0, truncated = 0;
-    _Static_assert(sizeof(w->capture_frames) >= (AFT_MAX_FRAMES + AFT_UNWIND_SLACK) * sizeof(uint64_t),
+    _Static_assert(sizeof(w->capture_frames) >=
+                       (AFT_MAX_FRAMES + AFT_UNWIND_SLACK) * sizeof(uint64_t),
                    "the unwinder writes capacity + AFT_UNWIND_SLACK frames");
     w->capture_frame_count = aft_async_unwind_context(ucontext, w->capture_frames, AFT_MAX_FRAMES,
                                                       &unwinder, &truncated);
@@ -196,7 +197,8 @@ static uint32_t aft_async_scan_stack(aft_watchdog *w, uint64_t pc, uint64_t sp,
         if (aft_async_read_memory(at + read, w->stack_chunk, sizeof(w->stack_chunk)) != 0) break;
         for (uint32_t i = 0; i < sizeof(w->stack_chunk) / 8; i++) {
             uint64_t word = aft_async_arch_code_address(w->stack_chunk[i]);
-            if (!aft_async_in_image(w, images, word) || !aft_async_arch_follows_call(word)) continue;
+            if (!aft_async_in_image(w, images, word) || !aft_async_arch_follows_call(word))
+                continue;
             if (n == AFT_WATCHDOG_SCAN_FRAMES) {
                 *truncated = 1;
                 return n;
@@ -213,8 +215,8 @@ static void aft_async_new_hang_id(aft_watchdog *w, uint8_t id[AFT_ID_SIZE]) {
     long got = syscall(SYS_getrandom, id, (long)AFT_ID_SIZE, 1L /* GRND_NONBLOCK */);
     if (got != (long)AFT_ID_SIZE) {
         /* No entropy yet: the run id, the hang's number and the clock make it unique. */
-        uint64_t mix = aft_async_now_ns(CLOCK_MONOTONIC) ^
-                       (w->hang_counter * 0x9E3779B97F4A7C15ull);
+        uint64_t mix =
+            aft_async_now_ns(CLOCK_MONOTONIC) ^ (w->hang_counter * 0x9E3779B97F4A7C15ull);
         for (uint32_t i = 0; i < AFT_ID_SIZE; i++)
             id[i] = w->hang_context.run_id[i] ^ (uint8_t)(mix >> ((i % 8) * 8));
     }
@@ -234,7 +236,8 @@ int aft_async_watchdog_begin_hang(aft_watchdog *w, uint64_t tid, uint64_t onset_
     h->begin_realtime_ns = real_now - (mono_now > onset_ns ? mono_now - onset_ns : 0);
     h->thread_id = tid;
     h->threshold_ms = w->threshold_ms;
-    for (uint32_t i = 0; i < AFT_ID_SIZE; i++) h->previous_session_id[i] = w->previous_session_id[i];
+    for (uint32_t i = 0; i < AFT_ID_SIZE; i++)
+        h->previous_session_id[i] = w->previous_session_id[i];
     h->syscall_number = UINT64_MAX;
 
     /* What the kernel says first: the signal would make the thread runnable for a moment. */
@@ -255,8 +258,7 @@ int aft_async_watchdog_begin_hang(aft_watchdog *w, uint64_t tid, uint64_t onset_
                      !(have_regs && nr >= 0 && aft_async_syscall_interrupted(nr));
     if (use_signal) {
         struct sigaction current;
-        if (sigaction(w->capture_signal, NULL, &current) != 0 ||
-            !(current.sa_flags & SA_SIGINFO) ||
+        if (sigaction(w->capture_signal, NULL, &current) != 0 || !(current.sa_flags & SA_SIGINFO) ||
             current.sa_sigaction != aft_async_watchdog_capture_handler)
             use_signal = 0;
     }
@@ -289,8 +291,8 @@ int aft_async_watchdog_begin_hang(aft_watchdog *w, uint64_t tid, uint64_t onset_
         aft_async_new_hang_id(w, w->hang_context.report_id);
         aft_async_id_file_name(w->tmp_name, AFT_FILE_NAME_CAPACITY, w->hang_context.report_id,
                                ".hang.tmp");
-        aft_async_id_file_name(w->final_name, AFT_FILE_NAME_CAPACITY,
-                               w->hang_context.report_id, ".hang");
+        aft_async_id_file_name(w->final_name, AFT_FILE_NAME_CAPACITY, w->hang_context.report_id,
+                               ".hang");
         int exists = openat(w->dir_fd, w->final_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         if (exists < 0) break;
         close(exists);

@@ -14,10 +14,10 @@
 #include "CSignalShim.h"
 #include "shim_internal.h"
 
-#define AFT_WATCHDOG_TICK_NS (100ull * 1000 * 1000)      /* at most 10 wakeups a second */
-#define AFT_WATCHDOG_LIVE_NS (250ull * 1000 * 1000)      /* live block update period */
-#define AFT_WATCHDOG_LATE_NS (100ull * 1000 * 1000)      /* a tick this late: we were stopped */
-#define AFT_WATCHDOG_CAPTURE_NS (200ull * 1000 * 1000)   /* the signal's delivery budget */
+#define AFT_WATCHDOG_TICK_NS (100ull * 1000 * 1000)    /* at most 10 wakeups a second */
+#define AFT_WATCHDOG_LIVE_NS (250ull * 1000 * 1000)    /* live block update period */
+#define AFT_WATCHDOG_LATE_NS (100ull * 1000 * 1000)    /* a tick this late: we were stopped */
+#define AFT_WATCHDOG_CAPTURE_NS (200ull * 1000 * 1000) /* the signal's delivery budget */
 #define AFT_WATCHDOG_SCAN_FRAMES 128u
 #define AFT_WATCHDOG_SCAN_BYTES (256u * 1024u)
 
@@ -34,26 +34,26 @@ typedef struct aft_watchdog {
     uint64_t threshold_ns;
     uint32_t threshold_ms;
     int capture_signal;
-    int signal_usable;                 /* our handler is installed for capture_signal */
-    struct sigaction previous_action;  /* capture_signal's action before us */
-    uint32_t mode;                     /* AFT_HEARTBEAT_* */
+    int signal_usable;                /* our handler is installed for capture_signal */
+    struct sigaction previous_action; /* capture_signal's action before us */
+    uint32_t mode;                    /* AFT_HEARTBEAT_* */
     void (*notify)(uint32_t event);
 
     /* Shared with other threads. */
-    _Atomic uint32_t wake;             /* futex word: bumped by pause/resume/ping/stop/... */
+    _Atomic uint32_t wake; /* futex word: bumped by pause/resume/ping/stop/... */
     _Atomic int stop;
     _Atomic int32_t pause_depth;
     _Atomic int foreground;
     _Atomic int armed;
     _Atomic uint64_t watched_tid;
     _Atomic int ping_outstanding;
-    _Atomic uint64_t ping_posted_ns;   /* CLOCK_MONOTONIC */
+    _Atomic uint64_t ping_posted_ns; /* CLOCK_MONOTONIC */
     _Atomic uint64_t ping_ran_ns;
-    _Atomic int in_hang;               /* a hang is being tracked */
-    _Atomic uint64_t hang_end_ns;      /* set by the heartbeat that ended a hang (manual mode) */
-    _Atomic uint32_t capture_state;    /* generation << 8 | AFT_CAPTURE_* */
+    _Atomic int in_hang;            /* a hang is being tracked */
+    _Atomic uint64_t hang_end_ns;   /* set by the heartbeat that ended a hang (manual mode) */
+    _Atomic uint32_t capture_state; /* generation << 8 | AFT_CAPTURE_* */
     _Atomic uint64_t capture_tid;
-    _Atomic int capture_undelivered;   /* a capture signal was sent and may still be pending */
+    _Atomic int capture_undelivered; /* a capture signal was sent and may still be pending */
     volatile uint8_t previous_session_id[AFT_ID_SIZE]; /* for hang files; zero: none */
 
     /* The signal handler's results (valid when capture_state is DONE). */
@@ -63,9 +63,9 @@ typedef struct aft_watchdog {
     uint64_t capture_pause_ns;
 
     /* The hang in progress (watchdog thread only). */
-    int hang_fd;                       /* the committed file, kept open for live updates */
-    uint64_t hang_onset_ns;            /* CLOCK_MONOTONIC estimate */
-    uint64_t hang_stopped_ns;          /* time the process spent stopped during the hang */
+    int hang_fd;              /* the committed file, kept open for live updates */
+    uint64_t hang_onset_ns;   /* CLOCK_MONOTONIC estimate */
+    uint64_t hang_stopped_ns; /* time the process spent stopped during the hang */
     uint64_t hang_last_live_ns;
     uint64_t hang_counter;
     aft_context hang_context;
@@ -107,20 +107,20 @@ void aft_async_futex_wait_until(_Atomic uint32_t *word, uint32_t expected, uint6
 
 /* What the watchdog knows about the watched thread at a tick (aft_async_hang_decide). */
 typedef struct aft_hang_facts {
-    uint64_t silent_ns;             /* since its last sign of life, time stopped excluded */
+    uint64_t silent_ns; /* since its last sign of life, time stopped excluded */
     uint64_t threshold_ns;
-    int32_t armed;                  /* a first heartbeat or ping was seen */
-    int32_t pause_depth;            /* aft_watchdog_pause() calls not yet resumed */
+    int32_t armed;       /* a first heartbeat or ping was seen */
+    int32_t pause_depth; /* aft_watchdog_pause() calls not yet resumed */
     int32_t foreground;
-    int32_t crash_in_progress;      /* a crash handler (ours) holds the process */
-    int32_t traced;                 /* TracerPid != 0: a debugger may hold the thread */
-    int32_t thread_state;           /* /proc state letter ('?' unknown) */
+    int32_t crash_in_progress; /* a crash handler (ours) holds the process */
+    int32_t traced;            /* TracerPid != 0: a debugger may hold the thread */
+    int32_t thread_state;      /* /proc state letter ('?' unknown) */
 } aft_hang_facts;
 
-#define AFT_HANG_VERDICT_OFF 0u     /* detection off: not armed, paused or in the background */
-#define AFT_HANG_VERDICT_ALIVE 1u   /* silent for less than the threshold */
-#define AFT_HANG_VERDICT_IGNORE 2u  /* silent past it, but held by a crash, debugger or SIGSTOP */
-#define AFT_HANG_VERDICT_HANG 3u    /* hung: capture and persist it */
+#define AFT_HANG_VERDICT_OFF 0u    /* detection off: not armed, paused or in the background */
+#define AFT_HANG_VERDICT_ALIVE 1u  /* silent for less than the threshold */
+#define AFT_HANG_VERDICT_IGNORE 2u /* silent past it, but held by a crash, debugger or SIGSTOP */
+#define AFT_HANG_VERDICT_HANG 3u   /* hung: capture and persist it */
 
 /* The hang decision: a pure function of the facts (no clock, no /proc, no state). */
 uint32_t aft_async_hang_decide(const aft_hang_facts *facts);

@@ -19,11 +19,11 @@ extern "C" {
 
 /* What aft_install needs; everything is copied, nothing is kept by reference. */
 typedef struct aft_install_options {
-    const char *crash_directory;  /* existing directory for crash files */
-    aft_context context;          /* the run's context (report_id = this run's crash id) */
-    int32_t fsync_reports;        /* fsync a crash file before renaming it into place */
-    int32_t timing_fd;            /* benchmark only: the handler writes its duration here; -1 */
-    uint32_t alt_stack_size;      /* 0 = 64 KiB */
+    const char *crash_directory; /* existing directory for crash files */
+    aft_context context;         /* the run's context (report_id = this run's crash id) */
+    int32_t fsync_reports;       /* fsync a crash file before renaming it into place */
+    int32_t timing_fd;           /* benchmark only: the handler writes its duration here; -1 */
+    uint32_t alt_stack_size;     /* 0 = 64 KiB */
     uint32_t _reserved;
 } aft_install_options;
 
@@ -69,9 +69,8 @@ uint32_t aft_crc32(uint32_t crc, const void *data, size_t size);
  * vdso, segments merged). When read_build_ids is non-zero the GNU build id of each image is
  * read from this process's memory, so only pass it for this process's own maps.
  * Returns the number of images written; *truncated is set when more did not fit. */
-uint32_t aft_images_from_maps_fd(int fd, aft_image *images, uint32_t capacity,
-                                 int read_build_ids, const char *main_executable_path,
-                                 uint32_t *truncated);
+uint32_t aft_images_from_maps_fd(int fd, aft_image *images, uint32_t capacity, int read_build_ids,
+                                 const char *main_executable_path, uint32_t *truncated);
 
 /* Reads the GNU build id of the ELF image loaded at base from this process's memory.
  * Returns its size (0 when there is none or it cannot be read). */
@@ -104,33 +103,33 @@ uint32_t aft_current_stack(uint64_t *frames, uint32_t capacity, uint32_t skip);
 #define AFT_WATCHDOG_EVENT_HANG_FINISHED 2u /* a hang file got AFT_FLAG_HANG_FINISHED */
 
 /* attention bits of aft_g_heartbeat_attention: the next heartbeat takes the slow path. */
-#define AFT_ATTENTION_BIND 0x1u   /* record the caller as the watched thread and arm */
-#define AFT_ATTENTION_HANG 0x2u   /* a hang is in progress: record its end, wake the watchdog */
+#define AFT_ATTENTION_BIND 0x1u /* record the caller as the watched thread and arm */
+#define AFT_ATTENTION_HANG 0x2u /* a hang is in progress: record its end, wake the watchdog */
 
 typedef struct aft_watchdog_options {
-    const char *hang_directory;     /* existing directory for hang files */
-    uint32_t threshold_ms;          /* 0 = 250 */
-    int32_t capture_signal;         /* 0 = a free real-time signal (else SIGURG); never used
+    const char *hang_directory; /* existing directory for hang files */
+    uint32_t threshold_ms;      /* 0 = 250 */
+    int32_t capture_signal;     /* 0 = a free real-time signal (else SIGURG); never used
                                        when the app handles it */
-    uint32_t heartbeat_mode;        /* AFT_HEARTBEAT_* */
+    uint32_t heartbeat_mode;    /* AFT_HEARTBEAT_* */
     uint32_t _reserved;
     void (*notify)(uint32_t event); /* called on the watchdog thread; may be NULL */
 } aft_watchdog_options;
 
 /* What the watchdog did so far (tests and benchmark). */
 typedef struct aft_watchdog_stats {
-    uint64_t wakeups;               /* times the watchdog thread woke up */
-    uint64_t hangs;                 /* hangs persisted */
-    uint64_t ignored_stretches;     /* suspected hangs ignored: tracer or stopped thread */
-    uint64_t late_ticks;            /* ticks that came late: the process had been stopped */
+    uint64_t wakeups;                   /* times the watchdog thread woke up */
+    uint64_t hangs;                     /* hangs persisted */
+    uint64_t ignored_stretches;         /* suspected hangs ignored: tracer or stopped thread */
+    uint64_t late_ticks;                /* ticks that came late: the process had been stopped */
     uint64_t last_detection_latency_ns; /* detection time minus the estimated onset */
-    uint64_t last_detection_ns;     /* CLOCK_MONOTONIC when the last hang was detected */
-    uint64_t last_capture_pause_ns; /* how long the signal handler held the watched thread */
-    uint32_t last_capture_method;   /* AFT_CAPTURE_* of the last hang */
-    uint32_t signal_usable;         /* 1 when the capture signal may be sent */
-    uint64_t watched_tid;           /* 0 until armed */
-    uint64_t watchdog_tid;          /* the watchdog thread's kernel tid */
-    int32_t capture_signal;         /* the signal chosen at start (usable or not) */
+    uint64_t last_detection_ns;         /* CLOCK_MONOTONIC when the last hang was detected */
+    uint64_t last_capture_pause_ns;     /* how long the signal handler held the watched thread */
+    uint32_t last_capture_method;       /* AFT_CAPTURE_* of the last hang */
+    uint32_t signal_usable;             /* 1 when the capture signal may be sent */
+    uint64_t watched_tid;               /* 0 until armed */
+    uint64_t watchdog_tid;              /* the watchdog thread's kernel tid */
+    int32_t capture_signal;             /* the signal chosen at start (usable or not) */
     uint32_t _reserved;
 } aft_watchdog_stats;
 
@@ -181,20 +180,19 @@ static inline void aft_heartbeat(void) {
         aft_heartbeat_slow();
 }
 
-
 /* ---- the run record of this process (runs.c) ---- */
 
 typedef struct aft_run_options {
-    const char *runs_directory;   /* existing directory */
-    const char *proc_root;        /* "/proc", or a crafted tree in tests */
-    const char *sys_root;         /* "/sys", or a crafted tree in tests */
-    aft_context context;          /* the run's context (run id, session, release) */
-    uint64_t watchdog_usec;       /* WATCHDOG_USEC meant for this pid, else 0 */
-    uint32_t foreground;          /* aft_run_prepare only: aft_run_start reads the hang
+    const char *runs_directory;  /* existing directory */
+    const char *proc_root;       /* "/proc", or a crafted tree in tests */
+    const char *sys_root;        /* "/sys", or a crafted tree in tests */
+    aft_context context;         /* the run's context (run id, session, release) */
+    uint64_t watchdog_usec;      /* WATCHDOG_USEC meant for this pid, else 0 */
+    uint32_t foreground;         /* aft_run_prepare only: aft_run_start reads the hang
                                      watchdog's state (Aftermath.setForeground), one place */
-    uint32_t update_interval_ms;  /* 0: AFT_RUN_DEFAULT_INTERVAL_MS */
-    uint32_t catch_termination;   /* record SIGTERM, SIGINT, SIGHUP, then chain */
-    uint32_t start_updater;       /* run the background updater thread */
+    uint32_t update_interval_ms; /* 0: AFT_RUN_DEFAULT_INTERVAL_MS */
+    uint32_t catch_termination;  /* record SIGTERM, SIGINT, SIGHUP, then chain */
+    uint32_t start_updater;      /* run the background updater thread */
 } aft_run_options;
 
 /* Creates runs/<run id>.run, locks it, writes it whole, records clean exits (on_exit) and,
@@ -252,8 +250,6 @@ int aft_run_prepare(const aft_run_options *options, aft_run_file *file);
 void aft_run_sample(const char *proc_root, const aft_run_info *info, aft_run_live *live);
 /* The check value of a run block: CRC-32 of its bytes before the check field, never 0. */
 uint32_t aft_run_check(const void *block, size_t size_before_check);
-
-
 
 #ifdef __cplusplus
 }

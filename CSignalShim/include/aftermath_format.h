@@ -22,9 +22,9 @@
 #include <stdint.h>
 #include <stddef.h>
 
-#define AFT_MAGIC 0x4D544641u          /* "AFTM" little-endian */
+#define AFT_MAGIC 0x4D544641u /* "AFTM" little-endian */
 #define AFT_FORMAT_VERSION 1u
-#define AFT_COMMIT_MARKER 0x54494D43u  /* "CMIT" */
+#define AFT_COMMIT_MARKER 0x54494D43u /* "CMIT" */
 #define AFT_LIVE_CHECK_SALT 0xA5F1E7u
 
 /* File kinds */
@@ -32,9 +32,9 @@
 #define AFT_KIND_HANG 2u
 
 /* Header flags */
-#define AFT_FLAG_FSYNCED 0x1u          /* the writer fsync'ed the file before renaming */
-#define AFT_FLAG_NESTED_FAULT 0x2u     /* the handler itself faulted while writing */
-#define AFT_FLAG_HANG_FINISHED 0x4u    /* (hang) the main thread ran again */
+#define AFT_FLAG_FSYNCED 0x1u       /* the writer fsync'ed the file before renaming */
+#define AFT_FLAG_NESTED_FAULT 0x2u  /* the handler itself faulted while writing */
+#define AFT_FLAG_HANG_FINISHED 0x4u /* (hang) the main thread ran again */
 
 /* Section types */
 #define AFT_SECTION_CONTEXT 1u
@@ -44,13 +44,13 @@
 #define AFT_SECTION_HANG 5u
 
 /* Section flags */
-#define AFT_SECTION_TRUNCATED 0x1u     /* more entries existed than the capacity */
+#define AFT_SECTION_TRUNCATED 0x1u /* more entries existed than the capacity */
 
 /* Capacities */
 #define AFT_MAX_FRAMES 4096u
 #define AFT_MAX_IMAGES 512u
 #define AFT_MAX_REGISTERS 40u
-#define AFT_PATH_CAPACITY 256u         /* a longer path keeps its last 255 bytes */
+#define AFT_PATH_CAPACITY 256u /* a longer path keeps its last 255 bytes */
 #define AFT_BUILD_ID_CAPACITY 32u
 #define AFT_ID_SIZE 16u
 #define AFT_SHORT_STRING 64u
@@ -70,40 +70,40 @@
 
 /* Image flags */
 #define AFT_IMAGE_MAIN_EXECUTABLE 0x1u
-#define AFT_IMAGE_DELETED 0x2u          /* the path ended in " (deleted)", already removed */
+#define AFT_IMAGE_DELETED 0x2u /* the path ended in " (deleted)", already removed */
 #define AFT_IMAGE_PATH_TRUNCATED 0x4u
 #define AFT_IMAGE_BUILD_ID_FROM_MEMORY 0x8u
 #define AFT_IMAGE_VDSO 0x10u
-#define AFT_IMAGE_ANONYMOUS 0x20u       /* memfd or other non-file mapping */
+#define AFT_IMAGE_ANONYMOUS 0x20u /* memfd or other non-file mapping */
 
 typedef struct aft_file_header {
-    uint32_t magic;          /* AFT_MAGIC */
-    uint16_t version;        /* AFT_FORMAT_VERSION */
-    uint16_t header_size;    /* sizeof(aft_file_header) */
-    uint32_t kind;           /* AFT_KIND_* */
-    uint32_t flags;          /* AFT_FLAG_* */
-    uint64_t body_size;      /* bytes after the header covered by body_crc */
-    uint32_t body_crc;       /* CRC-32 (IEEE 802.3) of the body */
-    uint32_t commit;         /* AFT_COMMIT_MARKER once the body is whole */
-    uint64_t live_value;     /* mutable after commit: a hang's duration in ms */
-    uint64_t live_updated_ns;/* CLOCK_REALTIME of the last live update */
-    uint32_t live_check;     /* aft_live_check(live_value, live_updated_ns) */
-    uint32_t live_flags;     /* mutable flags (AFT_FLAG_HANG_FINISHED) */
+    uint32_t magic;           /* AFT_MAGIC */
+    uint16_t version;         /* AFT_FORMAT_VERSION */
+    uint16_t header_size;     /* sizeof(aft_file_header) */
+    uint32_t kind;            /* AFT_KIND_* */
+    uint32_t flags;           /* AFT_FLAG_* */
+    uint64_t body_size;       /* bytes after the header covered by body_crc */
+    uint32_t body_crc;        /* CRC-32 (IEEE 802.3) of the body */
+    uint32_t commit;          /* AFT_COMMIT_MARKER once the body is whole */
+    uint64_t live_value;      /* mutable after commit: a hang's duration in ms */
+    uint64_t live_updated_ns; /* CLOCK_REALTIME of the last live update */
+    uint32_t live_check;      /* aft_live_check(live_value, live_updated_ns) */
+    uint32_t live_flags;      /* mutable flags (AFT_FLAG_HANG_FINISHED) */
     uint8_t _reserved[8];
 } aft_file_header;
 
 typedef struct aft_section_header {
-    uint32_t type;           /* AFT_SECTION_* */
-    uint32_t entry_size;     /* bytes per entry */
-    uint32_t count;          /* entries that follow */
-    uint32_t flags;          /* AFT_SECTION_* flags */
+    uint32_t type;       /* AFT_SECTION_* */
+    uint32_t entry_size; /* bytes per entry */
+    uint32_t count;      /* entries that follow */
+    uint32_t flags;      /* AFT_SECTION_* flags */
 } aft_section_header;
 
 /* The run's context, prepared at start; copied verbatim into every report of the run. */
 typedef struct aft_context {
-    uint8_t report_id[AFT_ID_SIZE];   /* this report's id (crash id), UUID bytes */
-    uint8_t session_id[AFT_ID_SIZE];  /* session.id, UUID bytes */
-    uint8_t run_id[AFT_ID_SIZE];      /* the run (process instance) */
+    uint8_t report_id[AFT_ID_SIZE];  /* this report's id (crash id), UUID bytes */
+    uint8_t session_id[AFT_ID_SIZE]; /* session.id, UUID bytes */
+    uint8_t run_id[AFT_ID_SIZE];     /* the run (process instance) */
     uint64_t pid;
     uint64_t start_realtime_ns;
     char service_name[AFT_NAME_STRING];
@@ -113,27 +113,28 @@ typedef struct aft_context {
     char kernel_release[AFT_SHORT_STRING];
     uint8_t app_build_id[AFT_BUILD_ID_CAPACITY]; /* GNU build id of the main executable */
     uint32_t app_build_id_size;
-    uint32_t arch;                    /* AFT_ARCH_* */
+    uint32_t arch; /* AFT_ARCH_* */
     char executable_path[AFT_PATH_CAPACITY];
     char app_root[AFT_PATH_CAPACITY]; /* in_app root of this run */
 } aft_context;
 
 typedef struct aft_crash_info {
     int32_t signal;
-    int32_t code;            /* si_code */
-    int32_t error_number;    /* si_errno */
-    uint32_t arch;           /* AFT_ARCH_* */
-    uint64_t fault_address;  /* si_addr */
-    int64_t sender_pid;      /* for sent signals (si_code <= 0), else -1 */
-    int64_t sender_uid;      /* for sent signals, else -1 */
-    uint64_t thread_id;      /* kernel tid of the crashing thread */
+    int32_t code;           /* si_code */
+    int32_t error_number;   /* si_errno */
+    uint32_t arch;          /* AFT_ARCH_* */
+    uint64_t fault_address; /* si_addr */
+    int64_t sender_pid;     /* for sent signals (si_code <= 0), else -1 */
+    int64_t sender_uid;     /* for sent signals, else -1 */
+    uint64_t thread_id;     /* kernel tid of the crashing thread */
     uint64_t time_realtime_ns;
     uint64_t handler_entry_monotonic_ns;
     uint64_t pc;
     uint64_t sp;
     uint32_t register_count;
-    uint32_t unwinder;       /* AFT_UNWINDER_* */
-    uint64_t registers[AFT_MAX_REGISTERS]; /* x86-64: mcontext gregs order; arm64: x0-x30, sp, pc, pstate */
+    uint32_t unwinder; /* AFT_UNWINDER_* */
+    uint64_t registers
+        [AFT_MAX_REGISTERS]; /* x86-64: mcontext gregs order; arm64: x0-x30, sp, pc, pstate */
     char thread_name[AFT_THREAD_NAME];
     uint32_t is_main_thread; /* 1 when tid == pid */
     uint32_t _reserved0;
@@ -142,15 +143,15 @@ typedef struct aft_crash_info {
 
 /* A hang's fixed part; its duration is in the header's live block. */
 typedef struct aft_hang_info {
-    uint64_t begin_realtime_ns;      /* when the main thread stopped answering */
+    uint64_t begin_realtime_ns; /* when the main thread stopped answering */
     uint64_t begin_monotonic_ns;
-    uint64_t thread_id;              /* the blocked thread */
+    uint64_t thread_id; /* the blocked thread */
     uint64_t threshold_ms;
-    uint64_t capture_pause_ns;       /* how long the thread was stopped for the capture */
-    uint64_t syscall_number;         /* from /proc/.../syscall, or UINT64_MAX */
+    uint64_t capture_pause_ns; /* how long the thread was stopped for the capture */
+    uint64_t syscall_number;   /* from /proc/.../syscall, or UINT64_MAX */
     uint64_t wchan_pc;
-    uint32_t capture_method;         /* AFT_CAPTURE_* */
-    char thread_state;               /* from /proc/.../stat: R, S, D, ... */
+    uint32_t capture_method; /* AFT_CAPTURE_* */
+    char thread_state;       /* from /proc/.../stat: R, S, D, ... */
     char _pad[3];
     char thread_name[AFT_THREAD_NAME];
     char wait_channel[AFT_SHORT_STRING];
@@ -159,17 +160,17 @@ typedef struct aft_hang_info {
     uint8_t _reserved[16];
 } aft_hang_info;
 
-#define AFT_CAPTURE_SIGNAL 1u        /* a signal handler on the thread captured its stack */
-#define AFT_CAPTURE_PROC 2u          /* the signal was not delivered: /proc stat and syscall */
+#define AFT_CAPTURE_SIGNAL 1u /* a signal handler on the thread captured its stack */
+#define AFT_CAPTURE_PROC 2u   /* the signal was not delivered: /proc stat and syscall */
 
 typedef struct aft_image {
-    uint64_t start;          /* lowest mapped address (the load address) */
-    uint64_t end;            /* highest mapped address, exclusive */
-    uint64_t load_bias;      /* start - (first PT_LOAD p_vaddr rounded down), from memory */
-    uint32_t flags;          /* AFT_IMAGE_* */
+    uint64_t start;     /* lowest mapped address (the load address) */
+    uint64_t end;       /* highest mapped address, exclusive */
+    uint64_t load_bias; /* start - (first PT_LOAD p_vaddr rounded down), from memory */
+    uint32_t flags;     /* AFT_IMAGE_* */
     uint32_t build_id_size;
     uint8_t build_id[AFT_BUILD_ID_CAPACITY];
-    uint32_t arch;           /* AFT_ARCH_* */
+    uint32_t arch; /* AFT_ARCH_* */
     uint32_t _reserved0;
     char path[AFT_PATH_CAPACITY];
 } aft_image;
@@ -221,19 +222,19 @@ _Static_assert(offsetof(aft_image, path) == 72, "aft_image path offset");
 
 #define AFT_RUN_LIVE_SLOTS 2u
 #define AFT_RUN_UNREAD 0xFFFFFFFFFFFFFFFFull /* a counter that could not be read */
-#define AFT_RUN_CLEAN_MARKER 0x4E41454Cu /* "LEAN": aft_run_exit.clean */
+#define AFT_RUN_CLEAN_MARKER 0x4E41454Cu     /* "LEAN": aft_run_exit.clean */
 #define AFT_BOOT_ID_CAPACITY 40u
 #define AFT_RUN_DEFAULT_INTERVAL_MS 1000u
 
 /* OOM-kill counters, indices into aft_run_info.oom_at_start and aft_run_live.oom. */
-#define AFT_OOM_V1_SELF 0u          /* cgroup v1 memory.oom_control oom_kill, own cgroup */
-#define AFT_OOM_V1_PARENT 1u        /* the same, parent cgroup */
-#define AFT_OOM_V2_SELF 2u          /* cgroup v2 memory.events oom_kill, own cgroup */
-#define AFT_OOM_V2_SELF_GROUP 3u    /* cgroup v2 memory.events oom_group_kill, own cgroup */
+#define AFT_OOM_V1_SELF 0u       /* cgroup v1 memory.oom_control oom_kill, own cgroup */
+#define AFT_OOM_V1_PARENT 1u     /* the same, parent cgroup */
+#define AFT_OOM_V2_SELF 2u       /* cgroup v2 memory.events oom_kill, own cgroup */
+#define AFT_OOM_V2_SELF_GROUP 3u /* cgroup v2 memory.events oom_group_kill, own cgroup */
 #define AFT_OOM_V2_PARENT 4u
 #define AFT_OOM_V2_PARENT_GROUP 5u
 #define AFT_OOM_USED 6u
-#define AFT_OOM_COUNTERS 8u         /* capacity */
+#define AFT_OOM_COUNTERS 8u /* capacity */
 
 /* aft_run_info.cgroup_dirs indices */
 #define AFT_CGROUP_V1_SELF 0u
@@ -243,58 +244,58 @@ _Static_assert(offsetof(aft_image, path) == 72, "aft_image path offset");
 #define AFT_CGROUP_DIRS 4u
 
 /* aft_run_term.disposition: what the handler did after recording */
-#define AFT_TERM_DEFAULT 1u   /* default action: re-raised, the process died of it */
-#define AFT_TERM_HANDLER 2u   /* the app's own handler was called */
+#define AFT_TERM_DEFAULT 1u /* default action: re-raised, the process died of it */
+#define AFT_TERM_HANDLER 2u /* the app's own handler was called */
 
 /* Written once at start. */
 typedef struct aft_run_info {
-    aft_context context;              /* run id, first session, release, os, kernel, pid, start */
+    aft_context context; /* run id, first session, release, os, kernel, pid, start */
     uint64_t start_monotonic_ns;
     uint64_t start_boottime_ns;
-    uint64_t watchdog_usec;           /* systemd WATCHDOG_USEC for this pid, else 0 */
-    int64_t parent_pid;               /* getppid() at start (the service manager of a service) */
-    char boot_id[AFT_BOOT_ID_CAPACITY];            /* /proc/sys/kernel/random/boot_id */
+    uint64_t watchdog_usec;             /* systemd WATCHDOG_USEC for this pid, else 0 */
+    int64_t parent_pid;                 /* getppid() at start (the service manager of a service) */
+    char boot_id[AFT_BOOT_ID_CAPACITY]; /* /proc/sys/kernel/random/boot_id */
     char cgroup_dirs[AFT_CGROUP_DIRS][AFT_PATH_CAPACITY]; /* "" when absent */
     uint64_t oom_at_start[AFT_OOM_COUNTERS];
     uint64_t vmstat_oom_kill_at_start;
     uint32_t update_interval_ms;
-    uint32_t flags;                   /* none defined yet; kept when unknown */
-    uint64_t process_start_ticks;     /* /proc/self/stat starttime (clock ticks after boot);
+    uint32_t flags;               /* none defined yet; kept when unknown */
+    uint64_t process_start_ticks; /* /proc/self/stat starttime (clock ticks after boot);
                                          0 when unknown (files written before it existed) */
     uint8_t _reserved[56];
 } aft_run_info;
 
 /* Updated in place; two slots alternate. */
 typedef struct aft_run_live {
-    uint64_t sequence;                /* 1, 2, 3, ...: the valid slot with the highest wins */
-    uint64_t updated_realtime_ns;     /* the last time the run was seen alive */
+    uint64_t sequence;            /* 1, 2, 3, ...: the valid slot with the highest wins */
+    uint64_t updated_realtime_ns; /* the last time the run was seen alive */
     uint64_t updated_monotonic_ns;
     uint64_t updated_boottime_ns;
     uint8_t session_id[AFT_ID_SIZE];
     uint8_t previous_session_id[AFT_ID_SIZE]; /* zero until startNewSession */
-    uint32_t foreground;              /* 1 foreground, 0 background */
-    uint32_t debugger_seen;           /* TracerPid was non-zero at some update */
-    uint64_t tracer_pid;              /* the last non-zero TracerPid */
-    uint64_t oom[AFT_OOM_COUNTERS];   /* last values read, AFT_RUN_UNREAD when unreadable */
-    uint64_t vmstat_oom_kill;         /* /proc/vmstat oom_kill, AFT_RUN_UNREAD when unreadable */
-    uint32_t psi_some_avg10_centi;    /* /proc/pressure/memory some avg10 x100; UINT32_MAX n/a */
+    uint32_t foreground;                      /* 1 foreground, 0 background */
+    uint32_t debugger_seen;                   /* TracerPid was non-zero at some update */
+    uint64_t tracer_pid;                      /* the last non-zero TracerPid */
+    uint64_t oom[AFT_OOM_COUNTERS];           /* last values read, AFT_RUN_UNREAD when unreadable */
+    uint64_t vmstat_oom_kill;      /* /proc/vmstat oom_kill, AFT_RUN_UNREAD when unreadable */
+    uint32_t psi_some_avg10_centi; /* /proc/pressure/memory some avg10 x100; UINT32_MAX n/a */
     uint32_t psi_full_avg10_centi;
     uint64_t update_count;
-    char screen[AFT_NAME_STRING];     /* app.screen.name, "" when none */
+    char screen[AFT_NAME_STRING]; /* app.screen.name, "" when none */
     uint8_t _reserved[32];
     uint32_t _reserved1;
-    uint32_t check;                   /* aft_run_check over the bytes before it */
+    uint32_t check; /* aft_run_check over the bytes before it */
 } aft_run_live;
 
 /* A termination request the handler caught. signal == 0: none. */
 typedef struct aft_run_term {
     int32_t signal;
-    int32_t code;                     /* si_code: SI_USER (kill), SI_KERNEL, SI_QUEUE, ... */
-    int64_t sender_pid;               /* -1 when not sent by a process */
+    int32_t code;       /* si_code: SI_USER (kill), SI_KERNEL, SI_QUEUE, ... */
+    int64_t sender_pid; /* -1 when not sent by a process */
     int64_t sender_uid;
     uint64_t time_realtime_ns;
-    uint32_t disposition;             /* AFT_TERM_* */
-    uint32_t count;                   /* termination requests caught so far */
+    uint32_t disposition; /* AFT_TERM_* */
+    uint32_t count;       /* termination requests caught so far */
     uint8_t _reserved[16];
     uint32_t _reserved1;
     uint32_t check;
@@ -302,8 +303,8 @@ typedef struct aft_run_term {
 
 /* Normal termination. */
 typedef struct aft_run_exit {
-    uint32_t clean;                   /* AFT_RUN_CLEAN_MARKER */
-    int32_t status;                   /* exit status (on_exit), -1 when unknown */
+    uint32_t clean; /* AFT_RUN_CLEAN_MARKER */
+    int32_t status; /* exit status (on_exit), -1 when unknown */
     uint64_t time_realtime_ns;
     uint8_t _reserved[16];
     uint32_t _reserved1;
@@ -331,14 +332,14 @@ typedef struct aft_run_file {
 #define AFT_ERROR_HAS_FINGERPRINT 0x1u
 
 typedef struct aft_error_info {
-    uint8_t error_id[AFT_ID_SIZE];    /* entropy of log.record.uid */
+    uint8_t error_id[AFT_ID_SIZE]; /* entropy of log.record.uid */
     uint8_t previous_session_id[AFT_ID_SIZE];
     uint64_t time_realtime_ns;
     uint64_t thread_id;
     uint32_t type_size;
     uint32_t message_size;
     uint32_t fingerprint_size;
-    uint32_t flags;                   /* AFT_ERROR_* */
+    uint32_t flags; /* AFT_ERROR_* */
     uint32_t is_main_thread;
     uint32_t message_truncated;
     char screen[AFT_NAME_STRING];

@@ -27,16 +27,24 @@ enum CrashBench {
                 var frames = 0, size = 0
                 for i in 0..<runs {
                     let dir = "\(root)/d\(depth)-\(fsync)-\(i)"
-                    let values = benchChild(["crash-child", "--depth", "\(depth)", "--dir", dir, "--fsync", fsync ? "1" : "0"],
-                                            environment: ["SWIFT_BACKTRACE": "enable=no"]).values
+                    let values = benchChild(
+                        ["crash-child", "--depth", "\(depth)", "--dir", dir, "--fsync", fsync ? "1" : "0"],
+                        environment: ["SWIFT_BACKTRACE": "enable=no"]
+                    ).values
                     if values.count >= 2 { times.append(Double(values[1]) / 1000) }
-                    if let (f, s) = crashFile(in: dir + "/crashes") { frames = f; size = s }
+                    if let (f, s) = crashFile(in: dir + "/crashes") {
+                        frames = f
+                        size = s
+                    }
                     try? FileManager.default.removeItem(atPath: dir)
                 }
                 row[fsync ? "fsync" : "plain"] = (Stats.median(times), frames, size)
             }
             let plain = row["plain"]!, synced = row["fsync"]!
-            print(String(format: "%5d  %6d  %7d B  %13.1f µs  %12.1f µs", depth, plain.frames, plain.size, plain.time, synced.time))
+            print(
+                String(
+                    format: "%5d  %6d  %7d B  %13.1f µs  %12.1f µs", depth, plain.frames, plain.size, plain.time,
+                    synced.time))
         }
         print("targets without fsync: 150 µs at 64 frames, 500 µs at 4,000 frames")
         print("")
@@ -51,7 +59,8 @@ enum CrashBench {
             var times: [Double] = []
             for i in 0..<runs {
                 let dir = "\(root)/exit-\(i)"
-                let child = benchChild(["crash-child", "--depth", "64", "--dir", dir, "--fsync", "0"] + extra, environment: env)
+                let child = benchChild(
+                    ["crash-child", "--depth", "64", "--dir", dir, "--fsync", "0"] + extra, environment: env)
                 if let start = child.values.first, let end = child.exitedAt { times.append(Double(end - start) / 1e6) }
                 try? FileManager.default.removeItem(atPath: dir)
             }
@@ -61,8 +70,12 @@ enum CrashBench {
 
     /// Frame count and size of the one crash file in dir.
     static func crashFile(in dir: String) -> (Int, Int)? {
-        guard let name = try? FileManager.default.contentsOfDirectory(atPath: dir).first(where: { $0.hasSuffix(".crash") }) else { return nil }
-        let collection = ReportCollector(directory: ReportDirectory(root: (dir as NSString).deletingLastPathComponent)).collect(moveRejected: false)
+        guard
+            let name = try? FileManager.default.contentsOfDirectory(atPath: dir).first(where: { $0.hasSuffix(".crash") }
+            )
+        else { return nil }
+        let collection = ReportCollector(directory: ReportDirectory(root: (dir as NSString).deletingLastPathComponent))
+            .collect(moveRejected: false)
         let size = (try? FileManager.default.attributesOfItem(atPath: dir + "/" + name)[.size] as? Int) ?? 0
         return (collection.reports.first?.crash?.frames.count ?? 0, size)
     }
@@ -73,8 +86,9 @@ enum CrashBench {
         let dir = args.firstIndex(of: "--dir").map { args[$0 + 1] } ?? "/tmp/aftermath-bench-child"
         let fsync = args.firstIndex(of: "--fsync").map { args[$0 + 1] == "1" } ?? false
         if !args.contains("--no-aftermath") {
-            var config = Aftermath.Configuration(serviceName: "bench", serviceVersion: "1.0", exporter: InMemoryExporter(),
-                                                 reportsDirectory: dir, fsyncReports: fsync)
+            var config = Aftermath.Configuration(
+                serviceName: "bench", serviceVersion: "1.0", exporter: InMemoryExporter(),
+                reportsDirectory: dir, fsyncReports: fsync)
             config.handlerTimingFileDescriptor = 3
             do { try Aftermath.start(config) } catch { exit(3) }
         }

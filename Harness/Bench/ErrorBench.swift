@@ -34,15 +34,20 @@ enum ErrorBench {
     static func run(_ args: [String]) {
         var calls = 5000
         if let i = args.firstIndex(of: "--calls"), i + 1 < args.count, let n = Int(args[i + 1]) { calls = n }
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-error-bench-\(getpid())").path
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-error-bench-\(getpid())")
+            .path
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let exporter = InMemoryExporter()
-        var config = Aftermath.Configuration(serviceName: "error-bench", serviceVersion: "1.0", exporter: exporter,
-                                             reportsDirectory: dir, fsyncReports: false,
-                                             deliverPendingReportsSynchronously: true)
+        var config = Aftermath.Configuration(
+            serviceName: "error-bench", serviceVersion: "1.0", exporter: exporter,
+            reportsDirectory: dir, fsyncReports: false,
+            deliverPendingReportsSynchronously: true)
         config.hangHeartbeat = .off
         config.maxPendingErrors = calls + 10
-        do { try Aftermath.start(config) } catch { print("start failed: \(error)"); exit(1) }
+        do { try Aftermath.start(config) } catch {
+            print("start failed: \(error)")
+            exit(1)
+        }
 
         // Warm-up: first walk, first file.
         for i in 0..<20 { Aftermath.record(error: BenchError(index: i)) }
@@ -61,17 +66,29 @@ enum ErrorBench {
             }
             let elapsed = Date().timeIntervalSince(total)
             times.sort()
-            let files = (try? FileManager.default.contentsOfDirectory(atPath: dir + "/errors"))?.filter { $0.hasSuffix(".error") } ?? []
-            let size = files.first.flatMap { try? FileManager.default.attributesOfItem(atPath: dir + "/errors/" + $0)[.size] as? Int } ?? 0
-            print(String(format: "record(error:) stack depth +%d: %d calls, %d written, %.0f calls/s, median %.1f µs, p99 %.1f µs, max %.1f µs, file %d bytes",
-                         depth, calls, written, Double(calls) / elapsed, times[calls / 2], times[calls * 99 / 100], times.last ?? 0, size))
+            let files =
+                (try? FileManager.default.contentsOfDirectory(atPath: dir + "/errors"))?.filter {
+                    $0.hasSuffix(".error")
+                } ?? []
+            let size =
+                files.first.flatMap {
+                    try? FileManager.default.attributesOfItem(atPath: dir + "/errors/" + $0)[.size] as? Int
+                } ?? 0
+            print(
+                String(
+                    format:
+                        "record(error:) stack depth +%d: %d calls, %d written, %.0f calls/s, median %.1f µs, p99 %.1f µs, max %.1f µs, file %d bytes",
+                    depth, calls, written, Double(calls) / elapsed, times[calls / 2], times[calls * 99 / 100],
+                    times.last ?? 0, size))
             let t0 = Date()
             let delivery = Aftermath.deliverPendingReports()
             let d = Date().timeIntervalSince(t0)
             let stack = exporter.records.last?[attribute: "exception.stacktrace"]?.stringValue ?? ""
             print("  frames per error: \(stack.split(separator: "\n").count)")
-            print(String(format: "  delivery of %d records: %.1f ms (%.1f µs per record)",
-                         delivery?.exported ?? 0, d * 1000, d * 1e6 / Double(max(1, delivery?.exported ?? 1))))
+            print(
+                String(
+                    format: "  delivery of %d records: %.1f ms (%.1f µs per record)",
+                    delivery?.exported ?? 0, d * 1000, d * 1e6 / Double(max(1, delivery?.exported ?? 1))))
         }
     }
 }

@@ -21,11 +21,16 @@ enum ExportBench {
         print("crash                       frames   protobuf  gzip      ratio  gzip time   JSON      gzip")
         for (name, depth) in [("stack overflow", 10_000_000), ("depth 64", 64)] {
             let dir = "\(root)/\(depth)"
-            _ = benchChild(["crash-child", "--depth", "\(depth)", "--dir", dir], environment: ["SWIFT_BACKTRACE": "enable=no"])
+            _ = benchChild(
+                ["crash-child", "--depth", "\(depth)", "--dir", dir], environment: ["SWIFT_BACKTRACE": "enable=no"])
             let collection = ReportCollector(directory: ReportDirectory(root: dir)).collect(moveRejected: false)
-            guard let report = collection.reports.first else { print("\(name): no crash report"); continue }
-            let batch = LogBatch(resource: SDK.resource(serviceName: "bench", serviceVersion: "1.0"), scopeName: SDK.scopeName,
-                                 scopeVersion: SDK.version, records: [report.record])
+            guard let report = collection.reports.first else {
+                print("\(name): no crash report")
+                continue
+            }
+            let batch = LogBatch(
+                resource: SDK.resource(serviceName: "bench", serviceVersion: "1.0"), scopeName: SDK.scopeName,
+                scopeVersion: SDK.version, records: [report.record])
             let protobuf = OTLPProtobuf.encode(batch), json = OTLPJSON.encode(batch)
             var times: [Double] = []
             var zipped: [UInt8] = []
@@ -35,9 +40,13 @@ enum ExportBench {
                 times.append(Double(Monotonic.nanoseconds() - start) / 1e6)
             }
             let zippedJSON = HTTPClient.gzip(json) ?? []
-            print(name.padding(toLength: 26, withPad: " ", startingAt: 0) + String(format: " %7d  %7d B  %6d B  %4.1fx  %6.2f ms  %7d B  %6d B",
-                         report.crash?.frames.count ?? 0, protobuf.count, zipped.count,
-                         Double(protobuf.count) / Double(max(1, zipped.count)), Stats.median(times), json.count, zippedJSON.count))
+            print(
+                name.padding(toLength: 26, withPad: " ", startingAt: 0)
+                    + String(
+                        format: " %7d  %7d B  %6d B  %4.1fx  %6.2f ms  %7d B  %6d B",
+                        report.crash?.frames.count ?? 0, protobuf.count, zipped.count,
+                        Double(protobuf.count) / Double(max(1, zipped.count)), Stats.median(times), json.count,
+                        zippedJSON.count))
         }
         network()
     }
@@ -67,13 +76,15 @@ enum ExportBench {
             data += chunk
         }
         let line = String(decoding: data, as: UTF8.self)
-        guard let port = Int(line.split(separator: " ").last?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") else { return nil }
+        guard let port = Int(line.split(separator: " ").last?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "")
+        else { return nil }
         return (process, port)
     }
 
     static func network() {
-        let batch = LogBatch(resource: Resource(), scopeName: SDK.scopeName, scopeVersion: SDK.version,
-                             records: [LogRecord(timeUnixNano: 1, body: "bench")])
+        let batch = LogBatch(
+            resource: Resource(), scopeName: SDK.scopeName, scopeVersion: SDK.version,
+            records: [LogRecord(timeUnixNano: 1, body: "bench")])
         let out = NSTemporaryDirectory() + "aftermath-bench-collector-\(getpid())"
         defer { try? FileManager.default.removeItem(atPath: out) }
         for answer in ["hugestream", "silent"] {
@@ -81,17 +92,29 @@ enum ExportBench {
                 print("the collector (python3 Tests/tools/otlp_collector.py) did not start")
                 return
             }
-            defer { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+            defer {
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+            }
             let exporter = OTLPHTTPExporter(endpoint: URL(string: "http://127.0.0.1:\(port)/v1/logs")!)
             let before = peakKiB()
             let start = Monotonic.nanoseconds()
             let result: String
-            do { try exporter.export(batch); result = "delivered" } catch { result = "\(error)" }
+            do {
+                try exporter.export(batch)
+                result = "delivered"
+            } catch { result = "\(error)" }
             let seconds = Double(Monotonic.nanoseconds() - start) / 1e9
             if answer == "hugestream" {
-                print(String(format: "256 MiB response body: peak memory +%.1f MiB, %.2f s (%@)", Double(peakKiB() - before) / 1024, seconds, result))
+                print(
+                    String(
+                        format: "256 MiB response body: peak memory +%.1f MiB, %.2f s (%@)",
+                        Double(peakKiB() - before) / 1024, seconds, result))
             } else {
-                print(String(format: "collector that never answers: one export held %.2f s (timeout 10 s, 3 attempts): %@", seconds, result))
+                print(
+                    String(
+                        format: "collector that never answers: one export held %.2f s (timeout 10 s, 3 attempts): %@",
+                        seconds, result))
             }
         }
     }

@@ -21,15 +21,26 @@ enum HangBench {
         var window = 60.0, hangs = 10
         var i = 0
         while i < arguments.count {
-            if arguments[i] == "--window", i + 1 < arguments.count, let v = Double(arguments[i + 1]) { window = v; i += 1 }
-            else if arguments[i] == "--hangs", i + 1 < arguments.count, let v = Int(arguments[i + 1]) { hangs = max(1, v); i += 1 }
-            else { print("usage: aftermath-bench hang [--window S] [--hangs N]"); exit(2) }
+            if arguments[i] == "--window", i + 1 < arguments.count, let v = Double(arguments[i + 1]) {
+                window = v
+                i += 1
+            } else if arguments[i] == "--hangs", i + 1 < arguments.count, let v = Int(arguments[i + 1]) {
+                hangs = max(1, v)
+                i += 1
+            } else {
+                print("usage: aftermath-bench hang [--window S] [--hangs N]")
+                exit(2)
+            }
             i += 1
         }
         let root = NSTemporaryDirectory() + "aftermath-hang-bench-\(getpid())"
-        let config = Aftermath.Configuration(serviceName: "hang-bench", serviceVersion: "1", exporter: InMemoryExporter(),
-                                             reportsDirectory: root, deliverPendingReportsSynchronously: true)
-        do { try Aftermath.start(config) } catch { print("start failed: \(error)"); exit(1) }
+        let config = Aftermath.Configuration(
+            serviceName: "hang-bench", serviceVersion: "1", exporter: InMemoryExporter(),
+            reportsDirectory: root, deliverPendingReportsSynchronously: true)
+        do { try Aftermath.start(config) } catch {
+            print("start failed: \(error)")
+            exit(1)
+        }
         print("hang watchdog benchmark (window \(window) s per CPU figure, \(hangs) hangs)")
         heartbeatCost()
         let (w, n) = (window, hangs)
@@ -68,7 +79,7 @@ enum HangBench {
 
     /// CPU time of a thread of this process, from its per-thread CPU clock.
     static func threadCPU(_ tid: UInt64) -> UInt64 {
-        let clock = clockid_t((~Int32(truncatingIfNeeded: tid)) << 3 | 6) // CPUCLOCK_SCHED | PERTHREAD
+        let clock = clockid_t((~Int32(truncatingIfNeeded: tid)) << 3 | 6)  // CPUCLOCK_SCHED | PERTHREAD
         var ts = timespec()
         guard clock_gettime(clock, &ts) == 0 else { return 0 }
         return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
@@ -101,9 +112,11 @@ enum HangBench {
         let after = stats(), cpu1 = threadCPU(tid), t1 = now()
         running.clear()
         let elapsed = Double(t1 - t0)
-        print(String(format: "watchdog CPU, %@:     %.4f %% of one core, %.1f wakeups/s, %d hangs (over %.0f s)",
-                     label, 100 * Double(cpu1 - cpu0) / elapsed, Double(after.wakeups - before.wakeups) / (elapsed / 1e9),
-                     Int(after.hangs - before.hangs), elapsed / 1e9))
+        print(
+            String(
+                format: "watchdog CPU, %@:     %.4f %% of one core, %.1f wakeups/s, %d hangs (over %.0f s)",
+                label, 100 * Double(cpu1 - cpu0) / elapsed, Double(after.wakeups - before.wakeups) / (elapsed / 1e9),
+                Int(after.hangs - before.hangs), elapsed / 1e9))
     }
 
     @inline(never)
@@ -128,14 +141,19 @@ enum HangBench {
             }
             usleep(1_300_000)
             let s = stats()
-            guard s.hangs > before, onset.get() > 0 else { print("  a hang was not detected"); continue }
+            guard s.hangs > before, onset.get() > 0 else {
+                print("  a hang was not detected")
+                continue
+            }
             latencies.append(Double(Int64(bitPattern: s.last_detection_ns &- onset.get())) / 1e6)
             if s.last_capture_method == AFT_CAPTURE_SIGNAL { pauses.append(Double(s.last_capture_pause_ns) / 1e3) }
         }
         func summary(_ v: [Double], _ unit: String) -> String {
             guard !v.isEmpty else { return "none" }
             let s = v.sorted()
-            return String(format: "median %.1f %@, max %.1f %@, min %.1f %@ (n=%d)", s[s.count / 2], unit, s.last!, unit, s.first!, unit, s.count)
+            return String(
+                format: "median %.1f %@, max %.1f %@, min %.1f %@ (n=%d)", s[s.count / 2], unit, s.last!, unit,
+                s.first!, unit, s.count)
         }
         print("detection latency:      \(summary(latencies, "ms")) (target <= 375 ms)")
         print("capture pause (signal): \(summary(pauses, "us")) (target <= 200 us)")

@@ -7,8 +7,9 @@ import Foundation
 func benchChild(_ arguments: [String], environment: [String: String] = [:]) -> ChildResult {
     var env = ProcessInfo.processInfo.environment
     for (k, v) in environment { env[k] = v }
-    return ChildProcess.run(ChildProcess.ownExecutable, arguments, environment: env, timeout: 300,
-                            captureOutput: false, valuesDescriptor: 3)
+    return ChildProcess.run(
+        ChildProcess.ownExecutable, arguments, environment: env, timeout: 300,
+        captureOutput: false, valuesDescriptor: 3)
 }
 
 enum Stats {

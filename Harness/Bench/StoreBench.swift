@@ -24,41 +24,57 @@ enum StoreBench {
     ]
 
     static func run(_ args: [String]) {
-        let counts = args.firstIndex(of: "--counts").flatMap { i in
-            args[i + 1].split(separator: ",").compactMap { Int($0) }
-        } ?? [1_000, 10_000]
+        let counts =
+            args.firstIndex(of: "--counts").flatMap { i in
+                args[i + 1].split(separator: ",").compactMap { Int($0) }
+            } ?? [1_000, 10_000]
         let root = NSTemporaryDirectory() + "aftermath-store-bench-\(getpid())"
         defer { try? FileManager.default.removeItem(atPath: root) }
-        print("kind   files   deliver (default limits: read, send, delete) | all decoded+mapped+encoded (nothing deleted) | start holds")
+        print(
+            "kind   files   deliver (default limits: read, send, delete) | all decoded+mapped+encoded (nothing deleted) | start holds"
+        )
         for (kind, fixture, folder, suffix) in kinds {
             guard let bytes = FileManager.default.contents(atPath: fixturePath(fixture)).map(Array.init) else {
-                print("\(kind): fixture \(fixture) not found"); continue
+                print("\(kind): fixture \(fixture) not found")
+                continue
             }
             for count in counts {
                 var cells: [String] = []
                 for mode in ["deliver", "all", "start"] {
                     let dir = "\(root)/\(kind)-\(count)-\(mode)"
                     let directory = ReportDirectory(root: dir)
-                    do { try directory.prepare() } catch { print("cannot prepare \(dir): \(error)"); return }
+                    do { try directory.prepare() } catch {
+                        print("cannot prepare \(dir): \(error)")
+                        return
+                    }
                     let target = directory.path(folder)
                     for i in 0..<count {
                         _ = StoreFiles.createExclusive(target + "/" + String(format: "%032x", i) + suffix, bytes)
                     }
-                    sync() // the files on disk before the child runs: its figure is not the writeback's
-                    let v = benchChild(["store-child", mode, dir, String(count)],
-                                       environment: ["SWIFT_BACKTRACE": "enable=no"]).values
+                    sync()  // the files on disk before the child runs: its figure is not the writeback's
+                    let v = benchChild(
+                        ["store-child", mode, dir, String(count)],
+                        environment: ["SWIFT_BACKTRACE": "enable=no"]
+                    ).values
                     try? FileManager.default.removeItem(atPath: dir)
-                    guard v.count == 5 else { cells.append("failed"); continue }
+                    guard v.count == 5 else {
+                        cells.append("failed")
+                        continue
+                    }
                     let ms = String(format: "%.1f ms", Double(v[0]) / 1e6)
                     switch mode {
                     case "start": cells.append(ms)
                     default:
-                        cells.append(ms + String(format: " (CPU %.1f ms), +%.1f MiB RSS, ", Double(v[4]) / 1e6, Double(v[1]) / 1024)
-                                     + "\(v[2]) sent, \(v[3]) rejected")
+                        cells.append(
+                            ms
+                                + String(
+                                    format: " (CPU %.1f ms), +%.1f MiB RSS, ", Double(v[4]) / 1e6, Double(v[1]) / 1024)
+                                + "\(v[2]) sent, \(v[3]) rejected")
                     }
                 }
-                print("\(kind.padding(toLength: 6, withPad: " ", startingAt: 0)) \(String(count).padding(toLength: 7, withPad: " ", startingAt: 0)) "
-                      + cells.joined(separator: " | "))
+                print(
+                    "\(kind.padding(toLength: 6, withPad: " ", startingAt: 0)) \(String(count).padding(toLength: 7, withPad: " ", startingAt: 0)) "
+                        + cells.joined(separator: " | "))
             }
         }
     }
@@ -78,8 +94,9 @@ enum StoreBench {
         var values: [UInt64] = []
         switch mode {
         case "start":
-            let config = Aftermath.Configuration(serviceName: "bench", serviceVersion: "1.0",
-                                                 exporter: EncodingExporter(), reportsDirectory: dir)
+            let config = Aftermath.Configuration(
+                serviceName: "bench", serviceVersion: "1.0",
+                exporter: EncodingExporter(), reportsDirectory: dir)
             let start = Monotonic.nanoseconds()
             do { try Aftermath.start(config) } catch { exit(3) }
             values = [Monotonic.nanoseconds() - start, 0, 0, 0, 0]
@@ -106,15 +123,19 @@ enum StoreBench {
                 var i = 0
                 while i < collection.reports.count {
                     let chunk = collection.reports[i..<min(i + ReportCollector.batchSize, collection.reports.count)]
-                    try? exporter.export(LogBatch(resource: resource, scopeName: SDK.scopeName, scopeVersion: SDK.version,
-                                                  records: chunk.map(\.record)))
+                    try? exporter.export(
+                        LogBatch(
+                            resource: resource, scopeName: SDK.scopeName, scopeVersion: SDK.version,
+                            records: chunk.map(\.record)))
                     i += chunk.count
                 }
                 (sent, rejected) = (collection.reports.count, collection.rejected.count)
             }
             let elapsed = Monotonic.nanoseconds() - start
-            values = [elapsed, UInt64(max(0, peakRSSKiB() - before)), UInt64(sent), UInt64(rejected),
-                      cpuNanoseconds() - cpuBefore]
+            values = [
+                elapsed, UInt64(max(0, peakRSSKiB() - before)), UInt64(sent), UInt64(rejected),
+                cpuNanoseconds() - cpuBefore,
+            ]
         default:
             exit(2)
         }
@@ -137,7 +158,8 @@ enum StoreBench {
     }
 
     static func fixturePath(_ name: String) -> String {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
             .appendingPathComponent("Tests/TestSupport/Fixtures/v1/\(name)").path
     }
 }

@@ -16,7 +16,8 @@ enum SymbolicateBench {
         let path = option("--file") ?? products.appendingPathComponent("debug/AftermathPackageTests.xctest").path
         let lookups = Int(option("--lookups") ?? "") ?? 20_000
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
-              let size = attributes[.size] as? Int else {
+            let size = attributes[.size] as? Int
+        else {
             print("no file \(path): build the tests (swift build --build-tests) or pass --file")
             exit(1)
         }
@@ -26,8 +27,9 @@ enum SymbolicateBench {
         }
         let buildID = DebugFileLocator.buildID(of: path) ?? ""
         let loadAddress: UInt64 = 0x5555_0000_0000
-        let image = ImageReference(name: (path as NSString).lastPathComponent, path: path, buildID: buildID,
-                                   loadAddress: loadAddress, isInApp: true)
+        let image = ImageReference(
+            name: (path as NSString).lastPathComponent, path: path, buildID: buildID,
+            loadAddress: loadAddress, isInApp: true)
         let step = max(1, functions.count / lookups)
         let sample = stride(from: 0, to: functions.count, by: step).prefix(lookups).map { loadAddress + functions[$0] }
         print("file: \(path), \(size / 1_000_000) MB, \(functions.count) functions")
@@ -41,8 +43,10 @@ enum SymbolicateBench {
             _ = symbolicator.symbolicate(address: sample[sample.count / 2 + i], image: image, isReturnAddress: false)
             firsts.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
         }
-        print(String(format: "time to first frame: %.1f ms first run, %.1f ms median of the next 4",
-                     firsts[0], firsts.dropFirst().sorted()[2]))
+        print(
+            String(
+                format: "time to first frame: %.1f ms first run, %.1f ms median of the next 4",
+                firsts[0], firsts.dropFirst().sorted()[2]))
 
         // Frames a second once loaded.
         let symbolicator = DWARFSymbolicator(locator: DebugFileLocator(debugDirectories: [], debuginfod: false))
@@ -56,18 +60,25 @@ enum SymbolicateBench {
             }
         }
         var seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-        print(String(format: "all functions: %d lookups in %.2f s: %.0f frames a second (%d with file:line, %d inlined frames)",
-                     sample.count, seconds, Double(sample.count) / seconds, lined.count, inlined))
+        print(
+            String(
+                format:
+                    "all functions: %d lookups in %.2f s: %.0f frames a second (%d with file:line, %d inlined frames)",
+                sample.count, seconds, Double(sample.count) / seconds, lined.count, inlined))
         // Only addresses with source lines (an app's own code): the line table and scope walk every time.
         guard !lined.isEmpty else { return }
         let rounds = max(1, 20_000 / lined.count)
         start = DispatchTime.now().uptimeNanoseconds
         for _ in 0..<rounds {
-            for address in lined { _ = symbolicator.symbolicate(address: address, image: image, isReturnAddress: false) }
+            for address in lined {
+                _ = symbolicator.symbolicate(address: address, image: image, isReturnAddress: false)
+            }
         }
         seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-        print(String(format: "with file:line only: %d lookups in %.2f s: %.0f frames a second",
-                     rounds * lined.count, seconds, Double(rounds * lined.count) / seconds))
+        print(
+            String(
+                format: "with file:line only: %d lookups in %.2f s: %.0f frames a second",
+                rounds * lined.count, seconds, Double(rounds * lined.count) / seconds))
     }
 
     /// Addresses inside the file's function symbols (the middle of each), from nm.
@@ -85,7 +96,8 @@ enum SymbolicateBench {
         for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
             let f = line.split(separator: " ")
             guard f.count >= 4, f[2] == "T" || f[2] == "t", let a = UInt64(f[0], radix: 16),
-                  let s = UInt64(f[1], radix: 16), s > 0 else { continue }
+                let s = UInt64(f[1], radix: 16), s > 0
+            else { continue }
             result.append(a + s / 2)
         }
         return result.sorted()

@@ -15,7 +15,8 @@ case "export": ExportBench.run(Array(arguments.dropFirst()))
 case "store": StoreBench.run(Array(arguments.dropFirst()))
 case "store-child": StoreBench.child(Array(arguments.dropFirst()))
 default:
-    print("usage: aftermath-bench crash [--runs N] | hang [--window S] [--hangs N] | error [--calls N] | start [--runs N]"
-          + " | symbolicate [--file PATH] [--lookups N] | export [--runs N] | store [--counts 1000,10000]")
+    print(
+        "usage: aftermath-bench crash [--runs N] | hang [--window S] [--hangs N] | error [--calls N] | start [--runs N]"
+            + " | symbolicate [--file PATH] [--lookups N] | export [--runs N] | store [--counts 1000,10000]")
     exit(2)
 }

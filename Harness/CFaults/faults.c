@@ -53,7 +53,8 @@ int aft_test_refuse_process_vm_readv(int kill) {
 #else
     return ENOSYS;
 #endif
-    const uint32_t refuse = kill ? SECCOMP_RET_KILL_PROCESS : (SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA));
+    const uint32_t refuse =
+        kill ? SECCOMP_RET_KILL_PROCESS : (SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA));
     struct sock_filter code[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, arch, 1, 0),
@@ -63,7 +64,8 @@ int aft_test_refuse_process_vm_readv(int kill) {
         BPF_STMT(BPF_RET | BPF_K, refuse),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
-    struct sock_fprog program = {.len = (unsigned short)(sizeof(code) / sizeof(code[0])), .filter = code};
+    struct sock_fprog program = {.len = (unsigned short)(sizeof(code) / sizeof(code[0])),
+                                 .filter = code};
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return errno;
     if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &program) != 0) return errno;
     return 0;
@@ -94,7 +96,8 @@ static void aft_test_chain_to(int slot, int signo, siginfo_t *info, void *contex
     int null_arguments = aft_test_chain_null_arguments[slot];
     if (previous->sa_flags & SA_SIGINFO) {
         if (previous->sa_sigaction)
-            previous->sa_sigaction(signo, null_arguments ? NULL : info, null_arguments ? NULL : context);
+            previous->sa_sigaction(signo, null_arguments ? NULL : info,
+                                   null_arguments ? NULL : context);
         return;
     }
     if (previous->sa_handler == SIG_IGN) return;
@@ -105,9 +108,15 @@ static void aft_test_chain_to(int slot, int signo, siginfo_t *info, void *contex
     previous->sa_handler(signo);
 }
 
-static void aft_test_chain_handler_0(int signo, siginfo_t *info, void *context) { aft_test_chain_to(0, signo, info, context); }
-static void aft_test_chain_handler_1(int signo, siginfo_t *info, void *context) { aft_test_chain_to(1, signo, info, context); }
-static void aft_test_chain_handler_2(int signo, siginfo_t *info, void *context) { aft_test_chain_to(2, signo, info, context); }
+static void aft_test_chain_handler_0(int signo, siginfo_t *info, void *context) {
+    aft_test_chain_to(0, signo, info, context);
+}
+static void aft_test_chain_handler_1(int signo, siginfo_t *info, void *context) {
+    aft_test_chain_to(1, signo, info, context);
+}
+static void aft_test_chain_handler_2(int signo, siginfo_t *info, void *context) {
+    aft_test_chain_to(2, signo, info, context);
+}
 
 int aft_test_install_chaining_handler(int slot, int signo, int null_arguments) {
     static void (*const handlers[AFT_TEST_CHAIN_SLOTS])(int, siginfo_t *, void *) = {

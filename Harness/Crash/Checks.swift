@@ -37,21 +37,28 @@ struct Checks {
     private func attribute(_ key: String) -> String? { record?[attribute: key]?.stringValue }
 
     func all() -> [CheckResult] {
-        [signal(), sameExit(), recordType(), sessionRelease(), chain(), images(), frameCount(), thread(),
-         swiftBacktrace(), pending()]
+        [
+            signal(), sameExit(), recordType(), sessionRelease(), chain(), images(), frameCount(), thread(),
+            swiftBacktrace(), pending(),
+        ]
     }
 
     func signal() -> CheckResult {
         let got = evidence.withAftermath.termination
-        let cell = "\(SignalDescription.name(scenario.signal))/\(got.signal.map(SignalDescription.name) ?? got.description)"
+        let cell =
+            "\(SignalDescription.name(scenario.signal))/\(got.signal.map(SignalDescription.name) ?? got.description)"
         if got == .signaled(scenario.signal) { return .pass(.signal, cell) }
-        return .fail(.signal, cell, "with Aftermath the child ended with \(got), expected \(SignalDescription.name(scenario.signal))")
+        return .fail(
+            .signal, cell,
+            "with Aftermath the child ended with \(got), expected \(SignalDescription.name(scenario.signal))")
     }
 
     func sameExit() -> CheckResult {
         let with = evidence.withAftermath.termination, without = evidence.withoutAftermath.termination
         if with == without, with.signal != nil { return .pass(.sameExit, "yes") }
-        if with == without { return .fail(.sameExit, "no crash", "neither child died of a signal: both ended with \(with)") }
+        if with == without {
+            return .fail(.sameExit, "no crash", "neither child died of a signal: both ended with \(with)")
+        }
         return .fail(.sameExit, "NO", "with Aftermath: \(with); without: \(without)")
     }
 
@@ -59,8 +66,9 @@ struct Checks {
         let count = evidence.crashRecords.count
         guard let record else {
             let why = evidence.exportProblems.isEmpty ? "" : " (\(evidence.exportProblems.joined(separator: "; ")))"
-            return .fail(.record, count == 0 ? "none" : "\(count) records",
-                         "expected exactly one app.crash record, got \(count)\(why)")
+            return .fail(
+                .record, count == 0 ? "none" : "\(count) records",
+                "expected exactly one app.crash record, got \(count)\(why)")
         }
         let type = record[attribute: "exception.type"]?.stringValue ?? "?"
         guard type.hasPrefix(SignalDescription.name(scenario.signal)) else {
@@ -98,8 +106,10 @@ struct Checks {
         let found = positions.compactMap { $0 }
         if found.count == 3, found[0] < found[1], found[1] < found[2] { return .pass(.chain, shown) }
         let symbolicated = frames.filter { $0.symbol != nil }.count
-        return .fail(.chain, shown, "chain not found in order (Level3, Level2, Level1) in the stack "
-                     + "(\(frames.count) frames, \(symbolicated) symbolicated)")
+        return .fail(
+            .chain, shown,
+            "chain not found in order (Level3, Level2, Level1) in the stack "
+                + "(\(frames.count) frames, \(symbolicated) symbolicated)")
     }
 
     func images() -> CheckResult {
@@ -125,7 +135,9 @@ struct Checks {
         } else {
             problems.append("no entry for libc")
         }
-        for entry in list where entry.loadAddressValue == nil { problems.append("\(entry.name) load_address '\(entry.loadAddress)'") }
+        for entry in list where entry.loadAddressValue == nil {
+            problems.append("\(entry.name) load_address '\(entry.loadAddress)'")
+        }
         if problems.isEmpty { return .pass(.images, "ok (\(list.count))") }
         return .fail(.images, "FAIL (\(list.count))", problems.joined(separator: "; "))
     }
@@ -137,7 +149,9 @@ struct Checks {
         if frames.count >= scenario.minimumFrames, attribute("apsio.crash.frames_truncated") == nil {
             return .pass(.frames, cell)
         }
-        return .fail(.frames, cell, "\(frames.count) frames (\(unknown) outside any image), expected at least \(scenario.minimumFrames)")
+        return .fail(
+            .frames, cell,
+            "\(frames.count) frames (\(unknown) outside any image), expected at least \(scenario.minimumFrames)")
     }
 
     func thread() -> CheckResult {
@@ -146,8 +160,13 @@ struct Checks {
         let name = attribute("thread.name") ?? "?"
         let expectMain = scenario.threadName == nil
         var problems: [String] = []
-        if isMain != expectMain { problems.append("apsio.crash.main_thread is \(isMain.map(String.init) ?? "missing"), expected \(expectMain)") }
-        if let expected = scenario.threadName, name != expected { problems.append("thread.name is '\(name)', expected '\(expected)'") }
+        if isMain != expectMain {
+            problems.append(
+                "apsio.crash.main_thread is \(isMain.map(String.init) ?? "missing"), expected \(expectMain)")
+        }
+        if let expected = scenario.threadName, name != expected {
+            problems.append("thread.name is '\(name)', expected '\(expected)'")
+        }
         let cell = expectMain ? "main" : name
         if problems.isEmpty { return .pass(.thread, cell) }
         return .fail(.thread, cell, problems.joined(separator: "; "))
@@ -166,13 +185,15 @@ struct Checks {
             return .fail(.swiftBacktrace, "NO", "the Swift backtracer printed without Aftermath but not with it")
         }
         guard evidence.withAftermath.watchResult == true else {
-            return .fail(.swiftBacktrace, "before file", "the backtracer's report appeared before the crash file was committed")
+            return .fail(
+                .swiftBacktrace, "before file", "the backtracer's report appeared before the crash file was committed")
         }
         // It pauses every other thread first; one it cannot pause is missing from its report.
         let unsuspended = Self.unsuspendedThreads(evidence.withAftermath.standardError)
         if unsuspended > Self.unsuspendedThreads(evidence.withoutAftermath.standardError) {
-            return .fail(.swiftBacktrace, "incomplete",
-                         "the backtracer could not pause \(unsuspended) thread(s) with Aftermath (\"failed to suspend thread\")")
+            return .fail(
+                .swiftBacktrace, "incomplete",
+                "the backtracer could not pause \(unsuspended) thread(s) with Aftermath (\"failed to suspend thread\")")
         }
         return .pass(.swiftBacktrace, "after file")
     }
@@ -200,15 +221,21 @@ struct Checks {
         let cell = "\(before.count)→\(leftovers.count)"
         var problems: [String] = []
         if before.count != 1 || !before[0].hasSuffix(".crash") {
-            problems.append("after the crash crashes/ held \(before.isEmpty ? "nothing" : before.joined(separator: ", ")), expected one .crash file")
+            problems.append(
+                "after the crash crashes/ held \(before.isEmpty ? "nothing" : before.joined(separator: ", ")), expected one .crash file"
+            )
         } else if let crashID, before[0] != crashID + ".crash" {
             problems.append("the crash file \(before[0]) is not named by app.crash.id \(crashID)")
         }
-        if !leftovers.isEmpty { problems.append("after the next launch crashes/ still holds \(leftovers.joined(separator: ", "))") }
+        if !leftovers.isEmpty {
+            problems.append("after the next launch crashes/ still holds \(leftovers.joined(separator: ", "))")
+        }
         if !evidence.rejectedAfterNextLaunch.isEmpty {
             problems.append("rejected/ holds \(evidence.rejectedAfterNextLaunch.joined(separator: ", "))")
         }
-        if evidence.nextLaunch.termination != .exited(0) { problems.append("the next launch ended with \(evidence.nextLaunch.termination)") }
+        if evidence.nextLaunch.termination != .exited(0) {
+            problems.append("the next launch ended with \(evidence.nextLaunch.termination)")
+        }
         if problems.isEmpty { return .pass(.pending, cell) }
         return .fail(.pending, cell, problems.joined(separator: "; "))
     }

@@ -92,11 +92,13 @@ enum ChildMode {
             survived(-1)
         }
         var thread = pthread_t()
-        let status = pthread_create(&thread, nil, { argument in
-            let scenario = Scenario.all[Int(bitPattern: argument) - 1]
-            ChildMode.nameCurrentThread(scenario.threadName ?? "")
-            ChildMode.survived(crashChainLevel1(scenario, Int(bitPattern: argument) &* 7919))
-        }, UnsafeMutableRawPointer(bitPattern: index + 1))
+        let status = pthread_create(
+            &thread, nil,
+            { argument in
+                let scenario = Scenario.all[Int(bitPattern: argument) - 1]
+                ChildMode.nameCurrentThread(scenario.threadName ?? "")
+                ChildMode.survived(crashChainLevel1(scenario, Int(bitPattern: argument) &* 7919))
+            }, UnsafeMutableRawPointer(bitPattern: index + 1))
         guard status == 0 else {
             say("crash-harness: pthread_create failed: \(status)\n", fd: 2)
             _exit(setupFailureStatus)

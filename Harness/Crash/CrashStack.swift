@@ -70,8 +70,9 @@ struct CrashStack {
                 return StackFrame(index: index, imageName: nil, address: address)
             }
             guard parts.count >= 5, parts[parts.count - 2] == "+", let index = Int(parts[0]),
-                  let address = parseHex(parts[parts.count - 3]),
-                  let offset = parseHex(parts[parts.count - 1]) else { return nil }
+                let address = parseHex(parts[parts.count - 3]),
+                let offset = parseHex(parts[parts.count - 1])
+            else { return nil }
             let name = parts[1..<(parts.count - 3)].joined(separator: " ")
             return StackFrame(index: index, imageName: name, address: address, offset: offset)
         }
@@ -83,7 +84,8 @@ struct CrashStack {
         return Self.parse(text).map { frame in
             var frame = frame
             guard let name = frame.imageName, let offset = frame.offset, let path = paths[name],
-                  let image = byName[name], let load = image.loadAddressValue else { return frame }
+                let image = byName[name], let load = image.loadAddressValue
+            else { return frame }
             let hit = symbolicator.symbolicate(
                 address: load &+ offset, imagePath: path, loadAddress: load,
                 isReturnAddress: frame.index > 0, expectedBuildID: parseHexBytes(image.buildID))

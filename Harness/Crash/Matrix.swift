@@ -30,10 +30,13 @@ struct Matrix {
             Table.progress("crash-harness", scenario.name)
             let evidence = runner.run(scenario)
             let record = evidence.crashRecords.count == 1 ? evidence.crashRecords[0] : nil
-            let images = (record?[attribute: "apsio.crash.images"]?.stringValue).flatMap { try? ImageEntry.decodeList($0) } ?? []
-            let frames = stack.symbolicate(record?[attribute: "exception.stacktrace"]?.stringValue ?? "", images: images)
+            let images =
+                (record?[attribute: "apsio.crash.images"]?.stringValue).flatMap { try? ImageEntry.decodeList($0) } ?? []
+            let frames = stack.symbolicate(
+                record?[attribute: "exception.stacktrace"]?.stringValue ?? "", images: images)
             let checks = Checks(evidence: evidence, frames: frames, executableName: executableName).all()
-            let ms = evidence.withAftermath.milliseconds + evidence.withoutAftermath.milliseconds
+            let ms =
+                evidence.withAftermath.milliseconds + evidence.withoutAftermath.milliseconds
                 + evidence.nextLaunch.milliseconds
             let row = Row(scenario: scenario.name, checks: checks, milliseconds: ms)
             if verbose || !row.passed { print(Details.describe(evidence, frames: frames, full: verbose)) }
@@ -59,7 +62,8 @@ struct Matrix {
             do {
                 try FileManager.default.createDirectory(atPath: keepDirectory, withIntermediateDirectories: true)
                 for scenario in scenarios {  // a previous run's files would confuse the checks
-                    try? FileManager.default.removeItem(atPath: (keepDirectory as NSString).appendingPathComponent(scenario.name))
+                    try? FileManager.default.removeItem(
+                        atPath: (keepDirectory as NSString).appendingPathComponent(scenario.name))
                 }
                 return keepDirectory
             } catch {
@@ -81,8 +85,12 @@ struct Matrix {
 enum Details {
     static func describe(_ e: Evidence, frames: [StackFrame], full: Bool) -> String {
         var out = ["== \(e.scenario.name): \(e.scenario.summary)"]
-        for (label, child) in [("with Aftermath", e.withAftermath), ("without", e.withoutAftermath), ("next launch", e.nextLaunch)] {
-            out.append("  \(label): \(child.termination), \(child.milliseconds) ms, stderr \(child.standardError.utf8.count) bytes")
+        for (label, child) in [
+            ("with Aftermath", e.withAftermath), ("without", e.withoutAftermath), ("next launch", e.nextLaunch),
+        ] {
+            out.append(
+                "  \(label): \(child.termination), \(child.milliseconds) ms, stderr \(child.standardError.utf8.count) bytes"
+            )
             let lines = child.standardOutput.split(separator: "\n")
             out += lines.prefix(6).map { "    out: \($0)" }
             if !full || label == "next launch" {
@@ -90,8 +98,9 @@ enum Details {
             }
         }
         out.append("  reports: \(e.reportsDirectory)")
-        out.append("  exported: \(e.crashRecords.count) app.crash"
-                   + (e.otherEventNames.isEmpty ? "" : ", others: \(e.otherEventNames.joined(separator: ", "))"))
+        out.append(
+            "  exported: \(e.crashRecords.count) app.crash"
+                + (e.otherEventNames.isEmpty ? "" : ", others: \(e.otherEventNames.joined(separator: ", "))"))
         if !frames.isEmpty {
             out.append("  stack (\(frames.count) frames, symbolicated where the image is on this machine):")
             let chain = frames.indices.filter { frames[$0].symbol?.contains("crashChainLevel") == true }

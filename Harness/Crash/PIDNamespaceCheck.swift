@@ -22,18 +22,25 @@ struct PIDNamespaceCheck {
     }
 
     func run() -> Outcome {
-        guard getuid() == 0, let unshare = ["/usr/bin/unshare", "/bin/unshare"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+        guard getuid() == 0,
+            let unshare = ["/usr/bin/unshare", "/bin/unshare"].first(where: {
+                FileManager.default.isExecutableFile(atPath: $0)
+            })
+        else {
             return Outcome(line: "pid1-abort: skipped (needs root and unshare)", passed: nil)
         }
         let root = (baseDirectory as NSString).appendingPathComponent("pid1-abort")
         let reports = (root as NSString).appendingPathComponent("reports")
         var env = environment
-        env["SWIFT_BACKTRACE"] = "enable=no" // the default action must be the previous handler
+        env["SWIFT_BACKTRACE"] = "enable=no"  // the default action must be the previous handler
         let prefix = ["--pid", "--fork", "--mount-proc", "--kill-child", executable]
-        let with = ChildProcess.run(unshare, prefix + ["child", "abort", "--dir", reports], environment: env, timeout: 30)
-        let without = ChildProcess.run(unshare, prefix + ["child", "abort", "--dir", root + "/unused", "--no-aftermath"],
-                                       environment: env, timeout: 30)
-        let records = ChildProcess.run(executable, ["next-launch", "--dir", reports], environment: env, timeout: 30).records
+        let with = ChildProcess.run(
+            unshare, prefix + ["child", "abort", "--dir", reports], environment: env, timeout: 30)
+        let without = ChildProcess.run(
+            unshare, prefix + ["child", "abort", "--dir", root + "/unused", "--no-aftermath"],
+            environment: env, timeout: 30)
+        let records = ChildProcess.run(executable, ["next-launch", "--dir", reports], environment: env, timeout: 30)
+            .records
         let crash = records.first { $0.eventName == "app.crash" }
         let type = crash?[attribute: "exception.type"]?.stringValue ?? "no record"
         // unshare --fork reports its child's status: an exit status, or 128 + the signal.

@@ -54,13 +54,16 @@ struct ScenarioRunner: Sendable {
 
         // The moment the backtracer's text shows up, our crash file must already be in place.
         let watch = StderrWatch(markers: Self.backtracerMarkers) { !Self.committedCrashFiles(crashes).isEmpty }
-        let with = ChildProcess.run(executable, ["child", scenario.name, "--dir", reports],
-                                    environment: environment, timeout: timeoutSeconds, watch: watch)
-        let without = ChildProcess.run(executable, ["child", scenario.name, "--dir", unusedDirectory, "--no-aftermath"],
-                                       environment: environment, timeout: timeoutSeconds)
+        let with = ChildProcess.run(
+            executable, ["child", scenario.name, "--dir", reports],
+            environment: environment, timeout: timeoutSeconds, watch: watch)
+        let without = ChildProcess.run(
+            executable, ["child", scenario.name, "--dir", unusedDirectory, "--no-aftermath"],
+            environment: environment, timeout: timeoutSeconds)
         let afterCrash = Self.listing(crashes)
-        let next = ChildProcess.run(executable, ["next-launch", "--dir", reports],
-                                    environment: environment, timeout: timeoutSeconds)
+        let next = ChildProcess.run(
+            executable, ["next-launch", "--dir", reports],
+            environment: environment, timeout: timeoutSeconds)
         let (records, problems) = RecordLine.records(in: next.lines)
         let crashRecords = records.filter { $0.eventName == "app.crash" }
         let context = Self.printedContext(with.standardOutput)

@@ -24,8 +24,10 @@ struct Scenario: Sendable {
     /// The conditions the child crashes in (with and without Aftermath alike).
     var setup: Setup
 
-    init(_ name: String, _ summary: String, fault: Fault, signal: Int32, exceptionType: String,
-         threadName: String? = nil, minimumFrames: Int = 6, setup: Setup = .none) {
+    init(
+        _ name: String, _ summary: String, fault: Fault, signal: Int32, exceptionType: String,
+        threadName: String? = nil, minimumFrames: Int = 6, setup: Setup = .none
+    ) {
         self.name = name
         self.summary = summary
         self.fault = fault
@@ -70,44 +72,59 @@ extension Scenario {
     /// Every scenario, in the order the matrix runs them.
     static let all: [Scenario] = {
         var scenarios = [
-            Scenario("null-deref", "store through a pointer into the null page",
-                     fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)"),
-            Scenario("abort", "libc abort()",
-                     fault: .abort, signal: SIGABRT, exceptionType: "SIGABRT (SI_TKILL)"),
-            Scenario("force-unwrap", "force-unwrap of nil (Swift trap)",
-                     fault: .forceUnwrapNil, signal: swiftTrap.signal, exceptionType: swiftTrap.type),
-            Scenario("fatal-error", "fatalError() (Swift trap)",
-                     fault: .fatalError, signal: swiftTrap.signal, exceptionType: swiftTrap.type),
-            Scenario("index-out-of-range", "array index out of range (Swift trap)",
-                     fault: .indexOutOfRange, signal: swiftTrap.signal, exceptionType: swiftTrap.type),
-            Scenario("sigbus-mmap", "write to a mapping of a file truncated to 0",
-                     fault: .truncatedMapping, signal: SIGBUS, exceptionType: "SIGBUS (BUS_ADRERR)"),
-            Scenario("illegal-instruction", "execute an undefined instruction (ud2/udf)",
-                     fault: .illegalInstruction, signal: SIGILL, exceptionType: undefinedInstructionType),
-            Scenario("secondary-thread", "null dereference on a named secondary thread",
-                     fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
-                     threadName: "harness-crasher"),
-            Scenario("deep-recursion", "null dereference 1,000 frames deep",
-                     fault: .deepRecursion, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
-                     minimumFrames: Fault.recursionDepth),
-            Scenario("seccomp-kill", "null dereference under a seccomp filter killing on process_vm_readv",
-                     fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
-                     setup: .seccompKillProcessVMReadv),
-            Scenario("seccomp-eperm", "null dereference under a seccomp filter refusing process_vm_readv",
-                     fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
-                     setup: .seccompRefuseProcessVMReadv),
-            Scenario("file-size-limit", "null dereference under ulimit -f 8 (a crash file does not fit)",
-                     fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
-                     setup: .fileSizeLimit),
-            Scenario("reinstall-chain", "start, an app handler chaining to the previous, start again, null dereference",
-                     fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
-                     setup: .reinstallAroundChainingHandler),
+            Scenario(
+                "null-deref", "store through a pointer into the null page",
+                fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)"),
+            Scenario(
+                "abort", "libc abort()",
+                fault: .abort, signal: SIGABRT, exceptionType: "SIGABRT (SI_TKILL)"),
+            Scenario(
+                "force-unwrap", "force-unwrap of nil (Swift trap)",
+                fault: .forceUnwrapNil, signal: swiftTrap.signal, exceptionType: swiftTrap.type),
+            Scenario(
+                "fatal-error", "fatalError() (Swift trap)",
+                fault: .fatalError, signal: swiftTrap.signal, exceptionType: swiftTrap.type),
+            Scenario(
+                "index-out-of-range", "array index out of range (Swift trap)",
+                fault: .indexOutOfRange, signal: swiftTrap.signal, exceptionType: swiftTrap.type),
+            Scenario(
+                "sigbus-mmap", "write to a mapping of a file truncated to 0",
+                fault: .truncatedMapping, signal: SIGBUS, exceptionType: "SIGBUS (BUS_ADRERR)"),
+            Scenario(
+                "illegal-instruction", "execute an undefined instruction (ud2/udf)",
+                fault: .illegalInstruction, signal: SIGILL, exceptionType: undefinedInstructionType),
+            Scenario(
+                "secondary-thread", "null dereference on a named secondary thread",
+                fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
+                threadName: "harness-crasher"),
+            Scenario(
+                "deep-recursion", "null dereference 1,000 frames deep",
+                fault: .deepRecursion, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
+                minimumFrames: Fault.recursionDepth),
+            Scenario(
+                "seccomp-kill", "null dereference under a seccomp filter killing on process_vm_readv",
+                fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
+                setup: .seccompKillProcessVMReadv),
+            Scenario(
+                "seccomp-eperm", "null dereference under a seccomp filter refusing process_vm_readv",
+                fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
+                setup: .seccompRefuseProcessVMReadv),
+            Scenario(
+                "file-size-limit", "null dereference under ulimit -f 8 (a crash file does not fit)",
+                fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
+                setup: .fileSizeLimit),
+            Scenario(
+                "reinstall-chain", "start, an app handler chaining to the previous, start again, null dereference",
+                fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
+                setup: .reinstallAroundChainingHandler),
         ]
         #if arch(x86_64)
         // arm64 integer division by zero does not trap (sdiv returns 0): x86-64 only.
-        scenarios.insert(Scenario("divide-by-zero", "C integer division by zero (the CPU's divide instruction)",
-                                  fault: .integerDivisionByZero, signal: SIGFPE, exceptionType: "SIGFPE (FPE_INTDIV)"),
-                         at: 5)
+        scenarios.insert(
+            Scenario(
+                "divide-by-zero", "C integer division by zero (the CPU's divide instruction)",
+                fault: .integerDivisionByZero, signal: SIGFPE, exceptionType: "SIGFPE (FPE_INTDIV)"),
+            at: 5)
         #endif
         return scenarios
     }()

@@ -41,7 +41,9 @@ enum Usage {
                 guard let value = rest.popFirst() else { return .invalid("\(argument) needs a value") }
                 switch argument {
                 case "--scenario":
-                    guard Scenario.named(value) != nil else { return .invalid("no scenario named '\(value)' (see --list)") }
+                    guard Scenario.named(value) != nil else {
+                        return .invalid("no scenario named '\(value)' (see --list)")
+                    }
                     names.append(value)
                 case "--keep": keep = value
                 default: directory = value

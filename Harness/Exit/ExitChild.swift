@@ -22,7 +22,10 @@ enum ExitChild {
     }
 
     static func run(_ args: [String]) -> Never {
-        guard args.count >= 2 else { say("usage: child <mode> <dir>"); exit(2) }
+        guard args.count >= 2 else {
+            say("usage: child <mode> <dir>")
+            exit(2)
+        }
         let mode = args[0], dir = args[1]
         func option(_ name: String) -> String? {
             guard let i = args.firstIndex(of: name), i + 1 < args.count else { return nil }
@@ -43,7 +46,10 @@ enum ExitChild {
                 exit(0)
             }
         }
-        do { try Aftermath.start(config) } catch { say("START-FAILED \(error)"); exit(3) }
+        do { try Aftermath.start(config) } catch {
+            say("START-FAILED \(error)")
+            exit(3)
+        }
         let first = Aftermath.sessionID?.uuidString.lowercased() ?? "-"
 
         switch mode {
@@ -59,8 +65,12 @@ enum ExitChild {
             // Replaces its image with its own binary (same pid, same start time); the new image
             // is a next launch over the same directory.
             say("READY \(getpid())")
-            let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-            let argv: [UnsafeMutablePointer<CChar>?] = [strdup(exe), strdup("child"), strdup("report"), strdup(dir), nil]
+            let exe =
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+                ?? CommandLine.arguments[0]
+            let argv: [UnsafeMutablePointer<CChar>?] = [
+                strdup(exe), strdup("child"), strdup("report"), strdup(dir), nil,
+            ]
             execv(exe, argv)
             say("EXEC-FAILED \(errno)")
             exit(4)
@@ -87,7 +97,7 @@ enum ExitChild {
         case "oom":
             say("READY \(first)")
             var blocks: [UnsafeMutableRawPointer] = []
-            while true { // touch every page so the cgroup is charged
+            while true {  // touch every page so the cgroup is charged
                 let block = malloc(1 << 20)!
                 memset(block, 0x5A, 1 << 20)
                 blocks.append(block)
@@ -95,11 +105,12 @@ enum ExitChild {
         case "hang":
             DispatchQueue.main.asyncAfter(deadline: .now() + 0.3) {
                 say("READY \(first)")
-                while true { sleep(1) } // the main queue never runs again
+                while true { sleep(1) }  // the main queue never runs again
             }
             dispatchMain()
         default:
             say("unknown mode \(mode)")
             exit(2)
         }
-    }}
+    }
+}

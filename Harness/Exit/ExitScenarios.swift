@@ -9,7 +9,11 @@ import Glibc
 /// The harness's rows: each ends a real child in one way, then runs a next launch and checks
 /// what it reported.
 enum ExitScenarios {
-    struct Row: Sendable { var name: String; var expected: String; var run: @Sendable () -> (got: String, ok: Bool?) }
+    struct Row: Sendable {
+        var name: String
+        var expected: String
+        var run: @Sendable () -> (got: String, ok: Bool?)
+    }
 
     static let created = Mutex<[String]>([])
 
@@ -29,14 +33,19 @@ enum ExitScenarios {
     }
 
     /// Starts `exit-harness child <args>`, optionally through a shell prefix (cgroup entry).
-    static func child(_ args: [String], shellPrefix: String? = nil, environment extra: [String: String] = [:]) -> ChildProcess? {
+    static func child(
+        _ args: [String], shellPrefix: String? = nil, environment extra: [String: String] = [:]
+    ) -> ChildProcess? {
         let exe = ChildProcess.ownExecutable
         var env = ProcessInfo.processInfo.environment
         env["SWIFT_BACKTRACE"] = "enable=no"
         for (k, v) in extra { env[k] = v }
-        guard let shellPrefix else { return try? ChildProcess(exe, ["child"] + args, environment: env, inputPipe: true) }
-        return try? ChildProcess("/bin/sh", ["-c", shellPrefix + "; exec \"$0\" \"$@\"", exe, "child"] + args,
-                                 environment: env, inputPipe: true)
+        guard let shellPrefix else {
+            return try? ChildProcess(exe, ["child"] + args, environment: env, inputPipe: true)
+        }
+        return try? ChildProcess(
+            "/bin/sh", ["-c", shellPrefix + "; exec \"$0\" \"$@\"", exe, "child"] + args,
+            environment: env, inputPipe: true)
     }
 
     static func abnormal(_ records: [LogRecord]) -> [LogRecord] {
@@ -50,7 +59,8 @@ enum ExitScenarios {
     /// Starts a waiting child; returns it with (current session, first session).
     static func waitingChild(_ dir: String, env: [String: String] = [:]) -> (ChildProcess, String, String)? {
         guard let c = child(["wait", dir], environment: env),
-              let ready = c.waitForLine("READY") else { return nil }
+            let ready = c.waitForLine("READY")
+        else { return nil }
         let parts = ready.split(separator: " ").map(String.init)
         guard parts.count == 3 else { return nil }
         return (c, parts[1], parts[2])
@@ -74,9 +84,13 @@ enum ExitScenarios {
             let result = c.finish()
             let a = abnormal(result.records)
             let samePID = ready.dropFirst(6) == pid
-            let ended = ((try? FileManager.default.contentsOfDirectory(atPath: dir + "/runs")) ?? []).filter { $0.hasSuffix(".ended") }
-            return ("\(result.termination); pid \(samePID ? "kept" : "CHANGED"); \(a.isEmpty ? "nothing" : describe(a[0])); \(ended.count) run ended",
-                    result.termination == .exited(0) && samePID && a.isEmpty && ended.count == 1)
+            let ended = ((try? FileManager.default.contentsOfDirectory(atPath: dir + "/runs")) ?? []).filter {
+                $0.hasSuffix(".ended")
+            }
+            return (
+                "\(result.termination); pid \(samePID ? "kept" : "CHANGED"); \(a.isEmpty ? "nothing" : describe(a[0])); \(ended.count) run ended",
+                result.termination == .exited(0) && samePID && a.isEmpty && ended.count == 1
+            )
         },
         Row(name: "SIGKILL from outside", expected: "unknown/inferred, session+screen") {
             let dir = tempDir("kill")
@@ -87,9 +101,13 @@ enum ExitScenarios {
             guard a.count == 1 else { return ("\(status); \(a.count) abnormal exits", false) }
             let r = a[0]
             let sessionOK = r[text: "session.id"] == session && r[text: "session.previous_id"] == first
-            let ok = status == .signaled(SIGKILL) && describe(r) == "unknown/inferred" && sessionOK
+            let ok =
+                status == .signaled(SIGKILL) && describe(r) == "unknown/inferred" && sessionOK
                 && r[text: "app.screen.name"] == "checkout" && r[text: "apsio.exit.foreground"] == "true"
-            return ("\(status); \(describe(r)), session \(sessionOK ? "ok" : "WRONG"), screen \(r[text: "app.screen.name"] ?? "-")", ok)
+            return (
+                "\(status); \(describe(r)), session \(sessionOK ? "ok" : "WRONG"), screen \(r[text: "app.screen.name"] ?? "-")",
+                ok
+            )
         },
         Row(name: "SIGTERM, not handled", expected: "dies of it; signal/platform") {
             let dir = tempDir("term")
@@ -99,7 +117,8 @@ enum ExitScenarios {
             let a = abnormal(nextLaunch(dir))
             guard a.count == 1 else { return ("\(status); \(a.count) abnormal exits", false) }
             let evidence = a[0][text: "apsio.exit.evidence"] ?? ""
-            let ok = status == .signaled(SIGTERM) && describe(a[0]) == "signal/platform"
+            let ok =
+                status == .signaled(SIGTERM) && describe(a[0]) == "signal/platform"
                 && evidence.contains("SIGTERM from pid \(getpid())")
             return ("\(status); \(describe(a[0])) \"\(evidence)\"", ok)
         },
@@ -112,8 +131,10 @@ enum ExitScenarios {
             let status = c.finish().termination
             let ran = c.waitForLine("APP-HANDLER", timeout: 1) != nil
             let a = abnormal(nextLaunch(dir))
-            return ("\(status); handler \(ran ? "ran" : "LOST"); \(a.isEmpty ? "nothing" : describe(a[0]))",
-                    status == .exited(0) && ran && a.isEmpty)
+            return (
+                "\(status); handler \(ran ? "ran" : "LOST"); \(a.isEmpty ? "nothing" : describe(a[0]))",
+                status == .exited(0) && ran && a.isEmpty
+            )
         },
         Row(name: "update between runs (1.0 -> 2.0)", expected: "nothing") {
             let dir = tempDir("update")
@@ -129,8 +150,10 @@ enum ExitScenarios {
             c.signal(SIGKILL)
             let status = c.finish().termination
             let proc = tempDir("proc")
-            try? FileManager.default.createDirectory(atPath: proc + "/sys/kernel/random", withIntermediateDirectories: true)
-            try? (UUID().uuidString.lowercased() + "\n").write(toFile: proc + "/sys/kernel/random/boot_id", atomically: true, encoding: .utf8)
+            try? FileManager.default.createDirectory(
+                atPath: proc + "/sys/kernel/random", withIntermediateDirectories: true)
+            try? (UUID().uuidString.lowercased() + "\n").write(
+                toFile: proc + "/sys/kernel/random/boot_id", atomically: true, encoding: .utf8)
             let a = abnormal(nextLaunch(dir, ["--proc", proc]))
             return ("\(status); \(a.isEmpty ? "nothing" : describe(a[0]))", status == .signaled(SIGKILL) && a.isEmpty)
         },
@@ -146,9 +169,13 @@ enum ExitScenarios {
             let crashes = records.filter { $0.eventName == "app.crash" }
             let sameSession = (errors + crashes).allSatisfy { $0[text: "session.id"] == session }
             let typeOK = errors.first?[text: "exception.type"]?.hasSuffix("HarnessError") ?? false
-            let ok = status == .signaled(SIGSEGV) && errors.count == 1 && crashes.count == 1 && sameSession && typeOK
+            let ok =
+                status == .signaled(SIGSEGV) && errors.count == 1 && crashes.count == 1 && sameSession && typeOK
                 && errors[0][text: "apsio.error.fingerprint"] == "payment-declined" && abnormal(records).isEmpty
-            return ("\(status); \(errors.count) error, \(crashes.count) crash, session \(sameSession ? "same" : "DIFFERENT")", ok)
+            return (
+                "\(status); \(errors.count) error, \(crashes.count) crash, session \(sameSession ? "same" : "DIFFERENT")",
+                ok
+            )
         },
         Row(name: "startNewSession(), then crash", expected: "app.crash, session + previous") {
             let dir = tempDir("sesscrash")
@@ -159,9 +186,12 @@ enum ExitScenarios {
             let status = c.finish().termination
             let crashes = nextLaunch(dir).filter { $0.eventName == "app.crash" }
             guard parts.count == 3, crashes.count == 1 else { return ("\(status); \(crashes.count) crashes", false) }
-            let session = crashes[0][text: "session.id"] == parts[1], previous = crashes[0][text: "session.previous_id"] == parts[2]
-            return ("\(status); session \(session ? "ok" : "WRONG"), previous \(previous ? "ok" : "MISSING")",
-                    status == .signaled(SIGSEGV) && session && previous)
+            let session = crashes[0][text: "session.id"] == parts[1],
+                previous = crashes[0][text: "session.previous_id"] == parts[2]
+            return (
+                "\(status); session \(session ? "ok" : "WRONG"), previous \(previous ? "ok" : "MISSING")",
+                status == .signaled(SIGSEGV) && session && previous
+            )
         },
         Row(name: "two instances at once", expected: "nothing, then nothing") {
             let dir = tempDir("two")
@@ -170,8 +200,10 @@ enum ExitScenarios {
             a.closeInput()
             let status = a.finish().termination
             let after = abnormal(nextLaunch(dir))
-            return ("while alive: \(during.count), \(status), after: \(after.count)",
-                    during.isEmpty && after.isEmpty && status == .exited(0))
+            return (
+                "while alive: \(during.count), \(status), after: \(after.count)",
+                during.isEmpty && after.isEmpty && status == .exited(0)
+            )
         },
         Row(name: "OOM kill in a 50M cgroup (v1)", expected: "memory/platform") { oomRow() },
         Row(name: "unfinished hang, then SIGKILL", expected: "anr/inferred + apsio.hang") { hangRow(watchdog: false) },
@@ -181,14 +213,25 @@ enum ExitScenarios {
     static func oomRow() -> (got: String, ok: Bool?) {
         let base = "/sys/fs/cgroup/memory"
         guard geteuid() == 0 else { return ("SKIPPED: not root", nil) }
-        guard access(base + "/cgroup.procs", W_OK) == 0 else { return ("SKIPPED: no writable v1 memory controller at \(base)", nil) }
+        guard access(base + "/cgroup.procs", W_OK) == 0 else {
+            return ("SKIPPED: no writable v1 memory controller at \(base)", nil)
+        }
         let cg = base + "/aftermath-exit-\(getpid())"
-        guard mkdir(cg, 0o755) == 0 || errno == EEXIST else { return ("SKIPPED: mkdir \(cg): \(String(cString: strerror(errno)))", nil) }
-        defer { for _ in 0..<50 { if rmdir(cg) == 0 || errno == ENOENT { break }; usleep(100_000) } }
+        guard mkdir(cg, 0o755) == 0 || errno == EEXIST else {
+            return ("SKIPPED: mkdir \(cg): \(String(cString: strerror(errno)))", nil)
+        }
+        defer {
+            for _ in 0..<50 {
+                if rmdir(cg) == 0 || errno == ENOENT { break }
+                usleep(100_000)
+            }
+        }
         func put(_ file: String, _ value: String) -> Bool {
             (try? value.write(toFile: cg + "/" + file, atomically: false, encoding: .utf8)) != nil
         }
-        guard put("memory.limit_in_bytes", "52428800") else { return ("SKIPPED: cannot set memory.limit_in_bytes", nil) }
+        guard put("memory.limit_in_bytes", "52428800") else {
+            return ("SKIPPED: cannot set memory.limit_in_bytes", nil)
+        }
         if access(cg + "/memory.memsw.limit_in_bytes", W_OK) == 0 { _ = put("memory.memsw.limit_in_bytes", "52428800") }
         let dir = tempDir("oom")
         guard let c = child(["oom", dir], shellPrefix: "echo $$ > \(cg)/cgroup.procs") else {
@@ -198,19 +241,25 @@ enum ExitScenarios {
         let a = abnormal(nextLaunch(dir))
         guard a.count == 1 else { return ("\(status); \(a.count) abnormal exits", false) }
         let evidence = a[0][text: "apsio.exit.evidence"] ?? ""
-        return ("\(status); \(describe(a[0])) \"\(evidence)\"",
-                status == .signaled(SIGKILL) && describe(a[0]) == "memory/platform" && evidence.contains("memory.oom_control"))
+        return (
+            "\(status); \(describe(a[0])) \"\(evidence)\"",
+            status == .signaled(SIGKILL) && describe(a[0]) == "memory/platform"
+                && evidence.contains("memory.oom_control")
+        )
     }
 
     static func hangRow(watchdog: Bool) -> (got: String, ok: Bool?) {
         let dir = tempDir(watchdog ? "watchdog" : "anr")
         guard let c = child(["hang", dir], environment: watchdog ? ["WATCHDOG_USEC": "3000000"] : [:]),
-              c.waitForLine("READY") != nil else { return ("child not ready", false) }
+            c.waitForLine("READY") != nil
+        else { return ("child not ready", false) }
         let deadline = Date().addingTimeInterval(5)
         var hangFiles: [String] = []
         while Date() < deadline && hangFiles.isEmpty {
             usleep(100_000)
-            hangFiles = ((try? FileManager.default.contentsOfDirectory(atPath: dir + "/hangs")) ?? []).filter { $0.hasSuffix(".hang") }
+            hangFiles = ((try? FileManager.default.contentsOfDirectory(atPath: dir + "/hangs")) ?? []).filter {
+                $0.hasSuffix(".hang")
+            }
         }
         usleep(400_000)
         c.signal(SIGKILL)
@@ -218,7 +267,9 @@ enum ExitScenarios {
         let records = nextLaunch(dir)
         let a = abnormal(records)
         let hangs = records.filter { $0.eventName == "apsio.hang" }
-        guard a.count == 1 else { return ("\(status); \(hangFiles.count) hang file(s); \(a.count) abnormal exits", false) }
+        guard a.count == 1 else {
+            return ("\(status); \(hangFiles.count) hang file(s); \(a.count) abnormal exits", false)
+        }
         let want = watchdog ? "watchdog/inferred" : "anr/inferred"
         return ("\(status); \(describe(a[0])), \(hangs.count) apsio.hang", describe(a[0]) == want && hangs.count == 1)
     }
@@ -242,8 +293,10 @@ enum ExitScenarios {
             case false?: check = .fail(.got, got, got)
             case nil: check = .skip(.got, got)
             }
-            results.append(TableRow(scenario: row.name, checks: [.skip(.expected, row.expected), check],
-                                    milliseconds: ms, skipReason: ok == nil ? String(got.trimmingPrefix("SKIPPED: ")) : nil))
+            results.append(
+                TableRow(
+                    scenario: row.name, checks: [.skip(.expected, row.expected), check],
+                    milliseconds: ms, skipReason: ok == nil ? String(got.trimmingPrefix("SKIPPED: ")) : nil))
         }
         if !results.contains(where: \.failed) {
             for dir in created.withLock({ $0 }) { try? FileManager.default.removeItem(atPath: dir) }

@@ -63,7 +63,10 @@ enum Blocking {
     @inline(never)
     static func hangHarnessBlockForever() -> Never {
         var x: UInt64 = 1
-        while true { x = x &* 6364136223846793005 &+ 1; blackHole(x) }
+        while true {
+            x = x &* 6364136223846793005 &+ 1
+            blackHole(x)
+        }
     }
 
     /// A plain pthread mutex, shared with the thread that holds it.

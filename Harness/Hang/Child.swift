@@ -21,9 +21,10 @@ enum Child {
     static let exporter = InMemoryExporter()
 
     static func run(_ scenario: String, directory: String) -> Never {
-        var config = Aftermath.Configuration(serviceName: "hang-harness", serviceVersion: "1.0",
-                                             exporter: exporter, reportsDirectory: directory,
-                                             deliverPendingReportsSynchronously: true)
+        var config = Aftermath.Configuration(
+            serviceName: "hang-harness", serviceVersion: "1.0",
+            exporter: exporter, reportsDirectory: directory,
+            deliverPendingReportsSynchronously: true)
         if scenario == "collect" { config.hangHeartbeat = .off }
         if scenario == "heartbeat" { config.hangHeartbeat = .manual }
         // As a new app starts: earlier reports are delivered in the background.
@@ -156,7 +157,9 @@ enum Child {
     static func printRecords() {
         var stats = aft_watchdog_stats()
         aft_watchdog_get_stats(&stats)
-        emit("STATS hangs=\(stats.hangs) ignored=\(stats.ignored_stretches) late=\(stats.late_ticks) wakeups=\(stats.wakeups) latency_ms=\(stats.last_detection_latency_ns / 1_000_000) pause_us=\(stats.last_capture_pause_ns / 1000)")
+        emit(
+            "STATS hangs=\(stats.hangs) ignored=\(stats.ignored_stretches) late=\(stats.late_ticks) wakeups=\(stats.wakeups) latency_ms=\(stats.last_detection_latency_ns / 1_000_000) pause_us=\(stats.last_capture_pause_ns / 1000)"
+        )
         RecordLine.emit(exporter.batches)
     }
 

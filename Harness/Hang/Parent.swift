@@ -26,8 +26,10 @@ enum Parent {
     static let symbolicator = Symbolicator()
 
     /// Runs a child; `onLine` may act on its output as it comes (stop it, kill it).
-    static func runChild(_ arguments: [String], launcher: [String] = [], timeout: Double = 20,
-                         onLine: @escaping (String, pid_t) -> Void = { _, _ in }) -> ChildOutcome {
+    static func runChild(
+        _ arguments: [String], launcher: [String] = [], timeout: Double = 20,
+        onLine: @escaping (String, pid_t) -> Void = { _, _ in }
+    ) -> ChildOutcome {
         let all = launcher + [executable] + arguments
         var environment = ProcessInfo.processInfo.environment
         environment["SWIFT_BACKTRACE"] = "enable=no"
@@ -64,10 +66,12 @@ enum Parent {
         return stacktrace.split(separator: "\n").compactMap { line -> String? in
             let parts = line.split(separator: " ")
             guard parts.count == 5, parts[1] == name, let index = Int(parts[0]),
-                  let address = UInt64(parts[2].dropFirst(2), radix: 16),
-                  let offset = UInt64(parts[4].dropFirst(2), radix: 16), address >= offset else { return nil }
-            return symbolicator.symbolicate(address: address, imagePath: executable, loadAddress: address - offset,
-                                            isReturnAddress: index > 0)?.demangled
+                let address = UInt64(parts[2].dropFirst(2), radix: 16),
+                let offset = UInt64(parts[4].dropFirst(2), radix: 16), address >= offset
+            else { return nil }
+            return symbolicator.symbolicate(
+                address: address, imagePath: executable, loadAddress: address - offset,
+                isReturnAddress: index > 0)?.demangled
         }
     }
 
@@ -80,6 +84,8 @@ enum Parent {
     }
 
     static func hangFiles(_ directory: String) -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: directory + "/hangs")) ?? []).filter { !$0.hasPrefix(".") }
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory + "/hangs")) ?? []).filter {
+            !$0.hasPrefix(".")
+        }
     }
 }

@@ -15,13 +15,17 @@ struct Scenario {
     static func string(_ record: LogRecord, _ key: String) -> String { record[text: key] ?? "" }
 
     /// Checks common to every hang record, plus the blocking function in the stack.
-    static func checkHang(_ outcome: ChildOutcome, function: String, durationMs: ClosedRange<Int>?,
-                          unfinished: Bool, state: String? = nil, ownSession: Bool = true) -> (String, [String]) {
+    static func checkHang(
+        _ outcome: ChildOutcome, function: String, durationMs: ClosedRange<Int>?,
+        unfinished: Bool, state: String? = nil, ownSession: Bool = true
+    ) -> (String, [String]) {
         var failures: [String] = []
         // Other records (an abnormal exit of a killed run) are not this harness's business.
         let hangs = outcome.records.filter { $0.eventName == "apsio.hang" }
         guard hangs.count == 1, let r = hangs.first else {
-            return ("\(hangs.count) hang records \(outcome.stats)", ["expected 1 apsio.hang record, got \(hangs.count)"])
+            return (
+                "\(hangs.count) hang records \(outcome.stats)", ["expected 1 apsio.hang record, got \(hangs.count)"]
+            )
         }
         let duration = int(r, "apsio.hang.duration") ?? -1
         let symbols = Parent.symbols(string(r, "exception.stacktrace"))
@@ -29,8 +33,12 @@ struct Scenario {
         if r.eventName != "apsio.hang" { failures.append("eventName \(r.eventName ?? "none")") }
         if r.severityNumber.rawValue != 17 { failures.append("severity \(r.severityNumber.rawValue)") }
         if string(r, "apsio.hang.source") != "live" { failures.append("source") }
-        if let range = durationMs, !range.contains(duration) { failures.append("duration \(duration) ms not in \(range)") }
-        if (r[attribute: "apsio.hang.unfinished"]?.boolValue ?? false) != unfinished { failures.append("unfinished flag") }
+        if let range = durationMs, !range.contains(duration) {
+            failures.append("duration \(duration) ms not in \(range)")
+        }
+        if (r[attribute: "apsio.hang.unfinished"]?.boolValue ?? false) != unfinished {
+            failures.append("unfinished flag")
+        }
         if !found { failures.append("\(function) not in stack (\(symbols.prefix(6).joined(separator: ", ")))") }
         if ownSession, string(r, "session.id") != outcome.session { failures.append("session.id") }
         if string(r, "log.record.uid").count != 26 { failures.append("log.record.uid") }
@@ -39,7 +47,8 @@ struct Scenario {
             failures.append("thread_state \(string(r, "apsio.hang.thread_state")), expected \(state)")
         }
         let syscall = string(r, "apsio.hang.syscall_name")
-        let seen = "\(duration) ms, \(string(r, "apsio.hang.thread_state"))\(syscall.isEmpty ? "" : "/" + syscall), "
+        let seen =
+            "\(duration) ms, \(string(r, "apsio.hang.thread_state"))\(syscall.isEmpty ? "" : "/" + syscall), "
             + "\(string(r, "apsio.hang.capture")), \(symbols.count) app frames\(found ? ", fn found" : "")"
             + (unfinished ? ", unfinished" : "")
         return (seen, failures)

@@ -13,19 +13,24 @@ if arguments.count >= 4, arguments[1] == "child" {
     Child.run(arguments[2], directory: arguments[3])
 }
 
-func live(_ name: String, _ function: String, state: String? = nil, range: ClosedRange<Int>? = 900...1100) -> () -> (String, [String]) {
+func live(
+    _ name: String, _ function: String, state: String? = nil, range: ClosedRange<Int>? = 900...1100
+) -> () -> (String, [String]) {
     {
         let dir = Parent.makeDirectory(name)
         let outcome = Parent.runChild(["child", name, dir])
-        var (seen, failures) = Scenario.checkHang(outcome, function: function, durationMs: range,
-                                                  unfinished: false, state: state)
+        var (seen, failures) = Scenario.checkHang(
+            outcome, function: function, durationMs: range,
+            unfinished: false, state: state)
         if !Parent.hangFiles(dir).isEmpty { failures.append("hang file not deleted after export") }
         return (seen, failures)
     }
 }
 
-func none(_ name: String, launcher: [String] = [], onLine: @escaping @Sendable (String, pid_t) -> Void = { _, _ in },
-          extra: @escaping (ChildOutcome) -> [String] = { _ in [] }) -> () -> (String, [String]) {
+func none(
+    _ name: String, launcher: [String] = [], onLine: @escaping @Sendable (String, pid_t) -> Void = { _, _ in },
+    extra: @escaping (ChildOutcome) -> [String] = { _ in [] }
+) -> () -> (String, [String]) {
     {
         let dir = Parent.makeDirectory(name)
         let outcome = Parent.runChild(["child", name, dir], launcher: launcher, onLine: onLine)
@@ -38,71 +43,97 @@ func none(_ name: String, launcher: [String] = [], onLine: @escaping @Sendable (
 let strace = ["/usr/bin/strace", "/bin/strace"].first { FileManager.default.isExecutableFile(atPath: $0) }
 
 let scenarios: [Scenario] = [
-    Scenario(name: "live1s", summary: "main thread blocked 1 s, recovers",
-             run: live("live1s", "hangHarnessWaitOnSemaphore")),
-    Scenario(name: "kill", summary: "blocked, SIGKILL after 2 s, next launch", run: {
-        let dir = Parent.makeDirectory("kill")
-        let first = Parent.runChild(["child", "kill", dir]) { line, pid in
-            if line == "BLOCKING" { DispatchQueue.global().asyncAfter(deadline: .now() + 2) { kill(pid, SIGKILL) } }
-        }
-        var failures: [String] = []
-        if first.killedBySignal != SIGKILL { failures.append("first child not killed") }
-        let second = Parent.runChild(["child", "collect", dir])
-        let (seen, more) = Scenario.checkHang(second, function: "hangHarnessBlockForever", durationMs: 1700...2300,
-                                              unfinished: true, ownSession: false)
-        failures += more
-        if !Parent.hangFiles(dir).isEmpty { failures.append("hang file not deleted after export") }
-        if let r = second.records.first(where: { $0.eventName == "apsio.hang" }),
-           Scenario.string(r, "session.id") != first.session {
-            failures.append("session.id \(Scenario.string(r, "session.id")) is not the hung run's \(first.session)")
-        }
-        return (seen, failures)
-    }),
-    Scenario(name: "lock", summary: "blocked in a mutex held by another thread",
-             run: live("lock", "hangHarnessLockWait", state: "sleeping")),
+    Scenario(
+        name: "live1s", summary: "main thread blocked 1 s, recovers",
+        run: live("live1s", "hangHarnessWaitOnSemaphore")),
+    Scenario(
+        name: "kill", summary: "blocked, SIGKILL after 2 s, next launch",
+        run: {
+            let dir = Parent.makeDirectory("kill")
+            let first = Parent.runChild(["child", "kill", dir]) { line, pid in
+                if line == "BLOCKING" { DispatchQueue.global().asyncAfter(deadline: .now() + 2) { kill(pid, SIGKILL) } }
+            }
+            var failures: [String] = []
+            if first.killedBySignal != SIGKILL { failures.append("first child not killed") }
+            let second = Parent.runChild(["child", "collect", dir])
+            let (seen, more) = Scenario.checkHang(
+                second, function: "hangHarnessBlockForever", durationMs: 1700...2300,
+                unfinished: true, ownSession: false)
+            failures += more
+            if !Parent.hangFiles(dir).isEmpty { failures.append("hang file not deleted after export") }
+            if let r = second.records.first(where: { $0.eventName == "apsio.hang" }),
+                Scenario.string(r, "session.id") != first.session
+            {
+                failures.append("session.id \(Scenario.string(r, "session.id")) is not the hung run's \(first.session)")
+            }
+            return (seen, failures)
+        }),
+    Scenario(
+        name: "lock", summary: "blocked in a mutex held by another thread",
+        run: live("lock", "hangHarnessLockWait", state: "sleeping")),
     Scenario(name: "sleep", summary: "blocked in usleep", run: live("sleep", "hangHarnessSleep", state: "sleeping")),
     Scenario(name: "busy", summary: "busy loop 1 s", run: live("busy", "hangHarnessBusyLoop", state: "running")),
     Scenario(name: "stall200", summary: "five stalls of 200 ms", run: none("stall200")),
-    Scenario(name: "sigstop", summary: "SIGSTOP 2 s, SIGCONT", run: none("sigstop", onLine: { line, pid in
-        if line == "READY" {
-            DispatchQueue.global().async {
-                usleep(200_000)
-                kill(pid, SIGSTOP)
-                usleep(2_000_000)
-                kill(pid, SIGCONT)
+    Scenario(
+        name: "sigstop", summary: "SIGSTOP 2 s, SIGCONT",
+        run: none(
+            "sigstop",
+            onLine: { line, pid in
+                if line == "READY" {
+                    DispatchQueue.global().async {
+                        usleep(200_000)
+                        kill(pid, SIGSTOP)
+                        usleep(2_000_000)
+                        kill(pid, SIGCONT)
+                    }
+                }
+            }, extra: { $0.stats.contains("late=0") ? ["no late tick seen"] : [] })),
+    Scenario(
+        name: "tracer", summary: "blocked 1 s under strace -f",
+        run: {
+            guard let strace else { return ("strace not installed", ["strace not installed (apt-get install strace)"]) }
+            return none(
+                "tracer", launcher: [strace, "-f", "-o", "/dev/null"],
+                extra: { $0.stats.contains("ignored=0") ? ["stretch not ignored"] : [] })()
+        }),
+    Scenario(
+        name: "heartbeat", summary: "own loop with heartbeat(), blocked 1 s",
+        run: live("heartbeat", "hangHarnessWaitOnSemaphore")),
+    Scenario(
+        name: "dispatchmain", summary: "dispatchMain(), main-queue block 1 s",
+        run: live("dispatchmain", "hangHarnessWaitOnSemaphore")),
+    Scenario(
+        name: "dmbusy", summary: "dispatchMain(), busy loop 1 s",
+        run: live("dmbusy", "hangHarnessBusyLoop", state: "running")),
+    Scenario(
+        name: "dmsleep", summary: "dispatchMain(), usleep 1 s",
+        run: live("dmsleep", "hangHarnessSleep", state: "sleeping")),
+    Scenario(
+        name: "asyncbusy", summary: "async main, @MainActor busy loop 1 s",
+        run: live("asyncbusy", "hangHarnessBusyLoop", state: "running")),
+    Scenario(
+        name: "asyncblock", summary: "async main, @MainActor blocked 1 s",
+        run: live("asyncblock", "hangHarnessWaitOnSemaphore", state: "sleeping")),
+    Scenario(
+        name: "asyncsleep", summary: "async main, @MainActor usleep 1 s",
+        run: live("asyncsleep", "hangHarnessSleep", state: "sleeping")),
+    Scenario(
+        name: "urgowner", summary: "app owns SIGURG, busy loop 1 s",
+        run: live("urgowner", "hangHarnessBusyLoop", state: "running")),
+    Scenario(
+        name: "first", summary: "first main-queue job after start, 1.5 s, x5",
+        run: {
+            var seen: [String] = [], failures: [String] = []
+            for attempt in 1...5 {
+                let (s, f) = live("first", "hangHarnessWaitOnSemaphore", range: 1350...1650)()
+                seen.append(f.isEmpty ? "ok" : s)
+                failures += f.map { "#\(attempt): \($0)" }
             }
-        }
-    }, extra: { $0.stats.contains("late=0") ? ["no late tick seen"] : [] })),
-    Scenario(name: "tracer", summary: "blocked 1 s under strace -f", run: {
-        guard let strace else { return ("strace not installed", ["strace not installed (apt-get install strace)"]) }
-        return none("tracer", launcher: [strace, "-f", "-o", "/dev/null"],
-                    extra: { $0.stats.contains("ignored=0") ? ["stretch not ignored"] : [] })()
-    }),
-    Scenario(name: "heartbeat", summary: "own loop with heartbeat(), blocked 1 s",
-             run: live("heartbeat", "hangHarnessWaitOnSemaphore")),
-    Scenario(name: "dispatchmain", summary: "dispatchMain(), main-queue block 1 s",
-             run: live("dispatchmain", "hangHarnessWaitOnSemaphore")),
-    Scenario(name: "dmbusy", summary: "dispatchMain(), busy loop 1 s",
-             run: live("dmbusy", "hangHarnessBusyLoop", state: "running")),
-    Scenario(name: "dmsleep", summary: "dispatchMain(), usleep 1 s",
-             run: live("dmsleep", "hangHarnessSleep", state: "sleeping")),
-    Scenario(name: "asyncbusy", summary: "async main, @MainActor busy loop 1 s",
-             run: live("asyncbusy", "hangHarnessBusyLoop", state: "running")),
-    Scenario(name: "asyncblock", summary: "async main, @MainActor blocked 1 s",
-             run: live("asyncblock", "hangHarnessWaitOnSemaphore", state: "sleeping")),
-    Scenario(name: "asyncsleep", summary: "async main, @MainActor usleep 1 s",
-             run: live("asyncsleep", "hangHarnessSleep", state: "sleeping")),
-    Scenario(name: "urgowner", summary: "app owns SIGURG, busy loop 1 s",
-             run: live("urgowner", "hangHarnessBusyLoop", state: "running")),
-    Scenario(name: "first", summary: "first main-queue job after start, 1.5 s, x5", run: {
-        var seen: [String] = [], failures: [String] = []
-        for attempt in 1...5 {
-            let (s, f) = live("first", "hangHarnessWaitOnSemaphore", range: 1350...1650)()
-            seen.append(f.isEmpty ? "ok" : s)
-            failures += f.map { "#\(attempt): \($0)" }
-        }
-        return ("\(seen.filter { $0 == "ok" }.count)/5 recorded" + (failures.isEmpty ? "" : " (\(seen.first { $0 != "ok" } ?? ""))"), failures)
-    }),
+            return (
+                "\(seen.filter { $0 == "ok" }.count)/5 recorded"
+                    + (failures.isEmpty ? "" : " (\(seen.first { $0 != "ok" } ?? ""))"), failures
+            )
+        }),
 ]
 
 /// The table's columns, after the scenario's name.
@@ -116,8 +147,11 @@ for scenario in scenarios where only == nil || only!.contains(scenario.name) {
     Table.progress("hang-harness", scenario.name)
     let started = Monotonic.seconds()
     let (seen, failures) = scenario.run()
-    let result: TableCheck<Column> = failures.isEmpty ? .pass(.seen, seen) : .fail(.seen, seen, failures.joined(separator: "; "))
-    rows.append(TableRow(scenario: scenario.name, checks: [.skip(.what, scenario.summary), result],
-                         milliseconds: Int((Monotonic.seconds() - started) * 1000)))
+    let result: TableCheck<Column> =
+        failures.isEmpty ? .pass(.seen, seen) : .fail(.seen, seen, failures.joined(separator: "; "))
+    rows.append(
+        TableRow(
+            scenario: scenario.name, checks: [.skip(.what, scenario.summary), result],
+            milliseconds: Int((Monotonic.seconds() - started) * 1000)))
 }
 exit(Table.print(rows))

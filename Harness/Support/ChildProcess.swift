@@ -16,9 +16,9 @@ package enum Termination: Equatable, Sendable, CustomStringConvertible {
     package init(waitStatus status: Int32) {
         let low = status & 0x7F
         if low == 0 {
-            self = .exited((status >> 8) & 0xFF)          // WIFEXITED / WEXITSTATUS
+            self = .exited((status >> 8) & 0xFF)  // WIFEXITED / WEXITSTATUS
         } else {
-            self = .signaled(low)                          // WIFSIGNALED / WTERMSIG
+            self = .signaled(low)  // WIFSIGNALED / WTERMSIG
         }
     }
 
@@ -91,7 +91,8 @@ package final class ChildProcess {
     /// The complete stdout lines so far.
     package private(set) var lines: [String] = []
 
-    private var stdoutFD: Int32 = -1, stderrFD: Int32 = -1, valuesFD: Int32 = -1, exitFD: Int32 = -1, inputFD: Int32 = -1
+    private var stdoutFD: Int32 = -1, stderrFD: Int32 = -1, valuesFD: Int32 = -1, exitFD: Int32 = -1,
+        inputFD: Int32 = -1
     private var out: [UInt8] = [], err: [UInt8] = [], valueBytes: [UInt8] = [], exitBytes: [UInt8] = []
     private var lineStart = 0
     private var watch: StderrWatch?
@@ -107,9 +108,11 @@ package final class ChildProcess {
     /// stdout and stderr are captured, or go to /dev/null; with `valuesDescriptor` the child
     /// also gets a pipe on that descriptor (read into ``ChildResult/values``). `onLine` sees
     /// every stdout line as it is read, with the child's pid.
-    package init(_ executable: String, _ arguments: [String], environment: [String: String],
-                 inputPipe: Bool = false, captureOutput: Bool = true, valuesDescriptor: Int32? = nil,
-                 watch: StderrWatch? = nil, onLine: ((String, pid_t) -> Void)? = nil) throws(SpawnError) {
+    package init(
+        _ executable: String, _ arguments: [String], environment: [String: String],
+        inputPipe: Bool = false, captureOutput: Bool = true, valuesDescriptor: Int32? = nil,
+        watch: StderrWatch? = nil, onLine: ((String, pid_t) -> Void)? = nil
+    ) throws(SpawnError) {
         self.arguments = arguments
         self.watch = watch
         self.onLine = onLine
@@ -117,7 +120,10 @@ package final class ChildProcess {
         func makePipe() throws(SpawnError) -> (read: Int32, write: Int32) {
             var fds: [Int32] = [-1, -1]
             guard pipe(&fds) == 0 else {
-                for p in pipes { close(p.read); close(p.write) }
+                for p in pipes {
+                    close(p.read)
+                    close(p.write)
+                }
                 throw SpawnError(description: "pipe: \(String(cString: strerror(errno)))")
             }
             // The child gets its ends through dup2 (which clears the flag); nothing else leaks.
@@ -145,7 +151,9 @@ package final class ChildProcess {
             posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
             posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
         }
-        if let values, let valuesDescriptor { posix_spawn_file_actions_adddup2(&actions, values.write, valuesDescriptor) }
+        if let values, let valuesDescriptor {
+            posix_spawn_file_actions_adddup2(&actions, values.write, valuesDescriptor)
+        }
 
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
@@ -162,7 +170,8 @@ package final class ChildProcess {
         posix_spawnattr_setsigdefault(&attributes, &defaults)
         posix_spawnattr_setsigmask(&attributes, &empty)
         posix_spawnattr_setpgroup(&attributes, 0)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+        posix_spawnattr_setflags(
+            &attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
 
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         let envp = environment.sorted { $0.key < $1.key }.map { strdup("\($0.key)=\($0.value)") } + [nil]
@@ -192,16 +201,20 @@ package final class ChildProcess {
 
     /// Runs a child to the end: its termination and everything it wrote. After `timeout`
     /// seconds its whole process group is killed.
-    package static func run(_ executable: String, _ arguments: [String], environment: [String: String],
-                            timeout: Double, captureOutput: Bool = true, valuesDescriptor: Int32? = nil,
-                            watch: StderrWatch? = nil) -> ChildResult {
+    package static func run(
+        _ executable: String, _ arguments: [String], environment: [String: String],
+        timeout: Double, captureOutput: Bool = true, valuesDescriptor: Int32? = nil,
+        watch: StderrWatch? = nil
+    ) -> ChildResult {
         do {
-            let child = try ChildProcess(executable, arguments, environment: environment, captureOutput: captureOutput,
-                                         valuesDescriptor: valuesDescriptor, watch: watch)
+            let child = try ChildProcess(
+                executable, arguments, environment: environment, captureOutput: captureOutput,
+                valuesDescriptor: valuesDescriptor, watch: watch)
             return child.finish(timeout: timeout)
         } catch {
-            return ChildResult(arguments: arguments, termination: .failedToStart(error.description), standardOutput: "",
-                               lines: [], standardError: "", values: [], milliseconds: 0, exitedAt: nil, watchResult: nil)
+            return ChildResult(
+                arguments: arguments, termination: .failedToStart(error.description), standardOutput: "",
+                lines: [], standardError: "", values: [], milliseconds: 0, exitedAt: nil, watchResult: nil)
         }
     }
 
@@ -234,7 +247,10 @@ package final class ChildProcess {
         let deadline = started + timeout
         // Until the child was waited for (the waiter closes its pipe either way), then while
         // output may still come, for at most drainSeconds.
-        while exitFD >= 0 || (Monotonic.seconds() - exitedSeconds < Self.drainSeconds && (stdoutFD >= 0 || stderrFD >= 0 || valuesFD >= 0)) {
+        while exitFD >= 0
+            || (Monotonic.seconds() - exitedSeconds < Self.drainSeconds
+                && (stdoutFD >= 0 || stderrFD >= 0 || valuesFD >= 0))
+        {
             if exitFD >= 0, Monotonic.seconds() > deadline, !timedOut {
                 kill(-pid, SIGKILL)  // the whole group: the child and any helper it started
                 timedOut = true
@@ -243,7 +259,9 @@ package final class ChildProcess {
         }
         closeInput()
         for fd in [stdoutFD, stderrFD, valuesFD] where fd >= 0 { close(fd) }
-        stdoutFD = -1; stderrFD = -1; valuesFD = -1
+        stdoutFD = -1
+        stderrFD = -1
+        valuesFD = -1
         if lineStart < out.count { lines.append(String(decoding: out[lineStart...], as: UTF8.self)) }
         lineStart = out.count
         var values: [UInt64] = []
@@ -254,7 +272,8 @@ package final class ChildProcess {
         }
         let result = ChildResult(
             arguments: arguments,
-            termination: timedOut ? .timedOut : status.map(Termination.init(waitStatus:)) ?? .failedToStart("waitpid failed"),
+            termination: timedOut
+                ? .timedOut : status.map(Termination.init(waitStatus:)) ?? .failedToStart("waitpid failed"),
             standardOutput: String(decoding: out, as: UTF8.self), lines: lines,
             standardError: String(decoding: err, as: UTF8.self), values: values,
             milliseconds: Int((Monotonic.seconds() - started) * 1000), exitedAt: exitedAt, watchResult: watchResult)
@@ -268,7 +287,9 @@ package final class ChildProcess {
     /// Waits once for input on any open descriptor (until `deadline`, in monotonic seconds), and
     /// reads what is there.
     private func pump(until deadline: Double) {
-        var fds = [stdoutFD, stderrFD, valuesFD, exitFD].filter { $0 >= 0 }.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+        var fds = [stdoutFD, stderrFD, valuesFD, exitFD].filter { $0 >= 0 }.map {
+            pollfd(fd: $0, events: Int16(POLLIN), revents: 0)
+        }
         guard !fds.isEmpty else { return }
         let remaining = deadline - Monotonic.seconds()
         let ms = remaining.isInfinite ? -1 : Int32(max(0, min(remaining * 1000, 60_000)).rounded(.up))
@@ -282,7 +303,10 @@ package final class ChildProcess {
             case stdoutFD:
                 out += bytes
                 splitLines()
-                if n <= 0 { close(stdoutFD); stdoutFD = -1 }
+                if n <= 0 {
+                    close(stdoutFD)
+                    stdoutFD = -1
+                }
             case stderrFD:
                 let before = err.count
                 err += bytes
@@ -290,10 +314,16 @@ package final class ChildProcess {
                     watchResult = pending.check()
                     watch = nil
                 }
-                if n <= 0 { close(stderrFD); stderrFD = -1 }
+                if n <= 0 {
+                    close(stderrFD)
+                    stderrFD = -1
+                }
             case valuesFD:
                 valueBytes += bytes
-                if n <= 0 { close(valuesFD); valuesFD = -1 }
+                if n <= 0 {
+                    close(valuesFD)
+                    valuesFD = -1
+                }
             default:
                 exitBytes += bytes
                 if status == nil, exitBytes.count >= 12 {
@@ -302,7 +332,10 @@ package final class ChildProcess {
                         exitedAt = raw.loadUnaligned(fromByteOffset: 4, as: UInt64.self)
                     }
                 }
-                if n <= 0 || status != nil { close(exitFD); exitFD = -1 }
+                if n <= 0 || status != nil {
+                    close(exitFD)
+                    exitFD = -1
+                }
             }
         }
     }

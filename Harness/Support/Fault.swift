@@ -157,7 +157,8 @@ enum Faults {
         template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
         guard ftruncate(fd, off_t(2 * page)) == 0 else { return setupFailed("ftruncate", seed) }
         guard let map = mmap(nil, 2 * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0),
-              map != MAP_FAILED else { return setupFailed("mmap", seed) }
+            map != MAP_FAILED
+        else { return setupFailed("mmap", seed) }
         guard ftruncate(fd, 0) == 0 else { return setupFailed("ftruncate", seed) }
         let bytes = map.assumingMemoryBound(to: UInt8.self)
         bytes[page] = UInt8(truncatingIfNeeded: seed)
@@ -172,15 +173,18 @@ enum Faults {
         #if arch(x86_64)
         let code: [UInt8] = [0x55, 0x48, 0x89, 0xE5, 0x0F, 0x0B]  // push %rbp; mov %rsp,%rbp; ud2
         #elseif arch(arm64)
-        let code: [UInt8] = [0xFD, 0x7B, 0xBF, 0xA9,  // stp x29, x30, [sp, #-16]!
-                             0xFD, 0x03, 0x00, 0x91,  // mov x29, sp
-                             0x00, 0x00, 0x00, 0x00]  // udf #0
+        let code: [UInt8] = [
+            0xFD, 0x7B, 0xBF, 0xA9,  // stp x29, x30, [sp, #-16]!
+            0xFD, 0x03, 0x00, 0x91,  // mov x29, sp
+            0x00, 0x00, 0x00, 0x00,
+        ]  // udf #0
         #else
         #error("no illegal-instruction stub for this architecture")
         #endif
         let page = sysconf(Int32(_SC_PAGESIZE))
         guard let memory = mmap(nil, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
-              memory != MAP_FAILED else { return setupFailed("mmap", seed) }
+            memory != MAP_FAILED
+        else { return setupFailed("mmap", seed) }
         memory.copyMemory(from: code, byteCount: code.count)
         guard mprotect(memory, page, PROT_READ | PROT_EXEC) == 0 else { return setupFailed("mprotect", seed) }
         typealias Stub = @convention(c) (Int) -> Int

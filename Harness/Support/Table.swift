@@ -48,9 +48,10 @@ package enum Table {
     package static func render<C>(_ rows: [TableRow<C>]) -> String {
         let header = ["scenario"] + C.allCases.map(\.rawValue) + ["ms", "result"]
         let body = rows.map { row in
-            [row.scenario] + C.allCases.map { column in
-                row.checks.first { $0.column == column }?.cell ?? "-"
-            } + ["\(row.milliseconds)", row.verdict]
+            [row.scenario]
+                + C.allCases.map { column in
+                    row.checks.first { $0.column == column }?.cell ?? "-"
+                } + ["\(row.milliseconds)", row.verdict]
         }
         let widths = header.indices.map { i in ([header] + body).map { $0[i].count }.max() ?? 0 }
         func line(_ cells: [String]) -> String {
@@ -66,7 +67,8 @@ package enum Table {
     package static func failures<C>(_ rows: [TableRow<C>]) -> [String] {
         rows.filter(\.failed).flatMap { row in
             row.checks.compactMap { check in
-                check.passed == false ? "\(row.scenario): \(check.column.rawValue): \(check.problem ?? check.cell)" : nil
+                check.passed == false
+                    ? "\(row.scenario): \(check.column.rawValue): \(check.problem ?? check.cell)" : nil
             }
         }
     }

@@ -54,9 +54,11 @@ extension Aftermath {
         package var sysRoot = "/sys"
 
         /// A configuration with the defaults.
-        public init(serviceName: String, serviceVersion: String, exporter: any LogExporter,
-                    reportsDirectory: String? = nil, appRoot: String? = nil,
-                    fsyncReports: Bool = true, deliverPendingReportsSynchronously: Bool = false) {
+        public init(
+            serviceName: String, serviceVersion: String, exporter: any LogExporter,
+            reportsDirectory: String? = nil, appRoot: String? = nil,
+            fsyncReports: Bool = true, deliverPendingReportsSynchronously: Bool = false
+        ) {
             self.serviceName = serviceName
             self.serviceVersion = serviceVersion
             self.exporter = exporter

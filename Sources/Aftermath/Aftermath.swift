@@ -45,7 +45,7 @@ public enum Aftermath {
     /// ``start(_:)`` reading environment instead of the process's.
     package static func start(_ configuration: Configuration, environment: OTelEnvironment) throws(StartError) {
         guard !environment.sdkDisabled else { return }
-        let hold = FileSizeSignalHold() // a write past ulimit -f fails; it never ends the app
+        let hold = FileSizeSignalHold()  // a write past ulimit -f fails; it never ends the app
         defer { hold.release() }
         let directory = ReportDirectory(root: configuration.reportsDirectory)
         do {
@@ -66,7 +66,8 @@ public enum Aftermath {
             return aft_install(&options, &error, error.count)
         }
         guard status == 0 else {
-            throw .crashHandlersNotInstalled(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+            throw .crashHandlersNotInstalled(
+                String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
         }
         // The build id the handler read from memory is the one records carry.
         var installed = context
@@ -98,7 +99,7 @@ public enum Aftermath {
     /// Collects and exports what is pending now, synchronously; nil before ``start(_:)``.
     @discardableResult
     public static func deliverPendingReports() -> Delivery? {
-        let hold = FileSizeSignalHold() // a write past ulimit -f fails; it never ends the app
+        let hold = FileSizeSignalHold()  // a write past ulimit -f fails; it never ends the app
         defer { hold.release() }
         guard let running = state.withLock({ $0 }) else { return nil }
         let collector = self.collector(running.configuration, directory: running.directory, context: running.context)
@@ -133,11 +134,14 @@ public enum Aftermath {
     /// The resource of records sent by this launch: it describes the reporting process. The
     /// attributes of OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME come after Aftermath's own,
     /// which win (service.name from the environment only when the configuration's is empty).
-    package static func resource(for c: Configuration,
-                                 environment: OTelEnvironment = OTelEnvironment(ProcessInfo.processInfo.environment)) -> Resource {
+    package static func resource(
+        for c: Configuration,
+        environment: OTelEnvironment = OTelEnvironment(ProcessInfo.processInfo.environment)
+    ) -> Resource {
         var resource = SDK.resource(serviceName: c.serviceName, serviceVersion: c.serviceVersion)
         if c.serviceName.isEmpty { resource.attributes.removeAll { $0.key == "service.name" } }
-        for attribute in environment.resourceAttributes where !resource.attributes.contains(where: { $0.key == attribute.key }) {
+        for attribute in environment.resourceAttributes
+        where !resource.attributes.contains(where: { $0.key == attribute.key }) {
             resource.attributes.append(attribute)
         }
         if !resource.attributes.contains(where: { $0.key == "service.name" }) {
@@ -148,15 +152,18 @@ public enum Aftermath {
 
     /// A collector that judges dead runs with this launch's release, OS and configured roots.
     static func collector(_ c: Configuration, directory: ReportDirectory, context: ReportContext) -> ReportCollector {
-        let environment = ExitEnvironment(procRoot: c.procRoot, sysRoot: c.sysRoot, serviceVersion: context.serviceVersion,
-                                          appBuildID: context.appBuildID.isEmpty ? nil : context.appBuildID,
-                                          osName: context.osName, osVersion: context.osVersion,
-                                          kernelRelease: context.kernelRelease,
-                                          process: ExitEnvironment.currentProcess(procRoot: c.procRoot))
-        var limits = ReportCollector.Limits(maxRunFiles: c.maxRunFiles, maxRunAgeSeconds: c.maxRunAge.seconds,
-                                            maxReportAgeSeconds: c.maxReportAge.seconds)
+        let environment = ExitEnvironment(
+            procRoot: c.procRoot, sysRoot: c.sysRoot, serviceVersion: context.serviceVersion,
+            appBuildID: context.appBuildID.isEmpty ? nil : context.appBuildID,
+            osName: context.osName, osVersion: context.osVersion,
+            kernelRelease: context.kernelRelease,
+            process: ExitEnvironment.currentProcess(procRoot: c.procRoot))
+        var limits = ReportCollector.Limits(
+            maxRunFiles: c.maxRunFiles, maxRunAgeSeconds: c.maxRunAge.seconds,
+            maxReportAgeSeconds: c.maxReportAge.seconds)
         limits.maxPendingErrors = max(c.maxPendingErrors, 1)
-        return ReportCollector(directory: directory, currentRunID: context.runID, environment: environment, limits: limits)
+        return ReportCollector(
+            directory: directory, currentRunID: context.runID, environment: environment, limits: limits)
     }
 
     package static func makeContext(_ c: Configuration) -> ReportContext {

@@ -20,7 +20,10 @@ extension Aftermath {
 
         init(_ d: ReportCollector.Delivery) {
             exported = d.exported
-            rejected = d.rejected.map { Rejected(file: ($0.path as String).split(separator: "/").last.map(String.init) ?? $0.path, reason: $0.reason) }
+            rejected = d.rejected.map {
+                Rejected(
+                    file: ($0.path as String).split(separator: "/").last.map(String.init) ?? $0.path, reason: $0.reason)
+            }
             exportError = d.exportError
         }
     }

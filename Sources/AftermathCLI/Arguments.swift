@@ -50,15 +50,22 @@ struct Arguments {
                 arguments.operands.append(argument)
                 continue
             }
-            if argument == "--" { onlyOperands = true; continue }
-            if argument == "--help" || argument == "-h" { arguments.help = true; continue }
+            if argument == "--" {
+                onlyOperands = true
+                continue
+            }
+            if argument == "--help" || argument == "-h" {
+                arguments.help = true
+                continue
+            }
             var name = argument, inline: String?
             if let equals = argument.firstIndex(of: "="), argument.hasPrefix("--") {
                 name = String(argument[..<equals])
                 inline = String(argument[argument.index(after: equals)...])
             }
             if spec.values.contains(name) {
-                guard let value = inline ?? rest.popFirst(), !value.isEmpty, inline != nil || !value.hasPrefix("--") else {
+                guard let value = inline ?? rest.popFirst(), !value.isEmpty, inline != nil || !value.hasPrefix("--")
+                else {
                     throw UsageError(message: "\(name) needs a value")
                 }
                 arguments.values[name, default: []].append(value)
@@ -76,9 +83,10 @@ struct Arguments {
             throw UsageError(message: "\(single) given twice")
         }
         if !spec.operands.contains(arguments.operands.count) {
-            throw UsageError(message: arguments.operands.count < spec.operands.lowerBound
-                             ? "missing \(command == .show ? "report id" : "input")"
-                             : "unexpected argument \(arguments.operands[spec.operands.upperBound])")
+            throw UsageError(
+                message: arguments.operands.count < spec.operands.lowerBound
+                    ? "missing \(command == .show ? "report id" : "input")"
+                    : "unexpected argument \(arguments.operands[spec.operands.upperBound])")
         }
         return arguments
     }

@@ -56,7 +56,9 @@ struct Commands {
         }
     }
 
-    func collect() throws(Failure) -> (reports: [(PendingReport, ReportDirectory)], rejected: [RejectedFile], directories: [ReportDirectory]) {
+    func collect() throws(Failure) -> (
+        reports: [(PendingReport, ReportDirectory)], rejected: [RejectedFile], directories: [ReportDirectory]
+    ) {
         let dirs = try directories()
         var reports: [(PendingReport, ReportDirectory)] = []
         var rejected: [RejectedFile] = []
@@ -85,7 +87,8 @@ struct Commands {
         if let type = record[attribute: "exception.type"]?.stringValue { return type }
         if let reason = record[attribute: "apsio.exit.reason"]?.stringValue { return "exit: \(reason)" }
         if let ms = record[attribute: "apsio.hang.duration"]?.intValue {
-            return "hang \(ms) ms" + (record[attribute: "apsio.hang.unfinished"]?.boolValue == true ? " (unfinished)" : "")
+            return "hang \(ms) ms"
+                + (record[attribute: "apsio.hang.unfinished"]?.boolValue == true ? " (unfinished)" : "")
         }
         return record.eventName ?? ""
     }
@@ -113,19 +116,25 @@ struct Commands {
         let (reports, rejected, dirs) = try collect()
         let setAside = dirs.flatMap { ReportCollector(directory: $0).rejectedFiles() }
         let entries = reports.map { r, _ in
-            ListEntry(kind: r.kind.rawValue, time: ReportView.isoTime(r.record.timeUnixNano), what: Self.summary(r.record),
-                      release: r.record[attribute: "service.version"]?.stringValue, id: Self.id(r), file: r.path)
+            ListEntry(
+                kind: r.kind.rawValue, time: ReportView.isoTime(r.record.timeUnixNano), what: Self.summary(r.record),
+                release: r.record[attribute: "service.version"]?.stringValue, id: Self.id(r), file: r.path)
         }
         if json {
-            printJSON(Listing(directories: dirs.map(\.root), reports: entries,
-                              rejected: rejected.map { ["path": $0.path, "reason": $0.reason] },
-                              inRejected: setAside.map { ["path": $0.path, "reason": $0.reason] }))
+            printJSON(
+                Listing(
+                    directories: dirs.map(\.root), reports: entries,
+                    rejected: rejected.map { ["path": $0.path, "reason": $0.reason] },
+                    inRejected: setAside.map { ["path": $0.path, "reason": $0.reason] }))
         } else {
             if dirs.isEmpty { print("no reports directory found") }
-            if entries.isEmpty && !dirs.isEmpty { print("no pending reports in \(dirs.map(\.root).joined(separator: ", "))") }
+            if entries.isEmpty && !dirs.isEmpty {
+                print("no pending reports in \(dirs.map(\.root).joined(separator: ", "))")
+            }
             if !entries.isEmpty {
-                printTable(["kind", "time (UTC)", "what", "release", "id"],
-                           entries.map { [$0.kind, $0.time, $0.what, $0.release ?? "", $0.id] })
+                printTable(
+                    ["kind", "time (UTC)", "what", "release", "id"],
+                    entries.map { [$0.kind, $0.time, $0.what, $0.release ?? "", $0.id] })
             }
             for s in rejected { print("rejected \(s.path): \(s.reason)") }
             for s in setAside { print("in rejected/: \(s.path): \(s.reason)") }
@@ -142,8 +151,11 @@ struct Commands {
             Self.id(r).lowercased().hasPrefix(q) || (r.path as NSString).lastPathComponent.lowercased().hasPrefix(q)
         }
         guard matches.count == 1, let (r, _) = matches.first else {
-            throw fail(matches.isEmpty ? "no report matches \(query) (see aftermath list)"
-                       : "\(matches.count) reports match \(query): " + matches.map { Self.id($0.0) }.joined(separator: ", "))
+            throw fail(
+                matches.isEmpty
+                    ? "no report matches \(query) (see aftermath list)"
+                    : "\(matches.count) reports match \(query): "
+                        + matches.map { Self.id($0.0) }.joined(separator: ", "))
         }
         return Report(pending: r, serviceName: nil)
     }
@@ -160,8 +172,9 @@ struct Commands {
     func dump() throws(Failure) -> Int32 {
         let (reports, _, _) = try collect()
         let resource = SDK.resource(serviceName: "aftermath-cli", serviceVersion: SDK.version)
-        let batch = LogBatch(resource: resource, scopeName: SDK.scopeName, scopeVersion: SDK.version,
-                             records: reports.map(\.0.record))
+        let batch = LogBatch(
+            resource: resource, scopeName: SDK.scopeName, scopeVersion: SDK.version,
+            records: reports.map(\.0.record))
         print(OTLPJSON.encodeString(batch, pretty: true))
         return reports.isEmpty ? 1 : 0
     }
@@ -183,7 +196,9 @@ struct Commands {
             do { data = Data(try FileReader.read(input, maximumSize: 256 << 20)) } catch {
                 throw fail("cannot read \(input): \(error)")
             }
-            if data.first(where: { !($0 == 32 || $0 == 9 || $0 == 10 || $0 == 13) }).map({ $0 == UInt8(ascii: "{") || $0 == UInt8(ascii: "[") }) == true {
+            if data.first(where: { !($0 == 32 || $0 == 9 || $0 == 10 || $0 == 13) }).map({
+                $0 == UInt8(ascii: "{") || $0 == UInt8(ascii: "[")
+            }) == true {
                 reports = try otlpReports(data, source: input)
             } else {
                 do { reports = [try Report(file: input)] } catch {
@@ -203,8 +218,9 @@ struct Commands {
         let records: [(record: LogRecord, serviceName: String?)]
         do { records = try OTLPInput.records(data) } catch { throw fail("\(source): \(error)") }
         return records.map { record, service in
-            Report(kind: Report.kind(of: record), record: record, source: source, serviceName: service,
-                   stack: Report.stack(fromRecord: record))
+            Report(
+                kind: Report.kind(of: record), record: record, source: source, serviceName: service,
+                stack: Report.stack(fromRecord: record))
         }
     }
 

@@ -28,30 +28,39 @@ struct Render {
     func show(_ v: ReportView) -> String {
         var out: [String] = []
         let duration = v.details.first { $0.key == "duration (ms)" }.map { d in
-            "\(d.value) ms" + (v.details.contains { $0.key == "unfinished" && $0.value == "true" } ? ", unfinished" : "")
+            "\(d.value) ms"
+                + (v.details.contains { $0.key == "unfinished" && $0.value == "true" } ? ", unfinished" : "")
         }
         let what = v.signal ?? duration ?? v.details.first { $0.key == "type" || $0.key == "exit reason" }?.value
         out.append(bold((Self.titles[v.kind] ?? v.kind) + (what.map { ": \($0)" } ?? "")))
         func field(_ name: String, _ value: String?) {
-            if let value { out.append((name + ":").padding(toLength: max(14, name.count + 2), withPad: " ", startingAt: 0) + value) }
+            if let value {
+                out.append((name + ":").padding(toLength: max(14, name.count + 2), withPad: " ", startingAt: 0) + value)
+            }
         }
         field("App", [v.app, v.release.map { "release \($0)" }].compactMap { $0 }.joined(separator: ", ").nilIfEmpty)
         field("Build id", v.build)
         field("Session", v.session)
         field("Time", v.time)
         field("OS", v.os)
-        field("Report", v.id + (v.file.flatMap { ($0 as NSString).lastPathComponent == v.id ? nil : "  (\($0))" } ?? ""))
+        field(
+            "Report", v.id + (v.file.flatMap { ($0 as NSString).lastPathComponent == v.id ? nil : "  (\($0))" } ?? ""))
         if let signal = v.signal { field("Signal", red(signal)) }
-        if let explanation = v.explanation { field("Explanation", v.swiftRuntimeFailure != nil ? red(explanation) : explanation) }
+        if let explanation = v.explanation {
+            field("Explanation", v.swiftRuntimeFailure != nil ? red(explanation) : explanation)
+        }
         if v.swiftRuntimeFailure != nil, let recorded = v.recordedExplanation { field("Recorded", dim(recorded)) }
         for d in v.details where !(v.signal == nil && (d.key == "type" || d.key == "exit reason") && d.value == what) {
             field(d.key.prefix(1).uppercased() + d.key.dropFirst(), d.value)
         }
 
         if let t = v.thread {
-            var header = "\n" + bold(t.role.prefix(1).uppercased() + t.role.dropFirst() + " thread"
-                                       + (t.id.map { " \($0)" } ?? "") + (t.name.map { " \"\($0)\"" } ?? "")
-                                       + (t.main == true ? " (main)" : ""))
+            var header =
+                "\n"
+                + bold(
+                    t.role.prefix(1).uppercased() + t.role.dropFirst() + " thread"
+                        + (t.id.map { " \($0)" } ?? "") + (t.name.map { " \"\($0)\"" } ?? "")
+                        + (t.main == true ? " (main)" : ""))
             var how: [String] = []
             if let u = t.unwinder { how.append(v.kind == "hang" ? "captured by \(u)" : "unwound with \(u)") }
             if t.truncated == true { how.append("truncated") }
@@ -68,8 +77,10 @@ struct Render {
             let indent = String(repeating: " ", count: 3 + 3 + imageWidth + 2 + f.address.count + 2)
             var lines: [String] = []
             for inl in f.inlined {
-                lines.append(dim("[inlined] ") + (inl.function.hasPrefix("Swift runtime failure:") ? red(inl.function) : inl.function)
-                             + place(inl.file, inl.line, inl.column))
+                lines.append(
+                    dim("[inlined] ")
+                        + (inl.function.hasPrefix("Swift runtime failure:") ? red(inl.function) : inl.function)
+                        + place(inl.file, inl.line, inl.column))
             }
             if let function = f.function {
                 let name = f.inApp ? bold(function) : function
@@ -87,7 +98,10 @@ struct Render {
             var row: [String] = []
             for r in v.registers {
                 row.append(r.name.leftPad(7) + " " + r.value)
-                if row.count == 4 { out.append(row.joined(separator: "  ")); row = [] }
+                if row.count == 4 {
+                    out.append(row.joined(separator: "  "))
+                    row = []
+                }
             }
             if !row.isEmpty { out.append(row.joined(separator: "  ")) }
         }
@@ -97,12 +111,15 @@ struct Render {
             for i in v.images {
                 let tags = [i.main ? "main" : nil, i.inApp ? "app" : nil].compactMap { $0 }
                 let range = i.loadAddress + (i.end.map { "-\($0)" } ?? "")
-                out.append("  \(range)  \(i.inApp ? green(i.name) : i.name)  \(i.buildID.isEmpty ? "(no build id)" : i.buildID)"
-                           + (tags.isEmpty ? "" : "  [\(tags.joined(separator: ", "))]") + (i.path.map { "  \($0)" } ?? ""))
+                out.append(
+                    "  \(range)  \(i.inApp ? green(i.name) : i.name)  \(i.buildID.isEmpty ? "(no build id)" : i.buildID)"
+                        + (tags.isEmpty ? "" : "  [\(tags.joined(separator: ", "))]") + (i.path.map { "  \($0)" } ?? "")
+                )
                 if i.debugInfoFound, let file = i.debugFile {
                     out.append("      debug info: " + green("found") + " (\(i.debugSource ?? "?"): \(file))")
                 } else {
-                    out.append("      debug info: " + yellow("not found") + (i.binary.map { "; symbols from \($0)" } ?? ""))
+                    out.append(
+                        "      debug info: " + yellow("not found") + (i.binary.map { "; symbols from \($0)" } ?? ""))
                 }
                 for p in i.problems where !p.hasPrefix("no DWARF for") || i.debugInfoFound {
                     out.append("      " + yellow("note: ") + p)

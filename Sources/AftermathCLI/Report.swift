@@ -72,7 +72,8 @@ extension Report {
             }
         case .hang:
             if let bytes = try? FileReader.read(r.path), let file = try? ReportFile.decode(bytes, salvage: true),
-               let h = try? HangReport(file: file) {
+                let h = try? HangReport(file: file)
+            {
                 hang = h
                 stack = Self.stack(frames: h.frames, images: h.images, inApp: inApp)
                 self.serviceName = serviceName ?? h.context.serviceName
@@ -119,14 +120,16 @@ extension Report {
     static func stack(frames: [UInt64], images: [LoadedImage], inApp: [String: Bool]) -> Stack {
         let sorted = images.sorted { $0.start < $1.start }
         let references = sorted.map { image in
-            ImageReference(name: image.name,
-                           path: image.isVDSO || image.isAnonymous || image.isPathTruncated ? nil : image.path,
-                           buildID: image.buildID, loadAddress: image.start,
-                           isInApp: inApp[image.name + "/" + image.buildID] ?? image.isMainExecutable)
+            ImageReference(
+                name: image.name,
+                path: image.isVDSO || image.isAnonymous || image.isPathTruncated ? nil : image.path,
+                buildID: image.buildID, loadAddress: image.start,
+                isInApp: inApp[image.name + "/" + image.buildID] ?? image.isMainExecutable)
         }
         let frameImages = frames.map { address in sorted.firstIndex { $0.contains(address) } }
-        return Stack(frames: frames, frameImages: frameImages, images: references, imageEnds: sorted.map(\.end),
-                     mainExecutable: sorted.firstIndex { $0.isMainExecutable })
+        return Stack(
+            frames: frames, frameImages: frameImages, images: references, imageEnds: sorted.map(\.end),
+            mainExecutable: sorted.firstIndex { $0.isMainExecutable })
     }
 
     struct ImageEntry: Decodable {
@@ -154,8 +157,9 @@ extension Report {
         guard let text = record[attribute: "exception.stacktrace"]?.stringValue else { return nil }
         let entries = imageEntries(record)
         let images = entries.map { e in
-            ImageReference(name: e.name, path: nil, buildID: e.build_id ?? "",
-                           loadAddress: parseHex(e.load_address ?? "") ?? 0, isInApp: e.in_app ?? false)
+            ImageReference(
+                name: e.name, path: nil, buildID: e.build_id ?? "",
+                loadAddress: parseHex(e.load_address ?? "") ?? 0, isInApp: e.in_app ?? false)
         }
         var frames: [UInt64] = [], frameImages: [Int?] = []
         for line in text.split(separator: "\n") {
@@ -169,9 +173,10 @@ extension Report {
         }
         guard !frames.isEmpty else { return nil }
         let mainName = record[attribute: "app.build_id"]?.stringValue
-        return Stack(frames: frames, frameImages: frameImages, images: images,
-                     imageEnds: images.map { _ in nil },
-                     mainExecutable: images.firstIndex { $0.buildID == mainName && !$0.buildID.isEmpty })
+        return Stack(
+            frames: frames, frameImages: frameImages, images: images,
+            imageEnds: images.map { _ in nil },
+            mainExecutable: images.firstIndex { $0.buildID == mainName && !$0.buildID.isEmpty })
     }
 
     static func parseHex(_ s: String) -> UInt64? {

@@ -117,16 +117,19 @@ extension ReportView {
         images = []
 
         if let c = r.crash {
-            thread = Thread(id: c.threadID, name: c.threadName, main: c.isMainThread, role: "crashed",
-                            unwinder: c.unwinder.rawValue, truncated: c.framesTruncated)
+            thread = Thread(
+                id: c.threadID, name: c.threadName, main: c.isMainThread, role: "crashed",
+                unwinder: c.unwinder.rawValue, truncated: c.framesTruncated)
             registers = Self.registers(c.registers, architecture: c.context.architecture)
         } else if let h = r.hang {
-            thread = Thread(id: h.threadID, name: h.threadName, main: nil, role: "blocked",
-                            unwinder: h.captureMethod.rawValue, truncated: h.framesTruncated)
+            thread = Thread(
+                id: h.threadID, name: h.threadName, main: nil, role: "blocked",
+                unwinder: h.captureMethod.rawValue, truncated: h.framesTruncated)
         } else if r.kind != .abnormalExit {
-            thread = Thread(id: r["thread.id"].flatMap { UInt64($0) }, name: r["thread.name"], main: nil,
-                            role: r.kind == .crash ? "crashed" : r.kind == .hang ? "blocked" : "recording",
-                            unwinder: nil, truncated: nil)
+            thread = Thread(
+                id: r["thread.id"].flatMap { UInt64($0) }, name: r["thread.name"], main: nil,
+                role: r.kind == .crash ? "crashed" : r.kind == .hang ? "blocked" : "recording",
+                unwinder: nil, truncated: nil)
         }
 
         guard let stack = r.stack else { return }
@@ -135,11 +138,13 @@ extension ReportView {
             let imageIndex = stack.frameImages[index]
             let image = imageIndex.map { stack.images[$0] }
             if let imageIndex { used.insert(imageIndex) }
-            var frame = Frame(index: index, address: Self.hex(address), image: image?.name,
-                              imageOffset: image.map { Self.hex(address &- $0.loadAddress, width: 0) },
-                              inApp: image?.isInApp ?? false, inlined: [])
+            var frame = Frame(
+                index: index, address: Self.hex(address), image: image?.name,
+                imageOffset: image.map { Self.hex(address &- $0.loadAddress, width: 0) },
+                inApp: image?.isInApp ?? false, inlined: [])
             if let image, let symbolicator,
-               let s = symbolicator.symbolicate(address: address, image: image, isReturnAddress: index > 0) {
+                let s = symbolicator.symbolicate(address: address, image: image, isReturnAddress: index > 0)
+            {
                 frame.function = s.demangled
                 frame.mangled = s.function == s.demangled ? nil : s.function
                 frame.offset = s.offset
@@ -147,14 +152,17 @@ extension ReportView {
                 frame.line = s.location?.line
                 frame.column = s.location.map(\.column).flatMap { $0 > 0 ? $0 : nil }
                 frame.inlined = s.inlined.map {
-                    Inlined(function: $0.demangled, mangled: $0.name, file: $0.location?.file,
-                            line: $0.location?.line, column: $0.location.map(\.column).flatMap { $0 > 0 ? $0 : nil })
+                    Inlined(
+                        function: $0.demangled, mangled: $0.name, file: $0.location?.file,
+                        line: $0.location?.line, column: $0.location.map(\.column).flatMap { $0 > 0 ? $0 : nil })
                 }
                 if index == 0, r.kind == .crash, let failure = s.swiftRuntimeFailure {
                     let place = s.location.map { " at \($0)" } ?? ""
-                    swiftRuntimeFailure = Failure(reason: failure.reason, message: failure.message,
-                                                  function: s.demangled, location: s.location?.description)
-                    explanation = "Swift runtime failure: \(failure.reason) (\"\(failure.message)\") in \(s.demangled)\(place)."
+                    swiftRuntimeFailure = Failure(
+                        reason: failure.reason, message: failure.message,
+                        function: s.demangled, location: s.location?.description)
+                    explanation =
+                        "Swift runtime failure: \(failure.reason) (\"\(failure.message)\") in \(s.demangled)\(place)."
                 }
             }
             frames.append(frame)
@@ -165,11 +173,13 @@ extension ReportView {
             let files = symbolicator?.debugFiles(for: image)
             var problems = files?.problems ?? []
             if let error = symbolicator?.openError(for: image) { problems.append(error) }
-            images.append(Image(name: image.name, path: image.path, buildID: image.buildID,
-                                loadAddress: Self.hex(image.loadAddress), end: stack.imageEnds[i].map { Self.hex($0) },
-                                inApp: image.isInApp, main: i == stack.mainExecutable, binary: files?.binary,
-                                debugFile: files?.debugFile, debugSource: files?.source?.rawValue,
-                                debugInfoFound: files?.hasDWARF ?? false, problems: problems))
+            images.append(
+                Image(
+                    name: image.name, path: image.path, buildID: image.buildID,
+                    loadAddress: Self.hex(image.loadAddress), end: stack.imageEnds[i].map { Self.hex($0) },
+                    inApp: image.isInApp, main: i == stack.mainExecutable, binary: files?.binary,
+                    debugFile: files?.debugFile, debugSource: files?.source?.rawValue,
+                    debugInfoFound: files?.hasDWARF ?? false, problems: problems))
         }
     }
 
@@ -178,7 +188,8 @@ extension ReportView {
             ("exception.type", "type"), ("apsio.error.fingerprint", "fingerprint"),
             ("apsio.hang.duration", "duration (ms)"), ("apsio.hang.unfinished", "unfinished"),
             ("apsio.hang.thread_state", "thread state"), ("apsio.hang.wait_channel", "wait channel"),
-            ("apsio.hang.syscall_name", "system call"), ("apsio.hang.threshold", "threshold (ms)"), ("apsio.hang.source", "hang source"),
+            ("apsio.hang.syscall_name", "system call"), ("apsio.hang.threshold", "threshold (ms)"),
+            ("apsio.hang.source", "hang source"),
             ("apsio.exit.reason", "exit reason"), ("apsio.exit.source", "exit source"),
             ("apsio.exit.evidence", "evidence"), ("apsio.exit.foreground", "foreground"),
             ("app.screen.name", "screen"), ("session.previous_id", "previous session"),
@@ -196,8 +207,10 @@ extension ReportView {
         let names: [String]
         switch architecture {
         case .x86_64:
-            names = ["r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "rdi", "rsi", "rbp", "rbx", "rdx",
-                     "rax", "rcx", "rsp", "rip", "eflags", "csgsfs", "err", "trapno", "oldmask", "cr2"]
+            names = [
+                "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "rdi", "rsi", "rbp", "rbx", "rdx",
+                "rax", "rcx", "rsp", "rip", "eflags", "csgsfs", "err", "trapno", "oldmask", "cr2",
+            ]
         case .arm64:
             names = (0...28).map { "x\($0)" } + ["fp", "lr", "sp", "pc", "pstate"]
         case .unknown:

@@ -27,8 +27,10 @@ package enum HTTPClient {
 
     /// POSTs body to url with headers ("Name: value"), the whole exchange bounded by
     /// timeoutMilliseconds; https trusts the certificates of caFile, else the system's.
-    package static func post(_ url: String, headers: [String], body: [UInt8], timeoutMilliseconds: Int,
-                             caFile: String? = nil) -> Response {
+    package static func post(
+        _ url: String, headers: [String], body: [UInt8], timeoutMilliseconds: Int,
+        caFile: String? = nil
+    ) -> Response {
         var response = aft_http_response()
         let prepared: Int32 = withCStrings(headers + [caFile ?? ""]) { all in
             let lines = Array(all.dropLast())
@@ -49,8 +51,9 @@ package enum HTTPClient {
         let bodyBytes = response.body.map { Array(UnsafeBufferPointer(start: $0, count: response.body_size)) } ?? []
         let error = string(&response.error)
         if prepared != 0 {
-            return Response(status: nil, location: nil, retryAfter: nil, contentType: "", body: [],
-                            error: error, timedOut: false)
+            return Response(
+                status: nil, location: nil, retryAfter: nil, contentType: "", body: [],
+                error: error, timedOut: false)
         }
         let location = string(&response.location)
         let retryAfter = string(&response.retry_after)

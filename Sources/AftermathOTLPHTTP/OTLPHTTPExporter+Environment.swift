@@ -21,12 +21,16 @@ extension OTLPHTTPExporter {
             }
             if let value = env["OTEL_EXPORTER_OTLP_LOGS_ENDPOINT"] {
                 // Used as is.
-                if let url = Self.httpURL(value) { endpoint = url } else {
+                if let url = Self.httpURL(value) {
+                    endpoint = url
+                } else {
                     endpointProblem = "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT=\(value) is not an http or https URL"
                 }
             } else if let value = env["OTEL_EXPORTER_OTLP_ENDPOINT"] {
                 // A base URL: the signal's path is appended to its path.
-                if let url = Self.httpURL(value.hasSuffix("/") ? value + "v1/logs" : value + "/v1/logs") { endpoint = url } else {
+                if let url = Self.httpURL(value.hasSuffix("/") ? value + "v1/logs" : value + "/v1/logs") {
+                    endpoint = url
+                } else {
                     endpointProblem = "OTEL_EXPORTER_OTLP_ENDPOINT=\(value) is not an http or https URL"
                 }
             }
@@ -34,7 +38,9 @@ extension OTLPHTTPExporter {
                 switch value {
                 case "http/protobuf": encoding = .protobuf
                 case "http/json": encoding = .json
-                case "grpc": encodingProblem = "\(name)=grpc is not supported: this exporter speaks OTLP/HTTP (http/protobuf or http/json)"
+                case "grpc":
+                    encodingProblem =
+                        "\(name)=grpc is not supported: this exporter speaks OTLP/HTTP (http/protobuf or http/json)"
                 default: encodingProblem = "\(name)=\(value) is not a protocol: use http/protobuf or http/json"
                 }
             }
@@ -46,7 +52,9 @@ extension OTLPHTTPExporter {
                 }
             }
             if let (name, value) = pick("TIMEOUT") {
-                if let ms = Int64(value), ms > 0 { timeout = .milliseconds(ms) } else {
+                if let ms = Int64(value), ms > 0 {
+                    timeout = .milliseconds(ms)
+                } else {
                     timeoutProblem = "\(name)=\(value) is not a positive number of milliseconds"
                 }
             }
@@ -57,8 +65,10 @@ extension OTLPHTTPExporter {
         }
 
         static func httpURL(_ text: String) -> URL? {
-            guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
-                  url.host != nil else { return nil }
+            guard let url = URL(string: text), let scheme = url.scheme?.lowercased(),
+                ["http", "https"].contains(scheme),
+                url.host != nil
+            else { return nil }
             return url
         }
     }

@@ -10,7 +10,8 @@ extension OTLPHTTPExporter {
         if response.contentType.lowercased().contains("protobuf") {
             message = statusMessage(protobuf: body)
         } else if response.contentType.lowercased().contains("json"),
-                  let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] {
+            let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any]
+        {
             message = object["message"] as? String
         }
         let text = message ?? String(decoding: body.prefix(maxMessageBytes), as: UTF8.self)
@@ -27,7 +28,8 @@ extension OTLPHTTPExporter {
         func varint() -> UInt64? {
             var value: UInt64 = 0, shift: UInt64 = 0
             while i < bytes.count, shift < 64 {
-                let b = bytes[i]; i += 1
+                let b = bytes[i]
+                i += 1
                 value |= UInt64(b & 0x7F) << shift
                 if b & 0x80 == 0 { return value }
                 shift += 7
@@ -74,7 +76,8 @@ extension OTLPHTTPExporter {
 
     /// url for messages: without a user name or password it may carry.
     static func display(_ url: URL) -> String {
-        guard var parts = URLComponents(url: url, resolvingAgainstBaseURL: false), parts.user != nil || parts.password != nil
+        guard var parts = URLComponents(url: url, resolvingAgainstBaseURL: false),
+            parts.user != nil || parts.password != nil
         else { return url.absoluteString }
         parts.user = nil
         parts.password = nil

@@ -55,18 +55,23 @@ public struct OTLPHTTPExporter: LogExporter {
     /// milliseconds), else from the specification's defaults: `http://localhost:4318/v1/logs`,
     /// protobuf, no compression, 10 s. Headers from `OTEL_EXPORTER_OTLP_(LOGS_)HEADERS` are sent
     /// too, `headers` winning per name; `_CERTIFICATE` names the certificates https trusts.
-    public init(endpoint: URL? = nil, encoding: Encoding? = nil, headers: [String: String] = [:],
-                gzip: Bool? = nil, timeout: Duration? = nil, maxAttempts: Int = 3,
-                maxRetryDelay: Duration = .seconds(30)) {
-        self.init(endpoint: endpoint, encoding: encoding, headers: headers, gzip: gzip, timeout: timeout,
-                  maxAttempts: maxAttempts, maxRetryDelay: maxRetryDelay,
-                  environment: OTelEnvironment(ProcessInfo.processInfo.environment))
+    public init(
+        endpoint: URL? = nil, encoding: Encoding? = nil, headers: [String: String] = [:],
+        gzip: Bool? = nil, timeout: Duration? = nil, maxAttempts: Int = 3,
+        maxRetryDelay: Duration = .seconds(30)
+    ) {
+        self.init(
+            endpoint: endpoint, encoding: encoding, headers: headers, gzip: gzip, timeout: timeout,
+            maxAttempts: maxAttempts, maxRetryDelay: maxRetryDelay,
+            environment: OTelEnvironment(ProcessInfo.processInfo.environment))
     }
 
     /// The same, reading environment instead of the process's.
-    package init(endpoint: URL? = nil, encoding: Encoding? = nil, headers: [String: String] = [:],
-                 gzip: Bool? = nil, timeout: Duration? = nil, maxAttempts: Int = 3,
-                 maxRetryDelay: Duration = .seconds(30), environment: OTelEnvironment) {
+    package init(
+        endpoint: URL? = nil, encoding: Encoding? = nil, headers: [String: String] = [:],
+        gzip: Bool? = nil, timeout: Duration? = nil, maxAttempts: Int = 3,
+        maxRetryDelay: Duration = .seconds(30), environment: OTelEnvironment
+    ) {
         let settings = Settings(environment)
         self.endpoint = endpoint ?? settings.endpoint
         self.encoding = encoding ?? settings.encoding
@@ -100,18 +105,24 @@ public struct OTLPHTTPExporter: LogExporter {
             throw ExportError("the endpoint \(Self.display(endpoint)) is not an http or https URL")
         }
         var body = encoding == .protobuf ? OTLPProtobuf.encode(batch) : OTLPJSON.encode(batch)
-        var fixed = ["Content-Type: " + (encoding == .protobuf ? "application/x-protobuf" : "application/json"),
-                     "User-Agent: Aftermath-OTLP-HTTP"]
+        var fixed = [
+            "Content-Type: " + (encoding == .protobuf ? "application/x-protobuf" : "application/json"),
+            "User-Agent: Aftermath-OTLP-HTTP",
+        ]
         if gzip {
             guard let compressed = HTTPClient.gzip(body) else { throw ExportError("gzip failed") }
             body = compressed
             fixed.append("Content-Encoding: gzip")
         }
-        let reserved: Set<String> = ["content-type", "content-encoding", "content-length", "host", "expect", "transfer-encoding"]
+        let reserved: Set<String> = [
+            "content-type", "content-encoding", "content-length", "host", "expect", "transfer-encoding",
+        ]
         var configured: [String] = []
         for (name, value) in headers.sorted(by: { $0.key < $1.key }) where !reserved.contains(name.lowercased()) {
             guard Self.isHeaderSafe(name, value) else {
-                throw ExportError("the header \(Self.printable(name, limit: 64)) is not valid: a name with blanks, a colon or control characters, or a value with a line break")
+                throw ExportError(
+                    "the header \(Self.printable(name, limit: 64)) is not valid: a name with blanks, a colon or control characters, or a value with a line break"
+                )
             }
             configured.append("\(name): \(value)")
         }
@@ -125,11 +136,13 @@ public struct OTLPHTTPExporter: LogExporter {
         while true {
             let remaining = clock.now.duration(to: deadline)
             guard remaining > .zero else {
-                throw ExportError("\(Self.display(endpoint)) did not answer within \(Self.format(timeout))", kind: .unavailable)
+                throw ExportError(
+                    "\(Self.display(endpoint)) did not answer within \(Self.format(timeout))", kind: .unavailable)
             }
             let sameOrigin = Self.origin(url) == origin
-            let response = HTTPClient.post(url.absoluteString, headers: fixed + (sameOrigin ? configured : []), body: body,
-                                           timeoutMilliseconds: Self.milliseconds(remaining), caFile: certificateFile)
+            let response = HTTPClient.post(
+                url.absoluteString, headers: fixed + (sameOrigin ? configured : []), body: body,
+                timeoutMilliseconds: Self.milliseconds(remaining), caFile: certificateFile)
             let problem: String
             switch response.status {
             case .some(200..<300) where response.error == nil:
@@ -140,37 +153,51 @@ public struct OTLPHTTPExporter: LogExporter {
                     throw ExportError("\(Self.display(endpoint)): more than \(Self.maxRedirects) redirects")
                 }
                 guard let location = response.location.flatMap(URL.init(string:)),
-                      let scheme = location.scheme?.lowercased(), ["http", "https"].contains(scheme) else {
-                    throw ExportError("\(Self.display(url)) answered HTTP \(response.status!) without a usable Location")
+                    let scheme = location.scheme?.lowercased(), ["http", "https"].contains(scheme)
+                else {
+                    throw ExportError(
+                        "\(Self.display(url)) answered HTTP \(response.status!) without a usable Location")
                 }
                 guard !(url.scheme?.lowercased() == "https" && scheme == "http") else {
-                    throw ExportError("\(Self.display(url)) redirected from https to http (\(Self.display(location))): not followed")
+                    throw ExportError(
+                        "\(Self.display(url)) redirected from https to http (\(Self.display(location))): not followed")
                 }
                 url = location
                 continue
             case .some(400):
                 let message = Self.collectorMessage(response)
-                throw ExportError("\(Self.display(url)) refused the batch (HTTP 400): \(message)",
-                                  kind: .rejectedByCollector(message))
+                throw ExportError(
+                    "\(Self.display(url)) refused the batch (HTTP 400): \(message)",
+                    kind: .rejectedByCollector(message))
             case .some(429), .some(502), .some(503), .some(504):
                 problem = "HTTP \(response.status!)"
             case .some(let status) where response.error == nil || status >= 300:
-                let moved = (300..<400).contains(status) ? response.location.map { " (moved to \($0); a POST is not repeated there for this status: set that endpoint)" } ?? "" : ""
-                throw ExportError("\(Self.display(url)) answered HTTP \(status)\(moved): \(Self.collectorMessage(response))")
+                let moved =
+                    (300..<400).contains(status)
+                    ? response.location.map {
+                        " (moved to \($0); a POST is not repeated there for this status: set that endpoint)"
+                    } ?? "" : ""
+                throw ExportError(
+                    "\(Self.display(url)) answered HTTP \(status)\(moved): \(Self.collectorMessage(response))")
             default:
                 if response.timedOut {
-                    throw ExportError("\(Self.display(endpoint)) did not answer within \(Self.format(timeout))", kind: .unavailable)
+                    throw ExportError(
+                        "\(Self.display(endpoint)) did not answer within \(Self.format(timeout))", kind: .unavailable)
                 }
                 problem = response.error ?? "no response"
             }
             guard attempt < max(1, maxAttempts) else {
-                throw ExportError("\(Self.display(endpoint)) not reached after \(attempt) attempts: \(problem)", kind: .unavailable)
+                throw ExportError(
+                    "\(Self.display(endpoint)) not reached after \(attempt) attempts: \(problem)", kind: .unavailable)
             }
             let backoff = Duration.milliseconds(500 * (1 << min(attempt - 1, 6)))
-            let wait = min(maxRetryDelay, Self.retryAfter(response.retryAfter).map { Duration.milliseconds(Int64($0 * 1000)) } ?? backoff)
+            let wait = min(
+                maxRetryDelay,
+                Self.retryAfter(response.retryAfter).map { Duration.milliseconds(Int64($0 * 1000)) } ?? backoff)
             guard clock.now.advanced(by: wait) < deadline else {
-                throw ExportError("\(Self.display(endpoint)) not reached within \(Self.format(timeout)) (\(attempt) attempts): \(problem)",
-                                  kind: .unavailable)
+                throw ExportError(
+                    "\(Self.display(endpoint)) not reached within \(Self.format(timeout)) (\(attempt) attempts): \(problem)",
+                    kind: .unavailable)
             }
             Thread.sleep(forTimeInterval: Self.seconds(wait))
             attempt += 1

@@ -7,9 +7,11 @@ extension CrashReport {
     package func symbolicatedFrames(using symbolicator: Symbolicator = Symbolicator()) -> [SymbolicatedFrame?] {
         frames.enumerated().map { index, address in
             guard let image = image(containing: address), !image.isVDSO, !image.isAnonymous,
-                  !image.isPathTruncated, let buildID = Hex.decode(image.buildID), !buildID.isEmpty else { return nil }
-            return symbolicator.symbolicate(address: address, imagePath: image.path, loadAddress: image.start,
-                                            isReturnAddress: index > 0, expectedBuildID: buildID)
+                !image.isPathTruncated, let buildID = Hex.decode(image.buildID), !buildID.isEmpty
+            else { return nil }
+            return symbolicator.symbolicate(
+                address: address, imagePath: image.path, loadAddress: image.start,
+                isReturnAddress: index > 0, expectedBuildID: buildID)
         }
     }
 }

@@ -58,8 +58,10 @@ package final class DWARFSymbolicator: Sendable {
             let capacity = 64
             var frames = [aftsym_frame](repeating: aftsym_frame(), count: capacity)
             var symbolOffset: UInt64 = 0
-            let count = Int(aftsym_image_lookup(handle, address - adjust, &frames, Int32(capacity), nil,
-                                                &symbolOffset))
+            let count = Int(
+                aftsym_image_lookup(
+                    handle, address - adjust, &frames, Int32(capacity), nil,
+                    &symbolOffset))
             defer { aftsym_frames_free(&frames, Int32(count)) }
             var symbolName: String?
             if let table = opened.symbols, address - adjust >= image.loadAddress {
@@ -71,17 +73,22 @@ package final class DWARFSymbolicator: Sendable {
                 }
             }
             let found = frames.prefix(count).map { frame in
-                (name: frame.name.map { String(cString: $0) }, location: Self.location(frame), inlined: frame.inlined != 0)
+                (
+                    name: frame.name.map { String(cString: $0) }, location: Self.location(frame),
+                    inlined: frame.inlined != 0
+                )
             }
             let outer = found.last.flatMap { $0.inlined ? nil : $0 }
             guard let function = symbolName ?? outer?.name else { return nil }
             let inlined = found.prefix(outer == nil ? count : count - 1).map {
-                InlinedFunction(name: $0.name ?? "??", demangled: Demangler.demangle($0.name ?? "??"),
-                                location: $0.location)
+                InlinedFunction(
+                    name: $0.name ?? "??", demangled: Demangler.demangle($0.name ?? "??"),
+                    location: $0.location)
             }
-            return SymbolicatedFrame(function: function, offset: symbolName == nil ? 0 : symbolOffset + adjust,
-                                     demangled: Demangler.demangle(function),
-                                     location: outer?.location, inlined: inlined)
+            return SymbolicatedFrame(
+                function: function, offset: symbolName == nil ? 0 : symbolOffset + adjust,
+                demangled: Demangler.demangle(function),
+                location: outer?.location, inlined: inlined)
         }
     }
 

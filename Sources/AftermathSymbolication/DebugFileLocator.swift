@@ -71,8 +71,10 @@ package struct DebugFileLocator: Sendable {
     /// Ask debuginfod servers when nothing local has the DWARF.
     package var debuginfod: Bool
 
-    package init(debugDirectories: [String], systemRoot: String = "/usr/lib/debug",
-                 debuginfod: Bool = DebugFileLocator.debuginfodConfigured) {
+    package init(
+        debugDirectories: [String], systemRoot: String = "/usr/lib/debug",
+        debuginfod: Bool = DebugFileLocator.debuginfodConfigured
+    ) {
         self.debugDirectories = debugDirectories
         self.systemRoot = systemRoot
         self.debuginfod = debuginfod
@@ -104,7 +106,8 @@ package struct DebugFileLocator: Sendable {
                 return false
             }
             guard id.isEmpty || actual == id else {
-                found.problems.append("\(path) has build id \(actual.isEmpty ? "(none)" : actual), the report \(id): not used")
+                found.problems.append(
+                    "\(path) has build id \(actual.isEmpty ? "(none)" : actual), the report \(id): not used")
                 return false
             }
             return true
@@ -135,8 +138,10 @@ package struct DebugFileLocator: Sendable {
             let name = (binary as NSString).lastPathComponent
             candidates += [("\(binary).debug", .nextToBinary), ("\(dir)/.debug/\(name).debug", .nextToBinary)]
             if let link {
-                candidates += [("\(dir)/\(link)", .debugLink), ("\(dir)/.debug/\(link)", .debugLink),
-                               ("\(systemRoot)\(dir)/\(link)", .debugLink)]
+                candidates += [
+                    ("\(dir)/\(link)", .debugLink), ("\(dir)/.debug/\(link)", .debugLink),
+                    ("\(systemRoot)\(dir)/\(link)", .debugLink),
+                ]
             }
         }
         if id.count > 2 {
@@ -144,8 +149,10 @@ package struct DebugFileLocator: Sendable {
         }
         for dir in debugDirectories {
             if id.count > 2 {
-                candidates += [("\(dir)/.build-id/\(id.prefix(2))/\(id.dropFirst(2)).debug", .debugDirectory),
-                               ("\(dir)/\(id.prefix(2))/\(id.dropFirst(2)).debug", .debugDirectory)]
+                candidates += [
+                    ("\(dir)/.build-id/\(id.prefix(2))/\(id.dropFirst(2)).debug", .debugDirectory),
+                    ("\(dir)/\(id.prefix(2))/\(id.dropFirst(2)).debug", .debugDirectory),
+                ]
             }
             candidates += [("\(dir)/\(image.name).debug", .debugDirectory), ("\(dir)/\(image.name)", .debugDirectory)]
             if let link { candidates.append(("\(dir)/\(link)", .debugDirectory)) }
@@ -166,8 +173,10 @@ package struct DebugFileLocator: Sendable {
         } else if found.binary == nil {
             found.problems.append("no binary with build id \(id.isEmpty ? "(none)" : id) for \(image.name)")
         }
-        found.problems.append("no DWARF for \(image.name)" + (debugDirectories.isEmpty && !debuginfod
-            ? " (looked next to the binary and in \(systemRoot); try --debug-dir or DEBUGINFOD_URLS)" : ""))
+        found.problems.append(
+            "no DWARF for \(image.name)"
+                + (debugDirectories.isEmpty && !debuginfod
+                    ? " (looked next to the binary and in \(systemRoot); try --debug-dir or DEBUGINFOD_URLS)" : ""))
         return found
     }
 

@@ -182,8 +182,15 @@ private struct ELFParser {
         package var strings: [UInt8]
     }
 
-    package struct Segment { var type: UInt32; var offset, vaddr, filesz, align: UInt64 }
-    package struct Section { var type: UInt32; var flags, addr, offset, size, entsize: UInt64; var link: UInt32 }
+    package struct Segment {
+        var type: UInt32
+        var offset, vaddr, filesz, align: UInt64
+    }
+    package struct Section {
+        var type: UInt32
+        var flags, addr, offset, size, entsize: UInt64
+        var link: UInt32
+    }
 
     package let file: ELFFile
     /// When set, the file's build id must equal it before anything else is read.
@@ -230,8 +237,9 @@ private struct ELFParser {
             (entries, strings) = try readSymbols(sections: sections, index: index, name: ".dynsym")
             full = false
         }
-        return Result(buildID: buildID, firstLoadVirtualAddress: loadBase, usesFullSymbolTable: full,
-                      entries: entries, strings: entries.isEmpty ? [] : strings)
+        return Result(
+            buildID: buildID, firstLoadVirtualAddress: loadBase, usesFullSymbolTable: full,
+            entries: entries, strings: entries.isEmpty ? [] : strings)
     }
 
     private func readSegments(_ header: [UInt8]) throws(ELFError) -> [Segment] {
@@ -241,12 +249,14 @@ private struct ELFParser {
         guard phnum > 0 else { return [] }
         guard Int(phentsize) >= Self.phdrSize else { throw .malformed("e_phentsize \(phentsize)") }
         guard phnum <= Self.maxSegments else { throw .malformed("e_phnum \(phnum)") }
-        let table = try file.read("program header table", offset: phoff,
-                                  size: UInt64(phnum) * UInt64(phentsize))
+        let table = try file.read(
+            "program header table", offset: phoff,
+            size: UInt64(phnum) * UInt64(phentsize))
         return (0..<phnum).map { i in
             let o = i * Int(phentsize)
-            return Segment(type: table.elfLE(o), offset: table.elfLE(o + 8), vaddr: table.elfLE(o + 16),
-                           filesz: table.elfLE(o + 32), align: table.elfLE(o + 48))
+            return Segment(
+                type: table.elfLE(o), offset: table.elfLE(o + 8), vaddr: table.elfLE(o + 16),
+                filesz: table.elfLE(o + 32), align: table.elfLE(o + 48))
         }
     }
 
@@ -265,9 +275,10 @@ private struct ELFParser {
         let table = try file.read("section header table", offset: shoff, size: shnum * UInt64(shentsize))
         return (0..<Int(shnum)).map { i in
             let o = i * Int(shentsize)
-            return Section(type: table.elfLE(o + 4), flags: table.elfLE(o + 8), addr: table.elfLE(o + 16),
-                           offset: table.elfLE(o + 24), size: table.elfLE(o + 32), entsize: table.elfLE(o + 56),
-                           link: table.elfLE(o + 40))
+            return Section(
+                type: table.elfLE(o + 4), flags: table.elfLE(o + 8), addr: table.elfLE(o + 16),
+                offset: table.elfLE(o + 24), size: table.elfLE(o + 32), entsize: table.elfLE(o + 56),
+                link: table.elfLE(o + 40))
         }
     }
 
@@ -305,7 +316,9 @@ private struct ELFParser {
             let descStart = nameStart + padded(namesz)
             let descEnd = descStart + descsz
             guard descEnd <= notes.count else { return nil }
-            if type == Self.ntGnuBuildID && namesz == 4 && notes[nameStart..<nameStart + 4].elementsEqual([0x47, 0x4e, 0x55, 0]) {
+            if type == Self.ntGnuBuildID && namesz == 4
+                && notes[nameStart..<nameStart + 4].elementsEqual([0x47, 0x4e, 0x55, 0])
+            {
                 return descsz > 0 ? Array(notes[descStart..<descEnd]) : nil
             }
             cursor = descStart + padded(descsz)
@@ -313,7 +326,9 @@ private struct ELFParser {
         return nil
     }
 
-    private func readSymbols(sections: [Section], index: Int, name: String)
+    private func readSymbols(
+        sections: [Section], index: Int, name: String
+    )
         throws(ELFError) -> ([ELFSymbolEntry], [UInt8])
     {
         let table = sections[index]
@@ -324,11 +339,18 @@ private struct ELFParser {
             throw .malformed("\(name) sh_link \(table.link) is not a section")
         }
         let stringSection = sections[Int(table.link)]
-        guard stringSection.type == Self.shtStrtab else { throw .malformed("\(name) string table has type \(stringSection.type)") }
+        guard stringSection.type == Self.shtStrtab else {
+            throw .malformed("\(name) string table has type \(stringSection.type)")
+        }
         let symbolBytes = try file.read(name, offset: table.offset, size: table.size)
         let strings = try file.read("\(name) string table", offset: stringSection.offset, size: stringSection.size)
 
-        struct Candidate { var start, size: UInt64; var nameOffset: UInt32; var rank: Int; var section: Int }
+        struct Candidate {
+            var start, size: UInt64
+            var nameOffset: UInt32
+            var rank: Int
+            var section: Int
+        }
         var candidates: [Candidate] = []
         let entsize = Int(table.entsize)
         let count = symbolBytes.count / entsize
@@ -343,13 +365,14 @@ private struct ELFParser {
             let type = info & 0xf
             let binding = info >> 4
             guard nameOffset != 0, Int(nameOffset) < strings.count, strings[Int(nameOffset)] != 0,
-                  value != 0, shndx != Self.shnUndef else { continue }
+                value != 0, shndx != Self.shnUndef
+            else { continue }
             // Section index (when an ordinary one) to bound size-0 symbols and vet NOTYPE ones.
             let section = shndx < Self.shnLoreserve && Int(shndx) < sections.count ? Int(shndx) : -1
             var rank: Int
             switch type {
             case Self.sttFunc, Self.sttGnuIfunc:
-                guard shndx != 0xfff1 else { continue } // SHN_ABS: not code
+                guard shndx != 0xfff1 else { continue }  // SHN_ABS: not code
                 rank = 4
             case Self.sttNotype:
                 // Hand-written assembly often lacks `.type @function`; accept such symbols only if they

@@ -14,8 +14,10 @@ package struct SymbolicatedFrame: Sendable, Hashable {
     /// Functions inlined at the address, innermost first; each with its own place.
     package var inlined: [InlinedFunction]
 
-    package init(function: String, offset: UInt64, demangled: String, location: SourceLocation? = nil,
-                 inlined: [InlinedFunction] = []) {
+    package init(
+        function: String, offset: UInt64, demangled: String, location: SourceLocation? = nil,
+        inlined: [InlinedFunction] = []
+    ) {
         self.function = function
         self.offset = offset
         self.demangled = demangled

@@ -32,15 +32,18 @@ package final class Symbolicator: Sendable {
         isReturnAddress: Bool,
         expectedBuildID: [UInt8]? = nil
     ) -> SymbolicatedFrame? {
-        guard let table = table(for: Self.normalizedPath(imagePath), expectedBuildID: expectedBuildID) else { return nil }
+        guard let table = table(for: Self.normalizedPath(imagePath), expectedBuildID: expectedBuildID) else {
+            return nil
+        }
 
         guard address >= loadAddress else { return nil }
         let (fileAddress, overflow) = (address - loadAddress).addingReportingOverflow(table.firstLoadVirtualAddress)
         guard !overflow else { return nil }
         let adjust: UInt64 = isReturnAddress && fileAddress > 0 ? 1 : 0
         guard let hit = table.lookup(virtualAddress: fileAddress - adjust) else { return nil }
-        return SymbolicatedFrame(function: hit.name, offset: hit.offset + adjust,
-                                 demangled: SwiftDemangle.demangle(hit.name))
+        return SymbolicatedFrame(
+            function: hit.name, offset: hit.offset + adjust,
+            demangled: SwiftDemangle.demangle(hit.name))
     }
 
     /// The cached table for `path`, loading it on first use. `nil` if it failed to load.

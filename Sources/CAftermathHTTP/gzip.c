@@ -14,7 +14,8 @@ size_t aft_gzip(const uint8_t *in, size_t in_size, uint8_t *out, size_t out_capa
     if (in_size > UINT_MAX || out_capacity > UINT_MAX) return 0;
     z_stream z = {0};
     /* 15 + 16: a 32 KiB window with the gzip wrapper. */
-    if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return 0;
+    if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        return 0;
     z.next_in = (Bytef *)(uintptr_t)in;
     z.avail_in = (uInt)in_size;
     z.next_out = out;

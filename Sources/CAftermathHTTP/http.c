@@ -37,7 +37,8 @@ static void copy_string(char *dst, size_t capacity, const char *src, size_t leng
 /* A header line's value: after the name, without surrounding blanks and the line end. */
 static void copy_value(char *dst, size_t capacity, const char *line, size_t start, size_t end) {
     while (start < end && (line[start] == ' ' || line[start] == '\t')) start++;
-    while (end > start && (line[end - 1] == '\r' || line[end - 1] == '\n' || line[end - 1] == ' ')) end--;
+    while (end > start && (line[end - 1] == '\r' || line[end - 1] == '\n' || line[end - 1] == ' '))
+        end--;
     copy_string(dst, capacity, line + start, end - start);
 }
 
@@ -90,31 +91,37 @@ int aft_http_post(const aft_http_request *request, aft_http_response *response) 
     memset(response, 0, sizeof *response);
     pthread_once(&global_once, global_init);
     if (global_status != CURLE_OK) {
-        copy_string(response->error, sizeof response->error, "libcurl could not be initialised", 32);
+        copy_string(response->error, sizeof response->error, "libcurl could not be initialised",
+                    32);
         return -1;
     }
     CURL *curl = curl_easy_init();
     if (!curl) {
-        copy_string(response->error, sizeof response->error, "libcurl could not create a handle", 33);
+        copy_string(response->error, sizeof response->error, "libcurl could not create a handle",
+                    33);
         return -1;
     }
     struct curl_slist *headers = NULL;
     int failed = 0;
     for (size_t i = 0; i < request->header_count && !failed; i++) {
         struct curl_slist *next = curl_slist_append(headers, request->headers[i]);
-        if (next) headers = next; else failed = 1;
+        if (next)
+            headers = next;
+        else
+            failed = 1;
     }
     /* No "Expect: 100-continue" round trip for large bodies. */
     struct curl_slist *next = failed ? NULL : curl_slist_append(headers, "Expect:");
     if (!next) {
         curl_slist_free_all(headers);
         curl_easy_cleanup(curl);
-        copy_string(response->error, sizeof response->error, "out of memory for the request headers", 37);
+        copy_string(response->error, sizeof response->error,
+                    "out of memory for the request headers", 37);
         return -1;
     }
     headers = next;
 
-    transfer t = { .response = response, .max_body = request->max_body };
+    transfer t = {.response = response, .max_body = request->max_body};
     char error[CURL_ERROR_SIZE];
     error[0] = 0;
     long timeout = request->timeout_ms < 1 ? 1 : request->timeout_ms;
@@ -131,7 +138,8 @@ int aft_http_post(const aft_http_request *request, aft_http_response *response) 
     curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, timeout);
     curl_easy_setopt(curl, CURLOPT_POST, 1L);
     curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)request->body_size);
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, request->body_size ? (const char *)request->body : "");
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS,
+                     request->body_size ? (const char *)request->body : "");
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &t);

@@ -44,7 +44,7 @@ struct aftsym_image {
     /// Every compile unit's ranges: libdw 0.188 finds units only through .debug_aranges,
     /// which Swift's compiler does not write.
     range_list units;
-    cu_table *tables;   ///< one per unit, by offset
+    cu_table *tables; ///< one per unit, by offset
     size_t table_count;
     int units_built;
 };
@@ -75,7 +75,12 @@ static int open_regular(const char *path) {
 static int find_chosen_debuginfo(Dwfl_Module *module, void **userdata, const char *module_name,
                                  Dwarf_Addr base, const char *file_name, const char *debuglink_file,
                                  GElf_Word debuglink_crc, char **debuginfo_file_name) {
-    (void)module; (void)module_name; (void)base; (void)file_name; (void)debuglink_file; (void)debuglink_crc;
+    (void)module;
+    (void)module_name;
+    (void)base;
+    (void)file_name;
+    (void)debuglink_file;
+    (void)debuglink_crc;
     const aftsym_image *image = *userdata;
     if (image == NULL || image->debug_path == NULL) return -1;
     int fd = open_regular(image->debug_path);
@@ -95,7 +100,10 @@ aftsym_image *aftsym_image_open(const char *elf_path, const char *debug_path, ui
                                 char *error, size_t error_size) {
     elf_version(EV_CURRENT);
     aftsym_image *image = calloc(1, sizeof *image);
-    if (image == NULL) { snprintf(error, error_size, "out of memory"); return NULL; }
+    if (image == NULL) {
+        snprintf(error, error_size, "out of memory");
+        return NULL;
+    }
     if (debug_path != NULL) image->debug_path = strdup(debug_path);
     image->dwfl = dwfl_begin(&callbacks);
     if (image->dwfl == NULL) {
@@ -146,7 +154,8 @@ int aftsym_image_has_dwarf(aftsym_image *image) {
 static const char *die_name(Dwarf_Die *die) {
     Dwarf_Attribute attr;
     const char *name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &attr));
-    if (name == NULL) name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
+    if (name == NULL)
+        name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
     if (name == NULL) name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &attr));
     return name;
 }
@@ -171,7 +180,7 @@ static int range_add(range_list *list, Dwarf_Addr low, Dwarf_Addr high, Dwarf_Of
         list->items = bigger;
         list->capacity = grown;
     }
-    list->items[list->count++] = (die_range){ low, high, offset };
+    list->items[list->count++] = (die_range){low, high, offset};
     return 0;
 }
 
@@ -189,7 +198,10 @@ static const die_range *range_find(const range_list *list, Dwarf_Addr pc) {
     size_t low = 0, high = list->count;
     while (low < high) {
         size_t mid = low + (high - low) / 2;
-        if (list->items[mid].low <= pc) low = mid + 1; else high = mid;
+        if (list->items[mid].low <= pc)
+            low = mid + 1;
+        else
+            high = mid;
     }
     for (size_t i = low, checked = 0; i > 0 && checked < 64; i--, checked++) {
         const die_range *r = &list->items[i - 1];
@@ -215,7 +227,7 @@ static void build_units(aftsym_image *image, Dwarf *dwarf) {
                 image->tables = bigger;
                 capacity = grown;
             }
-            image->tables[image->table_count++] = (cu_table){ .cu_offset = cu_offset };
+            image->tables[image->table_count++] = (cu_table){.cu_offset = cu_offset};
         }
         offset = next;
     }
@@ -262,14 +274,18 @@ static const range_list *unit_functions(aftsym_image *image, Dwarf *dwarf, Dwarf
     size_t low = 0, high = image->table_count;
     while (low < high) {
         size_t mid = low + (high - low) / 2;
-        if (image->tables[mid].cu_offset < offset) low = mid + 1; else high = mid;
+        if (image->tables[mid].cu_offset < offset)
+            low = mid + 1;
+        else
+            high = mid;
     }
     if (low == image->table_count || image->tables[low].cu_offset != offset) return NULL;
     cu_table *table = &image->tables[low];
     if (!table->built) {
         table->built = 1;
         collect_functions(cu, &table->functions, 0);
-        qsort(table->functions.items, table->functions.count, sizeof *table->functions.items, compare_ranges);
+        qsort(table->functions.items, table->functions.count, sizeof *table->functions.items,
+              compare_ranges);
     }
     return &table->functions;
 }
@@ -304,7 +320,8 @@ static int walk_scopes(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *path, int de
 /// gives them): the unit's function table finds the function, then a walk of its inlined
 /// subroutines and blocks. Without a function there, dwarf_getscopes itself (which on libdw
 /// 0.188 gives up on a whole unit when one DIE's address attributes puzzle it, as Swift's do).
-static int find_scopes(aftsym_image *image, Dwarf *dwarf, Dwarf_Die *cu, Dwarf_Addr pc, Dwarf_Die **scopes) {
+static int find_scopes(aftsym_image *image, Dwarf *dwarf, Dwarf_Die *cu, Dwarf_Addr pc,
+                       Dwarf_Die **scopes) {
     *scopes = NULL;
     const range_list *functions = dwarf == NULL ? NULL : unit_functions(image, dwarf, cu);
     const die_range *r = functions == NULL ? NULL : range_find(functions, pc);
@@ -335,7 +352,8 @@ int aftsym_image_lookup(aftsym_image *image, uint64_t address, aftsym_frame *fra
         *symbol_offset = 0;
         GElf_Off offset = 0;
         GElf_Sym sym;
-        const char *name = dwfl_module_addrinfo(image->module, address, &offset, &sym, NULL, NULL, NULL);
+        const char *name =
+            dwfl_module_addrinfo(image->module, address, &offset, &sym, NULL, NULL, NULL);
         if (name != NULL) {
             *symbol = strdup(name);
             *symbol_offset = offset;
@@ -388,8 +406,9 @@ int aftsym_image_lookup(aftsym_image *image, uint64_t address, aftsym_frame *fra
         Dwarf_Attribute attr;
         Dwarf_Word file_index = 0;
         file = NULL;
-        if (files != NULL && dwarf_formudata(dwarf_attr(scope, DW_AT_call_file, &attr), &file_index) == 0
-            && file_index < file_count) {
+        if (files != NULL &&
+            dwarf_formudata(dwarf_attr(scope, DW_AT_call_file, &attr), &file_index) == 0 &&
+            file_index < file_count) {
             file = dwarf_filesrc(files, file_index, NULL, NULL);
         }
         line = die_int(scope, DW_AT_call_line);
@@ -466,9 +485,12 @@ int aftsym_elf_has_dwarf(const char *path) {
         Elf_Scn *scn = NULL;
         while (!found && (scn = elf_nextscn(elf, scn)) != NULL) {
             GElf_Shdr shdr;
-            if (gelf_getshdr(scn, &shdr) == NULL || shdr.sh_type == SHT_NOBITS || shdr.sh_size == 0) continue;
+            if (gelf_getshdr(scn, &shdr) == NULL || shdr.sh_type == SHT_NOBITS || shdr.sh_size == 0)
+                continue;
             const char *name = elf_strptr(elf, strndx, shdr.sh_name);
-            if (name != NULL && (strcmp(name, ".debug_info") == 0 || strcmp(name, ".zdebug_info") == 0)) found = 1;
+            if (name != NULL &&
+                (strcmp(name, ".debug_info") == 0 || strcmp(name, ".zdebug_info") == 0))
+                found = 1;
         }
     }
     elf_end(elf);
@@ -476,8 +498,8 @@ int aftsym_elf_has_dwarf(const char *path) {
     return found;
 }
 
-int aftsym_debuginfod_find(const uint8_t *build_id, size_t build_id_size, char *path_out, size_t path_size,
-                           char *error, size_t error_size) {
+int aftsym_debuginfod_find(const uint8_t *build_id, size_t build_id_size, char *path_out,
+                           size_t path_size, char *error, size_t error_size) {
     debuginfod_client *client = debuginfod_begin();
     if (client == NULL) {
         snprintf(error, error_size, "debuginfod client could not start");

@@ -33,13 +33,18 @@ struct DecoderFuzzTests {
             switch Int.random(in: 0..<6, using: &g) {
             case 0: b[at] ^= UInt8(1 << Int.random(in: 0..<8, using: &g))
             case 1: b[at] = UInt8.random(in: 0...255, using: &g)
-            case 2: // a 32-bit field set to an extreme (counts, sizes, offsets)
+            case 2:  // a 32-bit field set to an extreme (counts, sizes, offsets)
                 let v: UInt32 = [0, 1, 0x7FFF_FFFF, 0xFFFF_FFFF, 0x8000_0000, UInt32(b.count)].randomElement(using: &g)!
                 let start = at & ~3
-                if start + 4 <= b.count { withUnsafeBytes(of: v.littleEndian) { b.replaceSubrange(start..<start + 4, with: $0) } }
+                if start + 4 <= b.count {
+                    withUnsafeBytes(of: v.littleEndian) { b.replaceSubrange(start..<start + 4, with: $0) }
+                }
             case 3: b.removeLast(Int.random(in: 0...min(b.count, 400), using: &g))
-            case 4: b.insert(contentsOf: (0..<Int.random(in: 1...64, using: &g)).map { _ in UInt8.random(in: 0...255, using: &g) }, at: at)
-            default: // duplicate a slice elsewhere (sections twice, overlapping)
+            case 4:
+                b.insert(
+                    contentsOf: (0..<Int.random(in: 1...64, using: &g)).map { _ in UInt8.random(in: 0...255, using: &g)
+                    }, at: at)
+            default:  // duplicate a slice elsewhere (sections twice, overlapping)
                 let len = Int.random(in: 1...min(512, b.count - at), using: &g)
                 b.insert(contentsOf: b[at..<at + len], at: Int.random(in: 0...b.count, using: &g))
             }
@@ -49,12 +54,14 @@ struct DecoderFuzzTests {
         return b
     }
 
-    @Test("Crash and hang files: decode, salvage and map never trap", arguments: ["v1/sigsegv-null-depth12.crash", "v1/hang-unfinished-killed.hang"])
+    @Test(
+        "Crash and hang files: decode, salvage and map never trap",
+        arguments: ["v1/sigsegv-null-depth12.crash", "v1/hang-unfinished-killed.hang"])
     func reportFiles(_ fixture: String) throws {
         let golden = try TestSupport.fixture(fixture)
         var g = Generator(state: 0xA57E_2026)
         var decoded = 0
-        let symbolicator = Symbolicator() // one cache: the ELF files are read once
+        let symbolicator = Symbolicator()  // one cache: the ELF files are read once
         for _ in 0..<3000 {
             let mutant = Self.mutate(golden, &g)
             for salvage in [false, true] {
@@ -76,7 +83,8 @@ struct DecoderFuzzTests {
     func runFiles() throws {
         let golden = try TestSupport.fixture("v1/run-killed-during-hang.run")
         var g = Generator(state: 0x5EED)
-        let judge = ExitInference(environment: ExitEnvironment(osName: "Debian GNU/Linux", osVersion: "12", kernelRelease: "6.1"))
+        let judge = ExitInference(
+            environment: ExitEnvironment(osName: "Debian GNU/Linux", osVersion: "12", kernelRelease: "6.1"))
         var decoded = 0
         for _ in 0..<3000 {
             guard let run = try? RunFile.decode(Self.mutate(golden, &g)) else { continue }
@@ -102,8 +110,10 @@ struct DecoderFuzzTests {
     @Test("OTLP/JSON decode of mutated exporter output never traps")
     func otlpJSON() throws {
         let crash = try ReportFile.decode(TestSupport.fixture("v1/sigsegv-null-depth12.crash")).crashReport()
-        let golden = OTLPJSON.encode(LogBatch(resource: Resource(), scopeName: "s", scopeVersion: "1",
-                                              records: [RecordMapper.crash(crash, observedTimeUnixNano: 1)]))
+        let golden = OTLPJSON.encode(
+            LogBatch(
+                resource: Resource(), scopeName: "s", scopeVersion: "1",
+                records: [RecordMapper.crash(crash, observedTimeUnixNano: 1)]))
         var g = Generator(state: 0x0717)
         for _ in 0..<3000 { _ = try? OTLPJSON.decode(Self.mutate(golden, &g)) }
     }

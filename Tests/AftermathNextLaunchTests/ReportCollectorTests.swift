@@ -23,7 +23,8 @@ struct ReportCollectorTests {
         try TestSupport.write(flipped, to: crashes + "/damaged.crash")
         try TestSupport.write(Array("hello".utf8), to: crashes + "/foreign.crash")
         try TestSupport.write([], to: crashes + "/empty.crash")
-        try FileManager.default.createDirectory(atPath: crashes + "/directory.crash", withIntermediateDirectories: false)
+        try FileManager.default.createDirectory(
+            atPath: crashes + "/directory.crash", withIntermediateDirectories: false)
         try FileManager.default.createSymbolicLink(atPath: crashes + "/link.crash", withDestinationPath: "/etc/passwd")
         try TestSupport.write(Array(repeating: 7, count: ReportFile.maximumSize + 10), to: crashes + "/huge.crash")
         try TestSupport.write(Array("x".utf8), to: crashes + "/notes.txt")
@@ -31,9 +32,12 @@ struct ReportCollectorTests {
         let collection = ReportCollector(directory: dir).collect()
         #expect(collection.reports.count == 1)
         #expect(collection.reports.first?.record.eventName == "app.crash")
-        let reasons = Dictionary(uniqueKeysWithValues: collection.rejected.map { (($0.path as NSString).lastPathComponent, $0.reason) })
+        let reasons = Dictionary(
+            uniqueKeysWithValues: collection.rejected.map { (($0.path as NSString).lastPathComponent, $0.reason) })
         #expect(reasons.count == 8)
-        #expect(reasons["truncated.crash"]?.contains("truncated") == true || reasons["truncated.crash"]?.contains("body is") == true)
+        #expect(
+            reasons["truncated.crash"]?.contains("truncated") == true
+                || reasons["truncated.crash"]?.contains("body is") == true)
         #expect(reasons["damaged.crash"]?.hasPrefix("CRC mismatch") == true)
         #expect(reasons["foreign.crash"]?.contains("truncated") == true)
         #expect(reasons["empty.crash"]?.contains("truncated") == true)
@@ -125,7 +129,9 @@ struct ReportCollectorTests {
         #expect(collection.reports.count == 64)
         #expect(collection.rejected.count == 6)
         #expect(collection.rejected.allSatisfy { $0.reason.hasPrefix("retention") })
-        #expect(Set(collection.rejected.map { ($0.path as NSString).lastPathComponent }) == Set((0..<6).map { "c\($0).crash" }))
+        #expect(
+            Set(collection.rejected.map { ($0.path as NSString).lastPathComponent })
+                == Set((0..<6).map { "c\($0).crash" }))
     }
 
     @Test("start() refuses a reports directory it cannot use, with the reason")

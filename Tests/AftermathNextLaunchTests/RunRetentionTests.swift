@@ -11,7 +11,8 @@ struct RunRetentionTests {
     static func write(_ file: aft_run_file, _ path: String, age: Double = 0) throws {
         try TestSupport.write(RunBytes.of(file), to: path)
         if age > 0 {
-            try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-age)], ofItemAtPath: path)
+            try FileManager.default.setAttributes(
+                [.modificationDate: Date().addingTimeInterval(-age)], ofItemAtPath: path)
         }
     }
 

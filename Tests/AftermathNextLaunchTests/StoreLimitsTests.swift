@@ -45,7 +45,9 @@ struct StoreLimitsTests {
         limits.maxPendingErrors = 4
         limits.maxPendingRuns = 3
         let collection = ReportCollector(directory: dir, limits: limits).collect()
-        let retention = collection.rejected.filter { $0.reason.hasPrefix("retention") }.map { ($0.path as NSString).lastPathComponent }
+        let retention = collection.rejected.filter { $0.reason.hasPrefix("retention") }.map {
+            ($0.path as NSString).lastPathComponent
+        }
         #expect(Set(retention) == Set((0..<6).map { "e\($0).error" } + (0..<7).map { "r\($0).run" }))
     }
 
@@ -63,10 +65,14 @@ struct StoreLimitsTests {
         limits.maxRemovalsPerCollection = 3
         let first = ReportCollector(directory: dir, limits: limits).collect()
         #expect(first.reports.count == 2)
-        #expect(Set(first.rejected.map { ($0.path as NSString).lastPathComponent }) == ["c0.crash", "c1.crash", "c2.crash"])
+        #expect(
+            Set(first.rejected.map { ($0.path as NSString).lastPathComponent }) == ["c0.crash", "c1.crash", "c2.crash"])
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.crashes).count == 7)
         let second = ReportCollector(directory: dir, limits: limits).collect()
-        #expect(Set(second.rejected.map { ($0.path as NSString).lastPathComponent }) == ["c3.crash", "c4.crash", "c5.crash"])
+        #expect(
+            Set(second.rejected.map { ($0.path as NSString).lastPathComponent }) == [
+                "c3.crash", "c4.crash", "c5.crash",
+            ])
     }
 
     static func age(_ path: String, seconds: Int) {

@@ -25,9 +25,11 @@ struct OTLPHTTPExporterTests {
             if tls {
                 let openssl = Process()
                 openssl.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-                openssl.arguments = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                                     "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-                                     "-keyout", out + "/key.pem", "-out", out + "/cert.pem"]
+                openssl.arguments = [
+                    "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", out + "/key.pem", "-out", out + "/cert.pem",
+                ]
                 openssl.standardError = FileHandle.nullDevice
                 try openssl.run()
                 openssl.waitUntilExit()
@@ -45,7 +47,11 @@ struct OTLPHTTPExporterTests {
                 line += chunk
             }
             let text = String(decoding: line, as: UTF8.self)
-            guard let port = text.split(separator: " ").last.flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) else {
+            guard
+                let port = text.split(separator: " ").last.flatMap({
+                    Int($0.trimmingCharacters(in: .whitespacesAndNewlines))
+                })
+            else {
                 throw ExportError("collector did not start: \(text)")
             }
             self.port = port
@@ -54,13 +60,20 @@ struct OTLPHTTPExporterTests {
         var endpoint: URL { URL(string: "http://127.0.0.1:\(port)/v1/logs")! }
         var httpsEndpoint: URL { URL(string: "https://127.0.0.1:\(port)/v1/logs")! }
         var certificate: String { out + "/cert.pem" }
-        var requests: Int { ((try? FileManager.default.contentsOfDirectory(atPath: out)) ?? []).filter { $0.hasSuffix(".method") }.count }
-        func text(_ n: Int, _ suffix: String) -> String? { try? String(contentsOfFile: "\(out)/\(n).\(suffix)", encoding: .utf8) }
-        func bytes(_ n: Int, _ suffix: String) -> [UInt8]? { FileManager.default.contents(atPath: "\(out)/\(n).\(suffix)").map { Array($0) } }
+        var requests: Int {
+            ((try? FileManager.default.contentsOfDirectory(atPath: out)) ?? []).filter { $0.hasSuffix(".method") }.count
+        }
+        func text(_ n: Int, _ suffix: String) -> String? {
+            try? String(contentsOfFile: "\(out)/\(n).\(suffix)", encoding: .utf8)
+        }
+        func bytes(_ n: Int, _ suffix: String) -> [UInt8]? {
+            FileManager.default.contents(atPath: "\(out)/\(n).\(suffix)").map { Array($0) }
+        }
         /// The request headers of request n, names in lower case.
         func headers(_ n: Int) -> [String: String] {
             guard let data = FileManager.default.contents(atPath: "\(out)/\(n).headers"),
-                  let object = try? JSONSerialization.jsonObject(with: data) as? [String: String] else { return [:] }
+                let object = try? JSONSerialization.jsonObject(with: data) as? [String: String]
+            else { return [:] }
             return object
         }
         /// Waits up to a few seconds for a file the collector writes after answering.
@@ -90,8 +103,9 @@ struct OTLPHTTPExporterTests {
             Attribute("map", .kvlist([Attribute("k", "v")])), Attribute("raw", .bytes([0, 1, 255])),
             Attribute("empty", ""),
         ]
-        return LogBatch(resource: SDK.resource(serviceName: "http-test", serviceVersion: "3.1"),
-                        scopeName: SDK.scopeName, scopeVersion: SDK.version, records: [record])
+        return LogBatch(
+            resource: SDK.resource(serviceName: "http-test", serviceVersion: "3.1"),
+            scopeName: SDK.scopeName, scopeVersion: SDK.version, records: [record])
     }
 
     @Test("Protobuf (the default): the official definitions parse it back to the same records")
@@ -154,7 +168,8 @@ struct OTLPHTTPExporterTests {
 
     @Test("No collector at all: throws after the attempts")
     func unreachable() throws {
-        let exporter = OTLPHTTPExporter(endpoint: URL(string: "http://127.0.0.1:9/v1/logs")!, maxAttempts: 2, maxRetryDelay: .milliseconds(100))
+        let exporter = OTLPHTTPExporter(
+            endpoint: URL(string: "http://127.0.0.1:9/v1/logs")!, maxAttempts: 2, maxRetryDelay: .milliseconds(100))
         #expect(throws: ExportError.self) { try exporter.export(try Self.batch()) }
     }
 
@@ -163,24 +178,26 @@ struct OTLPHTTPExporterTests {
         let dir = try TestSupport.reportsDirectory()
         try TestSupport.write(try TestSupport.fixture("v1/sigsegv-null-depth12.crash"), to: dir.crashes + "/a.crash")
         let down = try Collector("503:0")
-        let refused = ReportCollector(directory: dir).deliver(to: OTLPHTTPExporter(endpoint: down.endpoint, maxAttempts: 2),
-                                                              resource: Resource())
+        let refused = ReportCollector(directory: dir).deliver(
+            to: OTLPHTTPExporter(endpoint: down.endpoint, maxAttempts: 2),
+            resource: Resource())
         #expect(refused.exported == 0 && refused.exportError != nil)
         #expect(FileManager.default.fileExists(atPath: dir.crashes + "/a.crash"))
         let up = try Collector("200")
-        let accepted = ReportCollector(directory: dir).deliver(to: OTLPHTTPExporter(endpoint: up.endpoint), resource: Resource())
+        let accepted = ReportCollector(directory: dir).deliver(
+            to: OTLPHTTPExporter(endpoint: up.endpoint), resource: Resource())
         #expect(accepted.exported == 1)
         #expect(!FileManager.default.fileExists(atPath: dir.crashes + "/a.crash"))
     }
 
-    #if compiler(>=6.2) // exit tests (#expect(processExitsWith:)) need Swift 6.2
+    #if compiler(>=6.2)  // exit tests (#expect(processExitsWith:)) need Swift 6.2
     @Test("A response cut off inside its headers: an error, never a crash (in a child process)")
     func cutMidHeaders() async throws {
         let collector = try Collector("cut")
         await #expect(processExitsWith: .success) { [port = collector.port as Int] in
             let exporter = OTLPHTTPExporter(endpoint: URL(string: "http://127.0.0.1:\(port)/v1/logs")!)
             do { try exporter.export(try OTLPHTTPExporterTests.batch()) } catch { exit(0) }
-            exit(3) // delivered: wrong
+            exit(3)  // delivered: wrong
         }
         #expect(collector.requests >= 1)
     }
@@ -189,34 +206,41 @@ struct OTLPHTTPExporterTests {
     @Test("A 200 whose body is cut off: not taken as delivered")
     func cutBody() throws {
         let collector = try Collector("cutbody")
-        #expect(throws: ExportError.self) { try OTLPHTTPExporter(endpoint: collector.endpoint).export(try Self.batch()) }
+        #expect(throws: ExportError.self) {
+            try OTLPHTTPExporter(endpoint: collector.endpoint).export(try Self.batch())
+        }
     }
 
-    @Test("301, 302, 303: never turned into a GET; the export fails and the reports are kept", arguments: [301, 302, 303])
+    @Test(
+        "301, 302, 303: never turned into a GET; the export fails and the reports are kept", arguments: [301, 302, 303])
     func redirectsThatWouldBecomeGET(code: Int) throws {
         let collector = try Collector("\(code)>/v2/logs,200")
-        #expect(throws: ExportError.self) { try OTLPHTTPExporter(endpoint: collector.endpoint).export(try Self.batch()) }
+        #expect(throws: ExportError.self) {
+            try OTLPHTTPExporter(endpoint: collector.endpoint).export(try Self.batch())
+        }
         for n in 0..<collector.requests { #expect(collector.text(n, "method") == "POST") }
     }
 
     @Test("307, 308: the POST is repeated at the new location with the same body", arguments: [307, 308])
     func redirectsThatKeepThePOST(code: Int) throws {
         let collector = try Collector("\(code)>/v2/logs,200")
-        try OTLPHTTPExporter(endpoint: collector.endpoint, headers: ["Authorization": "Bearer secret"]).export(try Self.batch())
+        try OTLPHTTPExporter(endpoint: collector.endpoint, headers: ["Authorization": "Bearer secret"]).export(
+            try Self.batch())
         #expect(collector.requests == 2)
         #expect(collector.text(1, "method") == "POST")
         #expect(collector.text(1, "path") == "/v2/logs")
         let first = try #require(collector.bytes(0, "body"))
         #expect(!first.isEmpty)
         #expect(collector.bytes(1, "body") == first)
-        #expect(collector.headers(1)["authorization"] == "Bearer secret") // same origin
+        #expect(collector.headers(1)["authorization"] == "Bearer secret")  // same origin
     }
 
     @Test("A redirect to another origin: no Authorization nor any configured header goes there")
     func crossOriginRedirect() throws {
         let collector = try Collector("307>http://localhost:{port}/v1/logs,401")
-        let exporter = OTLPHTTPExporter(endpoint: collector.endpoint,
-                                        headers: ["Authorization": "Bearer secret", "X-Tenant": "shop"])
+        let exporter = OTLPHTTPExporter(
+            endpoint: collector.endpoint,
+            headers: ["Authorization": "Bearer secret", "X-Tenant": "shop"])
         #expect(throws: ExportError.self) { try exporter.export(try Self.batch()) }
         #expect(collector.headers(0)["authorization"] == "Bearer secret")
         #expect(collector.headers(0)["x-tenant"] == "shop")
@@ -226,7 +250,9 @@ struct OTLPHTTPExporterTests {
         #expect(collector.headers(1)["x-tenant"] == nil)
     }
 
-    @Test("A 256 MiB response body is not read past 4 MiB (with and without Content-Length)", arguments: ["huge", "hugestream"])
+    @Test(
+        "A 256 MiB response body is not read past 4 MiB (with and without Content-Length)",
+        arguments: ["huge", "hugestream"])
     func hugeBody(answer: String) throws {
         let collector = try Collector(answer)
         try OTLPHTTPExporter(endpoint: collector.endpoint).export(try Self.batch())
@@ -239,7 +265,8 @@ struct OTLPHTTPExporterTests {
         let collector = try Collector("silent")
         let start = Date()
         #expect(throws: ExportError.self) {
-            try OTLPHTTPExporter(endpoint: collector.endpoint, timeout: .seconds(1), maxAttempts: 3).export(try Self.batch())
+            try OTLPHTTPExporter(endpoint: collector.endpoint, timeout: .seconds(1), maxAttempts: 3).export(
+                try Self.batch())
         }
         let elapsed = Date().timeIntervalSince(start)
         #expect(elapsed < 2, "took \(elapsed) s")
@@ -261,7 +288,8 @@ struct OTLPHTTPExporterTests {
         let dir = try TestSupport.reportsDirectory()
         try TestSupport.write(try TestSupport.fixture("v1/sigsegv-null-depth12.crash"), to: dir.crashes + "/a.crash")
         let collector = try Collector("400=record 0 is too old")
-        let delivery = ReportCollector(directory: dir).deliver(to: OTLPHTTPExporter(endpoint: collector.endpoint), resource: Resource())
+        let delivery = ReportCollector(directory: dir).deliver(
+            to: OTLPHTTPExporter(endpoint: collector.endpoint), resource: Resource())
         #expect(delivery.exported == 0)
         #expect(collector.requests == 1)
         #expect(!FileManager.default.fileExists(atPath: dir.crashes + "/a.crash"))
@@ -270,7 +298,8 @@ struct OTLPHTTPExporterTests {
         #expect(reason.contains("record 0 is too old"))
         // What the debug command lists.
         let listed = ReportCollector(directory: dir).rejectedFiles()
-        #expect(listed.count == 1 && listed.first?.reason.contains("refused by the collector: record 0 is too old") == true)
+        #expect(
+            listed.count == 1 && listed.first?.reason.contains("refused by the collector: record 0 is too old") == true)
     }
 
     @Test("Delivery stops after a batch that timed out: later batches wait for the next attempt")
@@ -280,8 +309,9 @@ struct OTLPHTTPExporterTests {
         for n in 0..<(ReportCollector.batchSize + 1) { try TestSupport.write(crash, to: dir.crashes + "/\(n).crash") }
         let collector = try Collector("silent")
         let start = Date()
-        let delivery = ReportCollector(directory: dir).deliver(to: OTLPHTTPExporter(endpoint: collector.endpoint, timeout: .seconds(1)),
-                                                               resource: Resource())
+        let delivery = ReportCollector(directory: dir).deliver(
+            to: OTLPHTTPExporter(endpoint: collector.endpoint, timeout: .seconds(1)),
+            resource: Resource())
         let elapsed = Date().timeIntervalSince(start)
         #expect(delivery.exported == 0 && delivery.exportError != nil)
         #expect(collector.requests == 1)
@@ -289,8 +319,9 @@ struct OTLPHTTPExporterTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.crashes).count == ReportCollector.batchSize + 1)
     }
 
-    #if compiler(>=6.2) // exit tests (#expect(processExitsWith:)) need Swift 6.2
-    @Test("A collector that resets the connection while a large body is sent: an error, no SIGPIPE (in a child process)")
+    #if compiler(>=6.2)  // exit tests (#expect(processExitsWith:)) need Swift 6.2
+    @Test(
+        "A collector that resets the connection while a large body is sent: an error, no SIGPIPE (in a child process)")
     func resetWhileSending() async throws {
         let collector = try Collector("reset")
         await #expect(processExitsWith: .success) { [port = collector.port as Int] in
@@ -308,8 +339,12 @@ struct OTLPHTTPExporterTests {
         let garbage = try Collector("garbage"), flood = try Collector("headerflood")
         await #expect(processExitsWith: .success) { [ports = [garbage.port, flood.port] as [Int]] in
             for port in ports {
-                let exporter = OTLPHTTPExporter(endpoint: URL(string: "http://127.0.0.1:\(port)/v1/logs")!, timeout: .seconds(5), maxAttempts: 1)
-                do { try exporter.export(try OTLPHTTPExporterTests.batch()); exit(3) } catch {}
+                let exporter = OTLPHTTPExporter(
+                    endpoint: URL(string: "http://127.0.0.1:\(port)/v1/logs")!, timeout: .seconds(5), maxAttempts: 1)
+                do {
+                    try exporter.export(try OTLPHTTPExporterTests.batch())
+                    exit(3)
+                } catch {}
             }
             exit(0)
         }
@@ -327,7 +362,8 @@ struct OTLPHTTPExporterTests {
 
     @Test("Errors never show a password the endpoint URL carries")
     func noPasswordInErrors() {
-        let exporter = OTLPHTTPExporter(endpoint: URL(string: "http://user:s3cret@127.0.0.1:9/v1/logs")!, maxAttempts: 1)
+        let exporter = OTLPHTTPExporter(
+            endpoint: URL(string: "http://user:s3cret@127.0.0.1:9/v1/logs")!, maxAttempts: 1)
         #expect { try exporter.export(try Self.batch()) } throws: { error in
             let text = String(describing: error)
             return text.contains("127.0.0.1:9") && !text.contains("s3cret")
@@ -337,7 +373,9 @@ struct OTLPHTTPExporterTests {
     @Test("A redirect loop ends after 5 redirects, reports kept")
     func redirectLoop() throws {
         let collector = try Collector("307>/v1/logs")
-        #expect(throws: ExportError.self) { try OTLPHTTPExporter(endpoint: collector.endpoint).export(try Self.batch()) }
+        #expect(throws: ExportError.self) {
+            try OTLPHTTPExporter(endpoint: collector.endpoint).export(try Self.batch())
+        }
         #expect(collector.requests == 6)
     }
 

@@ -11,20 +11,26 @@ import TestSupport
     init() throws { fixture = try SwiftTrapFixture.get() }
 
     func image(_ path: String, _ crash: SwiftTrapFixture.Crash, buildID: String? = nil) -> ImageReference {
-        ImageReference(name: "swift-trap", path: path, buildID: buildID ?? fixture.buildID,
-                       loadAddress: crash.loadAddress, isInApp: true)
+        ImageReference(
+            name: "swift-trap", path: path, buildID: buildID ?? fixture.buildID,
+            loadAddress: crash.loadAddress, isInApp: true)
     }
 
-    @Test("a force-unwrap trap: the runtime failure as an inlined frame, the function, file:line:column",
-          arguments: [("force-unwrap", "force-unwrap of nil", "func forceUnwrap"),
-                      ("index-out-of-range", "index out of range", "func index"),
-                      ("arithmetic-overflow", "arithmetic overflow", "func overflow"),
-                      ("precondition", "precondition failure", "func precondition")])
+    @Test(
+        "a force-unwrap trap: the runtime failure as an inlined frame, the function, file:line:column",
+        arguments: [
+            ("force-unwrap", "force-unwrap of nil", "func forceUnwrap"),
+            ("index-out-of-range", "index out of range", "func index"),
+            ("arithmetic-overflow", "arithmetic overflow", "func overflow"),
+            ("precondition", "precondition failure", "func precondition"),
+        ])
     func swiftTrap(kind: String, reason: String, function: String) throws {
         let crash = try fixture.crash(kind)
         let symbolicator = DWARFSymbolicator(locator: DebugFileLocator(debugDirectories: [], debuginfod: false))
-        let frame = try #require(symbolicator.symbolicate(address: crash.pc, image: image(fixture.binary, crash),
-                                                          isReturnAddress: false))
+        let frame = try #require(
+            symbolicator.symbolicate(
+                address: crash.pc, image: image(fixture.binary, crash),
+                isReturnAddress: false))
         let failure = try #require(frame.swiftRuntimeFailure)
         #expect(failure.reason == reason)
         #expect(frame.inlined.first?.name.hasPrefix("Swift runtime failure: ") == true)
@@ -40,20 +46,24 @@ import TestSupport
         let crash = try fixture.crash("force-unwrap", executable: fixture.stripped)
         let dir = try Tool.temporaryDirectory("debug-dir")
         let id = fixture.buildID
-        try FileManager.default.createDirectory(atPath: "\(dir)/.build-id/\(id.prefix(2))",
-                                                withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: fixture.debugFile,
-                                         toPath: "\(dir)/.build-id/\(id.prefix(2))/\(id.dropFirst(2)).debug")
+        try FileManager.default.createDirectory(
+            atPath: "\(dir)/.build-id/\(id.prefix(2))",
+            withIntermediateDirectories: true)
+        try FileManager.default.copyItem(
+            atPath: fixture.debugFile,
+            toPath: "\(dir)/.build-id/\(id.prefix(2))/\(id.dropFirst(2)).debug")
         // Only the name and build id are known off the device: no path.
-        let reference = ImageReference(name: "swift-trap", path: nil, buildID: id,
-                                       loadAddress: crash.loadAddress, isInApp: true)
+        let reference = ImageReference(
+            name: "swift-trap", path: nil, buildID: id,
+            loadAddress: crash.loadAddress, isInApp: true)
         let locator = DebugFileLocator(debugDirectories: [dir], debuginfod: false)
         let files = locator.locate(reference)
         #expect(files.hasDWARF)
         #expect(files.source == .debugDirectory)
         #expect(files.problems.isEmpty)
-        let frame = try #require(DWARFSymbolicator(locator: locator).symbolicate(
-            address: crash.pc, image: reference, isReturnAddress: false))
+        let frame = try #require(
+            DWARFSymbolicator(locator: locator).symbolicate(
+                address: crash.pc, image: reference, isReturnAddress: false))
         #expect(frame.swiftRuntimeFailure?.reason == "force-unwrap of nil")
         #expect(frame.location?.line == fixture.line(of: "func forceUnwrap"))
 
@@ -97,8 +107,12 @@ import TestSupport
         try FileManager.default.copyItem(atPath: fixture.debugFile, toPath: dir + "/.debug/renamed.dbg")
         let binary = dir + "/swift-trap"
         let objcopy = try #require(Tool.which("objcopy"))
-        let linked = try Tool.run(objcopy, ["--strip-all", "--add-gnu-debuglink=\(dir)/.debug/renamed.dbg",
-                                            fixture.binary, binary])
+        let linked = try Tool.run(
+            objcopy,
+            [
+                "--strip-all", "--add-gnu-debuglink=\(dir)/.debug/renamed.dbg",
+                fixture.binary, binary,
+            ])
         #expect(linked.status == 0, "\(linked.stderr)")
         let locator = DebugFileLocator(debugDirectories: [], systemRoot: dir + "/none", debuginfod: false)
         let files = locator.locate(image(binary, crash))
@@ -109,20 +123,25 @@ import TestSupport
         // The binary is gone; the system tree has the debug file by build id.
         let root = try Tool.temporaryDirectory("system-debug")
         let id = fixture.buildID
-        try FileManager.default.createDirectory(atPath: "\(root)/.build-id/\(id.prefix(2))", withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: fixture.debugFile, toPath: "\(root)/.build-id/\(id.prefix(2))/\(id.dropFirst(2)).debug")
+        try FileManager.default.createDirectory(
+            atPath: "\(root)/.build-id/\(id.prefix(2))", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(
+            atPath: fixture.debugFile, toPath: "\(root)/.build-id/\(id.prefix(2))/\(id.dropFirst(2)).debug")
         let system = DebugFileLocator(debugDirectories: [], systemRoot: root, debuginfod: false)
-        let gone = ImageReference(name: "swift-trap", path: dir + "/missing/swift-trap", buildID: id,
-                                  loadAddress: crash.loadAddress, isInApp: true)
+        let gone = ImageReference(
+            name: "swift-trap", path: dir + "/missing/swift-trap", buildID: id,
+            loadAddress: crash.loadAddress, isInApp: true)
         #expect(system.locate(gone).source == .systemBuildID)
-        let frame = DWARFSymbolicator(locator: system).symbolicate(address: crash.pc, image: gone, isReturnAddress: false)
+        let frame = DWARFSymbolicator(locator: system).symbolicate(
+            address: crash.pc, image: gone, isReturnAddress: false)
         #expect(frame?.swiftRuntimeFailure?.reason == "force-unwrap of nil")
     }
 
     @Test("C++ and Swift names demangle; others stay as they are")
     func demangling() {
         #expect(Demangler.demangle("_ZN3foo3barEi") == "foo::bar(int)")
-        #expect(Demangler.demangle("_ZNSt6vectorIiSaIiEE9push_backERKi")
+        #expect(
+            Demangler.demangle("_ZNSt6vectorIiSaIiEE9push_backERKi")
                 == "std::vector<int, std::allocator<int> >::push_back(int const&)")
         #expect(Demangler.demangle("$sSi") == "Swift.Int")
         #expect(Demangler.demangle("main") == "main")
@@ -131,8 +150,13 @@ import TestSupport
 
     @Test("runtime failure messages map to reasons people know")
     func reasons() {
-        #expect(SwiftRuntimeFailure(functionName: "Swift runtime failure: Unexpectedly found nil while implicitly unwrapping an Optional value")?.reason == "force-unwrap of nil")
-        #expect(SwiftRuntimeFailure(functionName: "Swift runtime failure: Division by zero")?.reason == "division by zero")
+        #expect(
+            SwiftRuntimeFailure(
+                functionName:
+                    "Swift runtime failure: Unexpectedly found nil while implicitly unwrapping an Optional value")?
+                .reason == "force-unwrap of nil")
+        #expect(
+            SwiftRuntimeFailure(functionName: "Swift runtime failure: Division by zero")?.reason == "division by zero")
         #expect(SwiftRuntimeFailure(functionName: "Swift runtime failure: something new")?.reason == "something new")
         #expect(SwiftRuntimeFailure(functionName: "swift_retain") == nil)
     }

@@ -12,13 +12,16 @@ import Glibc
     static func reportsDirectory() throws -> String {
         let root = try Tool.temporaryDirectory("cli")
         for sub in ["crashes", "hangs", "runs", "errors", "rejected"] {
-            try FileManager.default.createDirectory(atPath: "\(root)/\(sub)", withIntermediateDirectories: true,
-                                                    attributes: [.posixPermissions: 0o700])
+            try FileManager.default.createDirectory(
+                atPath: "\(root)/\(sub)", withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700])
         }
-        let copies = [("v1/sigsegv-null-depth12.crash", "crashes/0d9a3b7e-5d7c-4b71-9f3b-1c2d3e4f5a6b.crash"),
-                      ("v1/hang-unfinished-killed.hang", "hangs/5c0ffee0-0000-4000-8000-000000000001.hang"),
-                      ("v1/run-killed-during-hang.run", "runs/5c0ffee0-0000-4000-8000-000000000002.run"),
-                      ("v1/handled-error.error", "errors/5c0ffee0-0000-4000-8000-000000000003.error")]
+        let copies = [
+            ("v1/sigsegv-null-depth12.crash", "crashes/0d9a3b7e-5d7c-4b71-9f3b-1c2d3e4f5a6b.crash"),
+            ("v1/hang-unfinished-killed.hang", "hangs/5c0ffee0-0000-4000-8000-000000000001.hang"),
+            ("v1/run-killed-during-hang.run", "runs/5c0ffee0-0000-4000-8000-000000000002.run"),
+            ("v1/handled-error.error", "errors/5c0ffee0-0000-4000-8000-000000000003.error"),
+        ]
         for (fixture, name) in copies {
             try TestSupport.write(try TestSupport.fixture(fixture), to: "\(root)/\(name)")
         }
@@ -26,7 +29,10 @@ import Glibc
     }
 
     struct Listing: Decodable {
-        struct Entry: Decodable { var kind: String; var id: String }
+        struct Entry: Decodable {
+            var kind: String
+            var id: String
+        }
         var reports: [Entry]
     }
 
@@ -48,8 +54,14 @@ import Glibc
             var debugSource: String?
             var problems: [String]
         }
-        struct Register: Decodable { var name: String; var value: String }
-        struct Failure: Decodable { var reason: String; var message: String }
+        struct Register: Decodable {
+            var name: String
+            var value: String
+        }
+        struct Failure: Decodable {
+            var reason: String
+            var message: String
+        }
         var kind: String
         var time: String
         var session: String?
@@ -85,11 +97,13 @@ import Glibc
         #expect(try Tool.aftermath(["show", "x", "--dir", empty]).status == 1)
     }
 
-    @Test("unknown options, missing values, stray operands: usage errors, exit 2", arguments: [
-        ["list", "--dri", "/tmp"], ["list", "--dir"], ["show"], ["show", "a", "b"], ["list", "x"],
-        ["symbolicate"], ["symbolicate", "x", "--debug-dir"], ["frobnicate"], [], ["dump", "--json=yes"],
-        ["list", "--dir", "/tmp", "--service", "x"], ["show", "x", "--no-symbol"],
-    ])
+    @Test(
+        "unknown options, missing values, stray operands: usage errors, exit 2",
+        arguments: [
+            ["list", "--dri", "/tmp"], ["list", "--dir"], ["show"], ["show", "a", "b"], ["list", "x"],
+            ["symbolicate"], ["symbolicate", "x", "--debug-dir"], ["frobnicate"], [], ["dump", "--json=yes"],
+            ["list", "--dir", "/tmp", "--service", "x"], ["show", "x", "--no-symbol"],
+        ])
     func usageErrors(arguments: [String]) throws {
         let r = try Tool.aftermath(arguments)
         #expect(r.status == 2, "\(arguments): \(r.stdout) \(r.stderr)")
@@ -109,7 +123,8 @@ import Glibc
     @Test("show: every kind, as text and --json", arguments: ["crash", "hang", "error"])
     func show(kind: String) throws {
         let dir = try Self.reportsDirectory()
-        let listing = try JSONDecoder().decode(Listing.self, from: Data(try Tool.aftermath(["list", "--dir", dir, "--json"]).stdout.utf8))
+        let listing = try JSONDecoder().decode(
+            Listing.self, from: Data(try Tool.aftermath(["list", "--dir", dir, "--json"]).stdout.utf8))
         let entry = try #require(listing.reports.first { $0.kind == kind })
         let text = try Tool.aftermath(["show", entry.id, "--dir", dir], environment: ["NO_COLOR": "1"])
         #expect(text.status == 0, "\(text.stderr)")
@@ -149,7 +164,8 @@ import Glibc
         kill(child.processIdentifier, SIGKILL)
         child.waitUntilExit()
 
-        let listing = try JSONDecoder().decode(Listing.self, from: Data(try Tool.aftermath(["list", "--dir", dir, "--json"]).stdout.utf8))
+        let listing = try JSONDecoder().decode(
+            Listing.self, from: Data(try Tool.aftermath(["list", "--dir", dir, "--json"]).stdout.utf8))
         let entry = try #require(listing.reports.first { $0.kind == "abnormal_exit" })
         let text = try Tool.aftermath(["show", entry.id, "--dir", dir])
         #expect(text.status == 0)
@@ -169,8 +185,9 @@ import Glibc
         let debugDir = try Tool.temporaryDirectory("cli-debug")
         try FileManager.default.copyItem(atPath: fixture.debugFile, toPath: debugDir + "/swift-trap.debug")
 
-        let text = try Tool.aftermath(["symbolicate", dir + "/request.json", "--debug-dir", debugDir],
-                                      environment: ["NO_COLOR": "1"])
+        let text = try Tool.aftermath(
+            ["symbolicate", dir + "/request.json", "--debug-dir", debugDir],
+            environment: ["NO_COLOR": "1"])
         #expect(text.status == 0, "\(text.stderr)")
         #expect(text.stdout.contains("force-unwrap of nil"))
         #expect(text.stdout.contains("swift-trap.swift:\(fixture.line(of: "func forceUnwrap")):"))
@@ -200,7 +217,8 @@ import Glibc
         let crash = try fixture.crash("index-out-of-range", executable: fixture.stripped)
         let dir = try Tool.temporaryDirectory("cli-mismatch")
         let other = String(repeating: "cd", count: 20)
-        try fixture.otlpRequest(crash, buildID: other).write(toFile: dir + "/request.json", atomically: true, encoding: .utf8)
+        try fixture.otlpRequest(crash, buildID: other).write(
+            toFile: dir + "/request.json", atomically: true, encoding: .utf8)
         try FileManager.default.copyItem(atPath: fixture.debugFile, toPath: dir + "/swift-trap.debug")
         let r = try Tool.aftermath(["symbolicate", dir + "/request.json", "--debug-dir", dir, "--json"])
         #expect(r.status == 0)
@@ -223,7 +241,8 @@ import Glibc
         #expect(view.kind == "crash")
         #expect(!view.registers.isEmpty)
 
-        let listing = try JSONDecoder().decode(Listing.self, from: Data(try Tool.aftermath(["list", "--dir", dir, "--json"]).stdout.utf8))
+        let listing = try JSONDecoder().decode(
+            Listing.self, from: Data(try Tool.aftermath(["list", "--dir", dir, "--json"]).stdout.utf8))
         let hang = try #require(listing.reports.first { $0.kind == "hang" })
         let byID = try Tool.aftermath(["symbolicate", hang.id, "--dir", dir, "--json"])
         #expect(byID.status == 0)
@@ -252,7 +271,8 @@ import Glibc
             return
         }
         let dir = try Self.reportsDirectory()
-        let listing = try JSONDecoder().decode(Listing.self, from: Data(try Tool.aftermath(["list", "--dir", dir, "--json"]).stdout.utf8))
+        let listing = try JSONDecoder().decode(
+            Listing.self, from: Data(try Tool.aftermath(["list", "--dir", dir, "--json"]).stdout.utf8))
         let id = try #require(listing.reports.first { $0.kind == "crash" }).id
         let command = "\(Tool.aftermath) show \(id) --dir \(dir)"
         let onTerminal = try Tool.run(script, ["-q", "-e", "-c", command, "/dev/null"], removing: ["NO_COLOR"])

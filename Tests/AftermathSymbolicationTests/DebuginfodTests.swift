@@ -21,7 +21,9 @@ import Glibc
         address.sin_port = 0
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
+            }
         }
         guard bound else { throw Tool.Failure(description: "bind: errno \(errno)") }
         return UInt16(bigEndian: address.sin_port)
@@ -48,11 +50,13 @@ import Glibc
         _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
         var buffer = [UInt8](repeating: 0, count: 64)
         let n = recv(fd, &buffer, buffer.count, 0)
-        return n > 12 && String(decoding: buffer[0..<n], as: UTF8.self).hasPrefix("HTTP/1.") && buffer[9...11] == [50, 48, 48][...]
+        return n > 12 && String(decoding: buffer[0..<n], as: UTF8.self).hasPrefix("HTTP/1.")
+            && buffer[9...11] == [50, 48, 48][...]
     }
 
-    @Test("a stripped binary's crash, symbolicated through debuginfod",
-          .enabled(if: server != nil, "the debuginfod binary (Debian package debuginfod) is not installed"))
+    @Test(
+        "a stripped binary's crash, symbolicated through debuginfod",
+        .enabled(if: server != nil, "the debuginfod binary (Debian package debuginfod) is not installed"))
     func strippedCrashThroughDebuginfod() throws {
         let fixture = try SwiftTrapFixture.get()
         let crash = try fixture.crash("precondition", executable: fixture.stripped)
@@ -87,9 +91,12 @@ import Glibc
             usleep(100_000)
         }
 
-        let r = try Tool.aftermath(["symbolicate", root + "/request.json", "--json"],
-                                   environment: ["DEBUGINFOD_URLS": "http://127.0.0.1:\(port)",
-                                                 "DEBUGINFOD_CACHE_PATH": root + "/cache"])
+        let r = try Tool.aftermath(
+            ["symbolicate", root + "/request.json", "--json"],
+            environment: [
+                "DEBUGINFOD_URLS": "http://127.0.0.1:\(port)",
+                "DEBUGINFOD_CACHE_PATH": root + "/cache",
+            ])
         #expect(r.status == 0, "\(r.stderr)")
         let views = try JSONDecoder().decode([DebugCommandTests.View].self, from: Data(r.stdout.utf8))
         let view = try #require(views.first)

@@ -57,9 +57,11 @@ private func elfTestReadMaps() throws -> [ELFTestMapping] {
         guard fields.count == 6 else { return nil }
         let range = fields[0].split(separator: "-")
         guard range.count == 2, let start = UInt64(range[0], radix: 16), let end = UInt64(range[1], radix: 16),
-              let offset = UInt64(fields[2], radix: 16) else { return nil }
-        return ELFTestMapping(start: start, end: end, offset: offset,
-                       path: String(fields[5]).trimmingCharacters(in: .whitespaces))
+            let offset = UInt64(fields[2], radix: 16)
+        else { return nil }
+        return ELFTestMapping(
+            start: start, end: end, offset: offset,
+            path: String(fields[5]).trimmingCharacters(in: .whitespaces))
     }
 }
 
@@ -128,8 +130,9 @@ struct ELFSymbolTableTests {
         let frames = aftermathELFTestSwiftMarker()
         let returnAddress = UInt64(try #require(frames.first))
         let (path, loadAddress) = try elfTestImage(containing: returnAddress)
-        let frame = try #require(Symbolicator().symbolicate(
-            address: returnAddress, imagePath: path, loadAddress: loadAddress, isReturnAddress: true))
+        let frame = try #require(
+            Symbolicator().symbolicate(
+                address: returnAddress, imagePath: path, loadAddress: loadAddress, isReturnAddress: true))
         #expect(frame.function.hasPrefix("$s"))
         #expect(frame.demangled.contains("aftermathELFTestSwiftMarker"))
         #expect(frame.offset > 0)
@@ -147,8 +150,9 @@ struct ELFSymbolTableTests {
         let function: @convention(c) (Int32) -> Int32 = aftermathELFTestCdeclMarker
         let address = UInt64(UInt(bitPattern: unsafeBitCast(function, to: UnsafeRawPointer.self)))
         let (path, loadAddress) = try elfTestImage(containing: address)
-        let frame = try #require(Symbolicator().symbolicate(
-            address: address, imagePath: path, loadAddress: loadAddress, isReturnAddress: false))
+        let frame = try #require(
+            Symbolicator().symbolicate(
+                address: address, imagePath: path, loadAddress: loadAddress, isReturnAddress: false))
         #expect(frame.function == "aftermath_elf_test_cdecl_marker")
         #expect(frame.demangled == "aftermath_elf_test_cdecl_marker")
         #expect(frame.offset == 0)
@@ -164,8 +168,9 @@ struct ELFSymbolTableTests {
         let address = UInt64(UInt(bitPattern: symbol))
         let (path, loadAddress) = try elfTestImage(containing: address)
         #expect(path.contains("libc"))
-        let frame = try #require(Symbolicator().symbolicate(
-            address: address, imagePath: path, loadAddress: loadAddress, isReturnAddress: false))
+        let frame = try #require(
+            Symbolicator().symbolicate(
+                address: address, imagePath: path, loadAddress: loadAddress, isReturnAddress: false))
         #expect(frame.function.contains("getpid"))
         #expect(frame.offset == 0)
         let inside = Symbolicator().symbolicate(
@@ -226,12 +231,14 @@ struct ELFSymbolTableTests {
         let empty = try elfTestWrite([], to: directory, name: "empty")
         #expect(throws: ELFError.notELF) { try ELFSymbolTable(path: empty) }
 
-        let random = try elfTestWrite((0..<4096).map { _ in UInt8.random(in: 0...255, using: &rng) },
-                               to: directory, name: "random")
+        let random = try elfTestWrite(
+            (0..<4096).map { _ in UInt8.random(in: 0...255, using: &rng) },
+            to: directory, name: "random")
         #expect(throws: ELFError.notELF) { try ELFSymbolTable(path: random) }
 
-        let magicThenRandom = try elfTestWrite([0x7f, 0x45, 0x4c, 0x46, 2, 1] + (0..<4090).map { _ in UInt8.random(in: 0...255, using: &rng) },
-                                        to: directory, name: "magic-random")
+        let magicThenRandom = try elfTestWrite(
+            [0x7f, 0x45, 0x4c, 0x46, 2, 1] + (0..<4090).map { _ in UInt8.random(in: 0...255, using: &rng) },
+            to: directory, name: "magic-random")
         elfTestLoadSurvivingLookups(magicThenRandom, rng: &rng)
 
         let original = Array(try Data(contentsOf: URL(fileURLWithPath: elfTestSample)))
@@ -269,14 +276,15 @@ struct ELFSymbolTableTests {
         var cases: [(String, [UInt8])] = []
         for value: UInt64 in [UInt64(original.count), UInt64(original.count - 1), 1 << 40, .max - 10] {
             var bytes = original
-            elfTestPut64(&bytes, 40, value) // e_shoff
+            elfTestPut64(&bytes, 40, value)  // e_shoff
             cases.append(("e_shoff=\(value)", bytes))
             bytes = original
-            elfTestPut64(&bytes, 32, value) // e_phoff
+            elfTestPut64(&bytes, 32, value)  // e_phoff
             cases.append(("e_phoff=\(value)", bytes))
         }
         var manySections = original
-        manySections[60] = 0xff; manySections[61] = 0xff // e_shnum = 65535
+        manySections[60] = 0xff
+        manySections[61] = 0xff  // e_shnum = 65535
         cases.append(("e_shnum=65535", manySections))
         // Every section's sh_offset / sh_size pushed past the end, and sh_link out of range.
         var offsets = original, sizes = original, links = original, entsizes = original
@@ -284,7 +292,8 @@ struct ELFSymbolTableTests {
             let header = shoff + i * 64
             elfTestPut64(&offsets, header + 24, UInt64(original.count) + 8)
             elfTestPut64(&sizes, header + 32, .max)
-            links[header + 40] = 0xee; links[header + 41] = 0xee
+            links[header + 40] = 0xee
+            links[header + 41] = 0xee
             elfTestPut64(&entsizes, header + 56, .max)
         }
         cases += [("sh_offset", offsets), ("sh_size", sizes), ("sh_link", links), ("sh_entsize", entsizes)]
@@ -301,8 +310,9 @@ struct ELFSymbolTableTests {
             var bytes = original
             for i in 1..<count {
                 let entry = symbols + i * 24
-                bytes[entry + 4] = 0x12 // STB_GLOBAL, STT_FUNC
-                bytes[entry + 6] = 15; bytes[entry + 7] = 0 // some defined section
+                bytes[entry + 4] = 0x12  // STB_GLOBAL, STT_FUNC
+                bytes[entry + 6] = 15
+                bytes[entry + 7] = 0  // some defined section
                 elfTestPut64(&bytes, entry + 8, .max - UInt64(i % 3))
                 elfTestPut64(&bytes, entry + 16, size)
             }
@@ -329,15 +339,18 @@ struct ELFSymbolTableTests {
             for _ in 0..<Int.random(in: 1...6, using: &rng) {
                 // Corrupt the ELF header, program headers, .dynsym/.dynstr/notes or section headers.
                 let region = Int.random(in: 0..<3, using: &rng)
-                let index = region == 0 ? Int.random(in: 0..<64, using: &rng)
-                    : region == 1 ? Int.random(in: 64..<0xb76, using: &rng)
-                    : Int.random(in: shoff..<original.count, using: &rng)
+                let index =
+                    region == 0
+                    ? Int.random(in: 0..<64, using: &rng)
+                    : region == 1
+                        ? Int.random(in: 64..<0xb76, using: &rng)
+                        : Int.random(in: shoff..<original.count, using: &rng)
                 bytes[index] = UInt8.random(in: 0...255, using: &rng)
             }
             try Data(bytes).write(to: URL(fileURLWithPath: path))
             if elfTestLoadSurvivingLookups(path, rng: &rng) != nil { loaded += 1 }
         }
-        #expect(loaded > 0) // most corruptions are harmless to the parts we read
+        #expect(loaded > 0)  // most corruptions are harmless to the parts we read
     }
 
     @Test("Symbolicator strips ' (deleted)' and refuses mismatching build IDs")
@@ -348,20 +361,28 @@ struct ELFSymbolTableTests {
         let symbolicator = Symbolicator()
         let buildID = try #require(symbolicator.table(for: path)?.buildID)
 
-        let deleted = symbolicator.symbolicate(address: address, imagePath: path + " (deleted)",
-                                               loadAddress: loadAddress, isReturnAddress: false)
+        let deleted = symbolicator.symbolicate(
+            address: address, imagePath: path + " (deleted)",
+            loadAddress: loadAddress, isReturnAddress: false)
         #expect(deleted?.function.contains("getpid") == true)
-        let matching = symbolicator.symbolicate(address: address, imagePath: path, loadAddress: loadAddress,
-                                                isReturnAddress: false, expectedBuildID: buildID)
+        let matching = symbolicator.symbolicate(
+            address: address, imagePath: path, loadAddress: loadAddress,
+            isReturnAddress: false, expectedBuildID: buildID)
         #expect(matching?.function.contains("getpid") == true)
         var wrong = buildID
         wrong[0] ^= 0xff
-        #expect(symbolicator.symbolicate(address: address, imagePath: path, loadAddress: loadAddress,
-                                         isReturnAddress: false, expectedBuildID: wrong) == nil)
-        #expect(symbolicator.symbolicate(address: loadAddress - 1, imagePath: path, loadAddress: loadAddress,
-                                         isReturnAddress: false) == nil)
-        #expect(symbolicator.symbolicate(address: address, imagePath: "/nonexistent/lib.so",
-                                         loadAddress: loadAddress, isReturnAddress: false) == nil)
+        #expect(
+            symbolicator.symbolicate(
+                address: address, imagePath: path, loadAddress: loadAddress,
+                isReturnAddress: false, expectedBuildID: wrong) == nil)
+        #expect(
+            symbolicator.symbolicate(
+                address: loadAddress - 1, imagePath: path, loadAddress: loadAddress,
+                isReturnAddress: false) == nil)
+        #expect(
+            symbolicator.symbolicate(
+                address: address, imagePath: "/nonexistent/lib.so",
+                loadAddress: loadAddress, isReturnAddress: false) == nil)
         #expect(symbolicator.table(for: "/nonexistent/lib.so") == nil)
     }
 
@@ -374,8 +395,9 @@ struct ELFSymbolTableTests {
         let results = await withTaskGroup(of: SymbolicatedFrame?.self) { group in
             for _ in 0..<32 {
                 group.addTask {
-                    symbolicator.symbolicate(address: address, imagePath: path, loadAddress: loadAddress,
-                                             isReturnAddress: true)
+                    symbolicator.symbolicate(
+                        address: address, imagePath: path, loadAddress: loadAddress,
+                        isReturnAddress: true)
                 }
             }
             return await group.reduce(into: Set<SymbolicatedFrame?>()) { $0.insert($1) }

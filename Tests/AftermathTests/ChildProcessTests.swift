@@ -11,8 +11,9 @@ struct ChildProcessTests {
     @Test("Run to completion: exit status, stdout lines, stderr, values on fd 3")
     func runToCompletion() {
         let script = "echo one; echo two >&2; printf 'three'; printf '\\001\\0\\0\\0\\0\\0\\0\\0' >&3; exit 7"
-        let result = ChildProcess.run("/bin/sh", ["-c", script], environment: Self.environment, timeout: 10,
-                                      valuesDescriptor: 3)
+        let result = ChildProcess.run(
+            "/bin/sh", ["-c", script], environment: Self.environment, timeout: 10,
+            valuesDescriptor: 3)
         #expect(result.termination == .exited(7))
         #expect(result.lines == ["one", "three"])
         #expect(result.standardError == "two\n")
@@ -24,7 +25,8 @@ struct ChildProcessTests {
     func timeout() {
         let started = Date()
         // The shell's own child (sleep) holds stdout open: only killing the group ends it.
-        let result = ChildProcess.run("/bin/sh", ["-c", "sleep 30; echo late"], environment: Self.environment, timeout: 0.5)
+        let result = ChildProcess.run(
+            "/bin/sh", ["-c", "sleep 30; echo late"], environment: Self.environment, timeout: 0.5)
         #expect(result.termination == .timedOut)
         #expect(Date().timeIntervalSince(started) < 5)
         #expect(result.lines.isEmpty)
@@ -32,9 +34,12 @@ struct ChildProcessTests {
 
     @Test("Interactive: a line as it arrives, a signal, stdin closed, RECORD lines decoded")
     func interactive() throws {
-        let record = RecordLine.line(LogBatch(resource: Resource(), scopeName: "s", scopeVersion: "1", records: [
-            LogRecord(timeUnixNano: 5, eventName: "app.crash", attributes: [Attribute("n", .int(42))]),
-        ]))
+        let record = RecordLine.line(
+            LogBatch(
+                resource: Resource(), scopeName: "s", scopeVersion: "1",
+                records: [
+                    LogRecord(timeUnixNano: 5, eventName: "app.crash", attributes: [Attribute("n", .int(42))])
+                ]))
         let script = "echo READY; echo '\(record)'; read line; echo GOT \"$line\"; exec sleep 30"
         let child = try ChildProcess("/bin/sh", ["-c", script], environment: Self.environment, inputPipe: true)
         #expect(child.waitForLine("READY", timeout: 10) == "READY")

@@ -39,7 +39,7 @@ struct CrashFileTests {
         let file = try ReportFile.decode(TestSupport.fixture("v1/sigsegv-null-depth12.crash"))
         let crash = try file.crashReport()
         #expect(crash.signal == SIGSEGV)
-        #expect(crash.code == 1) // SEGV_MAPERR
+        #expect(crash.code == 1)  // SEGV_MAPERR
         #expect(crash.faultAddress == 8)
         #expect(crash.senderPID == nil)
         #expect(crash.context.serviceName == "bench")
@@ -106,7 +106,10 @@ struct CrashFileTests {
         var flipped = golden
         flipped[golden.count / 2] ^= 0x40
         #expect(throws: ReportFileError.self) { try ReportFile.decode(flipped) }
-        do { _ = try ReportFile.decode(flipped); Issue.record("accepted a damaged body") } catch {
+        do {
+            _ = try ReportFile.decode(flipped)
+            Issue.record("accepted a damaged body")
+        } catch {
             #expect(error.description.hasPrefix("CRC mismatch"))
         }
         var magic = golden
@@ -122,7 +125,9 @@ struct CrashFileTests {
         TestSupport.setU32(&kind, 8, 77)
         #expect(throws: ReportFileError.unknownKind(77)) { try ReportFile.decode(kind) }
         let appended = golden + [0, 1, 2]
-        #expect(throws: ReportFileError.bodySizeMismatch(expected: UInt64(golden.count - 64), actual: golden.count - 61)) {
+        #expect(
+            throws: ReportFileError.bodySizeMismatch(expected: UInt64(golden.count - 64), actual: golden.count - 61)
+        ) {
             try ReportFile.decode(appended)
         }
         let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + Array(repeating: 0, count: 100)
@@ -137,14 +142,14 @@ struct CrashFileTests {
         let golden = try TestSupport.fixture("v1/sigsegv-null-depth12.crash")
         // Sections: header 64 | ctx section hdr at 64 | ctx | crash section hdr | crash | frames hdr
         let framesHeader = 64 + 16 + 1000 + 16 + 464
-        #expect(TestSupport.u32(golden, framesHeader) == 3) // AFT_SECTION_FRAMES
+        #expect(TestSupport.u32(golden, framesHeader) == 3)  // AFT_SECTION_FRAMES
         var hostile = golden
-        TestSupport.setU32(&hostile, framesHeader + 8, 0xFFFF_FFFF) // count
+        TestSupport.setU32(&hostile, framesHeader + 8, 0xFFFF_FFFF)  // count
         let crash = try ReportFile.decode(TestSupport.resealed(hostile)).crashReport()
         #expect(crash.framesTruncated)
         #expect(crash.frames.count <= Int(AFT_MAX_FRAMES))
         var zeroEntry = golden
-        TestSupport.setU32(&zeroEntry, framesHeader + 4, 0) // entry_size 0
+        TestSupport.setU32(&zeroEntry, framesHeader + 4, 0)  // entry_size 0
         let decoded = try ReportFile.decode(TestSupport.resealed(zeroEntry))
         #expect(decoded.frames.isEmpty && decoded.images.isEmpty)
     }
@@ -153,7 +158,7 @@ struct CrashFileTests {
     func salvage() throws {
         let golden = try TestSupport.fixture("v1/sigsegv-null-depth12.crash")
         var torn = Array(golden.prefix(64 + 16 + 1000 + 16 + 464 + 16 + 8 * 5))
-        TestSupport.setU32(&torn, 28, 0) // never committed
+        TestSupport.setU32(&torn, 28, 0)  // never committed
         let crash = try ReportFile.decode(torn, salvage: true).crashReport()
         #expect(crash.isPartial)
         #expect(crash.signal == SIGSEGV)
@@ -174,11 +179,13 @@ struct CrashRecordSchemaTests {
         let crash = try ReportFile.decode(TestSupport.fixture("v1/sigsegv-null-depth12.crash")).crashReport()
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-schema-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let batch = LogBatch(resource: SDK.resource(serviceName: "schema", serviceVersion: "1"),
-                             scopeName: SDK.scopeName, scopeVersion: SDK.version,
-                             records: [RecordMapper.crash(crash, observedTimeUnixNano: 1_800_000_000_000_000_000)])
+        let batch = LogBatch(
+            resource: SDK.resource(serviceName: "schema", serviceVersion: "1"),
+            scopeName: SDK.scopeName, scopeVersion: SDK.version,
+            records: [RecordMapper.crash(crash, observedTimeUnixNano: 1_800_000_000_000_000_000)])
         try FileExporter(directory: dir).export(batch)
-        let file = try #require(try FileManager.default.contentsOfDirectory(atPath: dir).first { $0.hasSuffix(".json") })
+        let file = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: dir).first { $0.hasSuffix(".json") })
         let (status, output) = try OTLPFixtures.validate(dir + "/" + file)
         #expect(status == 0, "\(output)")
     }

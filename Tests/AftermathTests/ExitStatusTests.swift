@@ -10,7 +10,7 @@ import Foundation
 import Synchronization
 import Testing
 
-#if compiler(>=6.2) // exit tests (#expect(processExitsWith:)) need Swift 6.2
+#if compiler(>=6.2)  // exit tests (#expect(processExitsWith:)) need Swift 6.2
 /// The process dies exactly as it would have without Aftermath (same signal), and leaves a
 /// crash file that the next launch reports. Each case crashes a real child process.
 @Suite("Exit status matrix")
@@ -57,16 +57,18 @@ struct ExitStatusTests {
                 pthread_attr_init(&attributes)
                 pthread_attr_setstacksize(&attributes, 256 * 1024)
                 var thread = pthread_t()
-                pthread_create(&thread, &attributes, { _ in
-                    _ = Fault.stackOverflow.trigger()
-                    return nil
-                }, nil)
+                pthread_create(
+                    &thread, &attributes,
+                    { _ in
+                        _ = Fault.stackOverflow.trigger()
+                        return nil
+                    }, nil)
                 sleep(10)
             default:
                 _ = fault?.trigger()
             }
             sleep(5)
-            _exit(99) // not reached when the fault kills the process
+            _exit(99)  // not reached when the fault kills the process
         }
     }
 
@@ -76,9 +78,10 @@ struct ExitStatusTests {
     static func childStart(_ directory: String) {
         let refusing = InMemoryExporter()
         refusing.failNext(Int.max)
-        let config = Aftermath.Configuration(serviceName: "exit-tests", serviceVersion: "9.9.9",
-                                             exporter: refusing, reportsDirectory: directory,
-                                             fsyncReports: false)
+        let config = Aftermath.Configuration(
+            serviceName: "exit-tests", serviceVersion: "9.9.9",
+            exporter: refusing, reportsDirectory: directory,
+            fsyncReports: false)
         do { try Aftermath.start(config) } catch { _exit(98) }
     }
 
@@ -90,12 +93,14 @@ struct ExitStatusTests {
         await #expect(processExitsWith: expected) { [faultName = faultName as String] in
             Death(rawValue: faultName)!.trigger()
         }
-        await #expect(processExitsWith: expected) { [directory = directory as String, faultName = faultName as String] in
+        await #expect(processExitsWith: expected) {
+            [directory = directory as String, faultName = faultName as String] in
             ExitStatusTests.childStart(directory)
             Death(rawValue: faultName)!.trigger()
         }
         let exporter = InMemoryExporter()
-        let delivery = ReportCollector(directory: ReportDirectory(root: directory)).deliver(to: exporter, resource: Resource())
+        let delivery = ReportCollector(directory: ReportDirectory(root: directory)).deliver(
+            to: exporter, resource: Resource())
         #expect(delivery.rejected.isEmpty)
         let crashes = exporter.records.filter { $0.eventName == "app.crash" }
         let record = try #require(crashes.first)
@@ -119,7 +124,8 @@ struct ExitStatusTests {
             #expect(record[attribute: "apsio.crash.sender_pid"]?.intValue != nil, "a sent signal names its sender")
         }
         let remaining = try FileManager.default.contentsOfDirectory(atPath: directory + "/crashes")
-        #expect(remaining.allSatisfy { $0.hasSuffix(".crash.tmp") }, "only the (empty) reserve of the dead run may be left")
+        #expect(
+            remaining.allSatisfy { $0.hasSuffix(".crash.tmp") }, "only the (empty) reserve of the dead run may be left")
         try? FileManager.default.removeItem(atPath: directory)
     }
 }
@@ -155,7 +161,8 @@ struct HandlerFaultTests {
             aft_test_fault_inside_handler(1)
             UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
         }
-        let crash = try #require(ReportCollector(directory: ReportDirectory(root: directory)).collect().reports.first?.crash)
+        let crash = try #require(
+            ReportCollector(directory: ReportDirectory(root: directory)).collect().reports.first?.crash)
         #expect(crash.isPartial && crash.signal == SIGSEGV)
         try? FileManager.default.removeItem(atPath: directory)
     }
@@ -173,7 +180,8 @@ struct LateImageTests {
             guard dlopen("libBrokenLocale.so.1", RTLD_NOW) != nil else { _exit(97) }
             UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
         }
-        let crash = try #require(ReportCollector(directory: ReportDirectory(root: directory)).collect().reports.first?.crash)
+        let crash = try #require(
+            ReportCollector(directory: ReportDirectory(root: directory)).collect().reports.first?.crash)
         let late = try #require(crash.images.first { $0.name.hasPrefix("libBrokenLocale.so") })
         #expect(late.buildID.count == 40)
         try? FileManager.default.removeItem(atPath: directory)
@@ -186,7 +194,8 @@ struct LateImageTests {
             ExitStatusTests.childStart(directory)
             UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
         }
-        let crash = try #require(ReportCollector(directory: ReportDirectory(root: directory)).collect().reports.first?.crash)
+        let crash = try #require(
+            ReportCollector(directory: ReportDirectory(root: directory)).collect().reports.first?.crash)
         #expect(crash.images.contains { $0.isMainExecutable && $0.buildID == crash.context.appBuildID })
         #expect(crash.images.contains { $0.name == "libc.so.6" })
         #expect(!crash.images.contains { $0.name.hasPrefix("libBrokenLocale.so") })
@@ -253,8 +262,8 @@ struct DispositionTests {
             handled.__sigaction_handler.sa_handler = { _ in }
             sigaction(SIGTRAP, &handled, nil)
             ExitStatusTests.childStart(directory)
-            raise(SIGTRAP)            // sent: re-raised to the app's handler, which returns
-            aft_test_breakpoint()     // the kernel's: handed to the app's handler, which returns
+            raise(SIGTRAP)  // sent: re-raised to the app's handler, which returns
+            aft_test_breakpoint()  // the kernel's: handed to the app's handler, which returns
             UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
         }
         #expect(Self.collect(directory).map(\.signal) == [SIGSEGV])

@@ -92,7 +92,8 @@ import TestSupport
         await withTaskGroup(of: Void.self) { group in
             for _ in 0..<100 {
                 group.addTask {
-                    try? exporter.export(LogBatch(resource: Resource(), scopeName: "s", scopeVersion: "v", records: [record]))
+                    try? exporter.export(
+                        LogBatch(resource: Resource(), scopeName: "s", scopeVersion: "v", records: [record]))
                 }
             }
         }

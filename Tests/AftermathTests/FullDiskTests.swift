@@ -25,7 +25,8 @@ struct FullDiskTests {
 
     /// A fresh tmpfs of the given size; unmount it with ``unmount(_:)``.
     static func mountTmpfs(_ tag: String, size: String) throws -> String {
-        let mountPoint = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-\(tag)-\(UUID())").path
+        let mountPoint = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-\(tag)-\(UUID())")
+            .path
         try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
         try #require(run(["mount", "-t", "tmpfs", "-o", "size=\(size)", "tmpfs", mountPoint]) == 0)
         return mountPoint
@@ -36,7 +37,7 @@ struct FullDiskTests {
         try? FileManager.default.removeItem(atPath: mountPoint)
     }
 
-    #if compiler(>=6.2) // exit tests (#expect(processExitsWith:)) need Swift 6.2
+    #if compiler(>=6.2)  // exit tests (#expect(processExitsWith:)) need Swift 6.2
     @Test("ENOSPC while the handler writes")
     func fullDisk() async throws {
         let mountPoint = try Self.mountTmpfs("full", size: "64k")
@@ -58,8 +59,9 @@ struct FullDiskTests {
             // An exporter that never acknowledges: the older report must stay (and keep the disk full).
             let refusing = InMemoryExporter()
             refusing.failNext(Int.max)
-            let config = Aftermath.Configuration(serviceName: "full", serviceVersion: "1", exporter: refusing,
-                                                 reportsDirectory: reports, fsyncReports: false)
+            let config = Aftermath.Configuration(
+                serviceName: "full", serviceVersion: "1", exporter: refusing,
+                reportsDirectory: reports, fsyncReports: false)
             try? Aftermath.start(config)
             UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
         }
@@ -82,11 +84,13 @@ struct FullDiskTests {
         let mountPoint = try Self.mountTmpfs("fills", size: "512k")
         defer { Self.unmount(mountPoint) }
         let reports: String = mountPoint + "/reports"
-        await #expect(processExitsWith: .signal(SIGSEGV)) { [reports = reports as String, mountPoint = mountPoint as String] in
+        await #expect(processExitsWith: .signal(SIGSEGV)) {
+            [reports = reports as String, mountPoint = mountPoint as String] in
             let refusing = InMemoryExporter()
             refusing.failNext(Int.max)
-            let config = Aftermath.Configuration(serviceName: "fills", serviceVersion: "1", exporter: refusing,
-                                                 reportsDirectory: reports, fsyncReports: false)
+            let config = Aftermath.Configuration(
+                serviceName: "fills", serviceVersion: "1", exporter: refusing,
+                reportsDirectory: reports, fsyncReports: false)
             guard (try? Aftermath.start(config)) != nil else { _exit(90) }
             // The app then fills the disk, to the last block.
             let fd = open(mountPoint + "/filler", O_WRONLY | O_CREAT, 0o600)
@@ -103,11 +107,15 @@ struct FullDiskTests {
         #expect(!crash.isPartial, "whole: committed, not salvaged")
         #expect(crash.images.contains { $0.isMainExecutable && !$0.buildID.isEmpty })
         // Committed to its real size: the reserve beyond it was given back.
-        let named = try FileManager.default.contentsOfDirectory(atPath: reports + "/crashes").filter { $0.hasSuffix(".crash") }
+        let named = try FileManager.default.contentsOfDirectory(atPath: reports + "/crashes").filter {
+            $0.hasSuffix(".crash")
+        }
         let path = reports + "/crashes/" + (try #require(named.first))
         var st = stat()
         #expect(stat(path, &st) == 0)
-        #expect(Int(st.st_blocks) * 512 <= (Int(st.st_size) + 4095) / 4096 * 4096, "blocks \(st.st_blocks), size \(st.st_size)")
+        #expect(
+            Int(st.st_blocks) * 512 <= (Int(st.st_size) + 4095) / 4096 * 4096,
+            "blocks \(st.st_blocks), size \(st.st_size)")
     }
     #endif
 }

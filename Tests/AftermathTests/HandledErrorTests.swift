@@ -23,10 +23,11 @@ struct HandledErrorTests {
     }
 
     static func start(_ directory: String) {
-        var config = Aftermath.Configuration(serviceName: "errors", serviceVersion: "3.1", exporter: InMemoryExporter(),
-                                             reportsDirectory: directory, fsyncReports: false,
-                                             deliverPendingReportsSynchronously: true)
-        config.hangHeartbeat = .off // the files stay for the test to read: no background delivery
+        var config = Aftermath.Configuration(
+            serviceName: "errors", serviceVersion: "3.1", exporter: InMemoryExporter(),
+            reportsDirectory: directory, fsyncReports: false,
+            deliverPendingReportsSynchronously: true)
+        config.hangHeartbeat = .off  // the files stay for the test to read: no background delivery
         do { try Aftermath.start(config) } catch { _exit(98) }
     }
 
@@ -34,7 +35,7 @@ struct HandledErrorTests {
         FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-errors-\(UUID())").path
     }
 
-    #if compiler(>=6.2) // exit tests (#expect(processExitsWith:)) need Swift 6.2
+    #if compiler(>=6.2)  // exit tests (#expect(processExitsWith:)) need Swift 6.2
     @Test func recordsTypeMessageStackFingerprintAndSession() async throws {
         let dir = Self.directory()
         await #expect(processExitsWith: .success) { [dir = dir as String] in
@@ -44,10 +45,12 @@ struct HandledErrorTests {
             let first = Aftermath.sessionID!
             let second = Aftermath.startNewSession()
             Aftermath.record(error: CocoaError(.fileNoSuchFile))
-            try? "\(first.lowercased) \(second.lowercased)".write(toFile: dir + "/sessions", atomically: true, encoding: .utf8)
+            try? "\(first.lowercased) \(second.lowercased)".write(
+                toFile: dir + "/sessions", atomically: true, encoding: .utf8)
             exit(0)
         }
-        let sessions = try String(contentsOfFile: dir + "/sessions", encoding: .utf8).split(separator: " ").map(String.init)
+        let sessions = try String(contentsOfFile: dir + "/sessions", encoding: .utf8).split(separator: " ").map(
+            String.init)
         let collector = ReportCollector(directory: ReportDirectory(root: dir))
         let collection = collector.collect(moveRejected: false)
         let errors = collection.reports.filter { $0.kind == .error }.map(\.record)
@@ -73,8 +76,9 @@ struct HandledErrorTests {
         #expect(line0.hasPrefix("0 "))
         let error = try #require(collectorErrors(dir).first { $0.fingerprint != nil })
         let image = try #require(error.images.first { $0.contains(error.frames[0]) })
-        let symbol = Symbolicator().symbolicate(address: error.frames[0], imagePath: image.path,
-                                                loadAddress: image.start, isReturnAddress: true)
+        let symbol = Symbolicator().symbolicate(
+            address: error.frames[0], imagePath: image.path,
+            loadAddress: image.start, isReturnAddress: true)
         #expect(symbol?.demangled.contains("recordFromKnownFunction") == true, "\(String(describing: symbol))")
         let images = try #require(first[attribute: "apsio.crash.images"]?.stringValue)
         #expect(images.contains(image.name))
@@ -88,7 +92,7 @@ struct HandledErrorTests {
         }
     }
 
-    #if compiler(>=6.2) // exit tests (#expect(processExitsWith:)) need Swift 6.2
+    #if compiler(>=6.2)  // exit tests (#expect(processExitsWith:)) need Swift 6.2
     @Test func onDiskBeforeRecordReturnsEvenIfTheProcessCrashesNext() async throws {
         let dir = Self.directory()
         await #expect(processExitsWith: .signal(SIGSEGV)) { [dir = dir as String] in
@@ -129,19 +133,23 @@ struct HandledErrorTests {
         CString.write("9.0", into: &context.service_version)
         var info = aft_error_info()
         info.time_realtime_ns = 1_700_000_000_000_000_000
-        let good = HandledErrorFile.encode(.init(context: context, info: info, type: Array("T".utf8),
-                                                 message: Array("m".utf8), fingerprint: nil, frames: [0x1000], images: []))
+        let good = HandledErrorFile.encode(
+            .init(
+                context: context, info: info, type: Array("T".utf8),
+                message: Array("m".utf8), fingerprint: nil, frames: [0x1000], images: []))
         try TestSupport.write(good, to: directory.errors + "/a.error")
         try TestSupport.write(Array(good.prefix(good.count - 9)), to: directory.errors + "/b.error")
         var lying = good
-        lying[64 + 16 + 1000 + 16 + 40] = 0xFF // type_size: hostile, but inside the CRC: resealed
+        lying[64 + 16 + 1000 + 16 + 40] = 0xFF  // type_size: hostile, but inside the CRC: resealed
         try TestSupport.write(TestSupport.resealed(lying), to: directory.errors + "/c.error")
         try TestSupport.write([UInt8](repeating: 0x41, count: 10), to: directory.errors + "/d.error")
         let collection = ReportCollector(directory: directory).collect()
-        let messages = collection.reports.filter { $0.kind == .error }.compactMap { $0.record[attribute: "exception.message"]?.stringValue }
+        let messages = collection.reports.filter { $0.kind == .error }.compactMap {
+            $0.record[attribute: "exception.message"]?.stringValue
+        }
         #expect(messages.contains("m"))
-        #expect(collection.rejected.count == 2) // b (truncated) and d (junk)
-        #expect(collection.reports.filter { $0.kind == .error }.count == 2) // a, and c clamped to its text
+        #expect(collection.rejected.count == 2)  // b (truncated) and d (junk)
+        #expect(collection.reports.filter { $0.kind == .error }.count == 2)  // a, and c clamped to its text
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.rejected).contains("b.error"))
     }
 }

@@ -17,9 +17,11 @@ struct HangFileTests {
     static let begin: UInt64 = 1_760_000_000_123_000_000
 
     /// A committed hang file in the writer's layout: header, context, hang, frames, images.
-    static func hangFile(runID: UUID = UUID(), reportID: UUID = UUID(), sessionID: UUID = UUID(),
-                         durationMs: UInt64 = 1234, finished: Bool, liveValid: Bool = true,
-                         state: UInt8 = UInt8(ascii: "S"), syscall: UInt64 = 202) -> [UInt8] {
+    static func hangFile(
+        runID: UUID = UUID(), reportID: UUID = UUID(), sessionID: UUID = UUID(),
+        durationMs: UInt64 = 1234, finished: Bool, liveValid: Bool = true,
+        state: UInt8 = UInt8(ascii: "S"), syscall: UInt64 = 202
+    ) -> [UInt8] {
         var context = aft_context()
         withUnsafeMutableBytes(of: &context.report_id) { $0.copyBytes(from: reportID.bytes) }
         withUnsafeMutableBytes(of: &context.session_id) { $0.copyBytes(from: sessionID.bytes) }
@@ -58,8 +60,9 @@ struct HangFileTests {
 
         var body: [UInt8] = []
         func section<T>(_ type: UInt32, _ entries: [T]) {
-            var header = aft_section_header(type: type, entry_size: UInt32(MemoryLayout<T>.size),
-                                            count: UInt32(entries.count), flags: 0)
+            var header = aft_section_header(
+                type: type, entry_size: UInt32(MemoryLayout<T>.size),
+                count: UInt32(entries.count), flags: 0)
             withUnsafeBytes(of: &header) { body += $0 }
             for var e in entries { withUnsafeBytes(of: &e) { body += $0 } }
         }
@@ -85,7 +88,9 @@ struct HangFileTests {
         return bytes + body
     }
 
-    static func write(_ bytes: [UInt8], in directory: ReportDirectory, name: String = "\(UUID().uuidString.lowercased()).hang") throws -> String {
+    static func write(
+        _ bytes: [UInt8], in directory: ReportDirectory, name: String = "\(UUID().uuidString.lowercased()).hang"
+    ) throws -> String {
         let path = (directory.hangs as NSString).appendingPathComponent(name)
         try TestSupport.write(bytes, to: path)
         return path
@@ -119,7 +124,8 @@ struct HangFileTests {
         let directory = try TestSupport.reportsDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory.root) }
         let session = UUID(), report = UUID()
-        let path = try Self.write(Self.hangFile(reportID: report, sessionID: session, durationMs: 1850, finished: false), in: directory)
+        let path = try Self.write(
+            Self.hangFile(reportID: report, sessionID: session, durationMs: 1850, finished: false), in: directory)
         let collection = ReportCollector(directory: directory, currentRunID: UUID()).collect()
         #expect(collection.rejected.isEmpty)
         let records = collection.reports.filter { $0.kind == .hang }
@@ -138,7 +144,8 @@ struct HangFileTests {
         #expect(r[attribute: "apsio.hang.syscall_name"] == .string("futex"))
         #expect(r[attribute: "apsio.hang.main_thread"] == .bool(true))
         #expect(r[attribute: "log.record.uid"] == .string(RecordMapper.recordUID(timeUnixNano: Self.begin, id: report)))
-        #expect(r[attribute: "exception.stacktrace"]?.stringValue?.hasPrefix("0 shop 0x0000555500001000 + 0x1000") == true)
+        #expect(
+            r[attribute: "exception.stacktrace"]?.stringValue?.hasPrefix("0 shop 0x0000555500001000 + 0x1000") == true)
         #expect(r[attribute: "apsio.crash.images"]?.stringValue?.contains("\"in_app\":true") == true)
     }
 
@@ -204,7 +211,8 @@ struct HangFileTests {
     @Test("Thread states in words tell a busy loop from a wait and from I/O")
     func threadStates() throws {
         func name(_ letter: Character) throws -> String {
-            try HangReport(file: ReportFile.decode(Self.hangFile(finished: true, state: letter.asciiValue!))).threadStateName
+            try HangReport(file: ReportFile.decode(Self.hangFile(finished: true, state: letter.asciiValue!)))
+                .threadStateName
         }
         #expect(try name("R") == "running")
         #expect(try name("S") == "sleeping")

@@ -22,10 +22,12 @@ struct HangLiveTests {
 
     /// The child's body: exits 0 when the record is as a user would check it.
     static func liveHangInThisRun() -> Int32 {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-hang-\(UUID().uuidString)").path
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-hang-\(UUID().uuidString)")
+            .path
         let exporter = InMemoryExporter()
-        var config = Aftermath.Configuration(serviceName: "hang-test", serviceVersion: "3.1", exporter: exporter,
-                                             reportsDirectory: root, deliverPendingReportsSynchronously: true)
+        var config = Aftermath.Configuration(
+            serviceName: "hang-test", serviceVersion: "3.1", exporter: exporter,
+            reportsDirectory: root, deliverPendingReportsSynchronously: true)
         config.hangHeartbeat = .manual
         do { try Aftermath.start(config) } catch { return 10 }
         // The hang happens in a session the app started: its record names the one before.
@@ -43,20 +45,23 @@ struct HangLiveTests {
         }
         guard let r = exporter.records.first(where: { $0.eventName == "apsio.hang" }) else { return 11 }
         guard r[attribute: "apsio.hang.source"] == .string("live"),
-              r[attribute: "apsio.hang.unfinished"] == nil,
-              let duration = r[attribute: "apsio.hang.duration"]?.intValue, duration >= 250,
-              r[attribute: "session.id"] == .string(Aftermath.sessionID?.lowercased ?? "-"),
-              r[attribute: "service.version"] == .string("3.1"),
-              r[attribute: "apsio.hang.thread_state"] == .string("sleeping"),
-              r[attribute: "exception.stacktrace"]?.stringValue?.isEmpty == false else { return 12 }
+            r[attribute: "apsio.hang.unfinished"] == nil,
+            let duration = r[attribute: "apsio.hang.duration"]?.intValue, duration >= 250,
+            r[attribute: "session.id"] == .string(Aftermath.sessionID?.lowercased ?? "-"),
+            r[attribute: "service.version"] == .string("3.1"),
+            r[attribute: "apsio.hang.thread_state"] == .string("sleeping"),
+            r[attribute: "exception.stacktrace"]?.stringValue?.isEmpty == false
+        else { return 12 }
         guard r[attribute: "session.previous_id"] == .string(firstSession) else { return 14 }
         let left = (try? FileManager.default.contentsOfDirectory(atPath: root + "/hangs")) ?? []
         guard left.isEmpty else { return 13 }
         return 0
     }
 
-    #if compiler(>=6.2) // exit tests (#expect(processExitsWith:)) need Swift 6.2
-    @Test("A thread blocked past the threshold is reported live, once, with its session and the one before, and its file deleted")
+    #if compiler(>=6.2)  // exit tests (#expect(processExitsWith:)) need Swift 6.2
+    @Test(
+        "A thread blocked past the threshold is reported live, once, with its session and the one before, and its file deleted"
+    )
     func liveHang() async {
         await #expect(processExitsWith: .success) {
             exit(HangLiveTests.liveHangInThisRun())
@@ -66,9 +71,12 @@ struct HangLiveTests {
     @Test("Without any heartbeat the watchdog never arms: no hang, no file")
     func neverArmed() async {
         await #expect(processExitsWith: .success) {
-            let root = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-hang-\(UUID().uuidString)").path
-            var config = Aftermath.Configuration(serviceName: "hang-test", serviceVersion: "3.1", exporter: InMemoryExporter(),
-                                                 reportsDirectory: root, deliverPendingReportsSynchronously: true)
+            let root = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "aftermath-hang-\(UUID().uuidString)"
+            ).path
+            var config = Aftermath.Configuration(
+                serviceName: "hang-test", serviceVersion: "3.1", exporter: InMemoryExporter(),
+                reportsDirectory: root, deliverPendingReportsSynchronously: true)
             config.hangHeartbeat = .manual
             do { try Aftermath.start(config) } catch { exit(10) }
             usleep(800_000)
@@ -82,12 +90,18 @@ struct HangLiveTests {
     @Test("Blocking between pauseHangDetection() and resumeHangDetection() is no hang, and costs no wakeups")
     func paused() async {
         await #expect(processExitsWith: .success) {
-            let root = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-hang-\(UUID().uuidString)").path
-            var config = Aftermath.Configuration(serviceName: "hang-test", serviceVersion: "3.1", exporter: InMemoryExporter(),
-                                                 reportsDirectory: root, deliverPendingReportsSynchronously: true)
+            let root = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "aftermath-hang-\(UUID().uuidString)"
+            ).path
+            var config = Aftermath.Configuration(
+                serviceName: "hang-test", serviceVersion: "3.1", exporter: InMemoryExporter(),
+                reportsDirectory: root, deliverPendingReportsSynchronously: true)
             config.hangHeartbeat = .manual
             do { try Aftermath.start(config) } catch { exit(10) }
-            for _ in 0..<20 { Aftermath.heartbeat(); usleep(10_000) }
+            for _ in 0..<20 {
+                Aftermath.heartbeat()
+                usleep(10_000)
+            }
             Aftermath.pauseHangDetection()
             var before = aft_watchdog_stats()
             aft_watchdog_get_stats(&before)
@@ -95,7 +109,10 @@ struct HangLiveTests {
             var during = aft_watchdog_stats()
             aft_watchdog_get_stats(&during)
             Aftermath.resumeHangDetection()
-            for _ in 0..<50 { Aftermath.heartbeat(); usleep(10_000) }
+            for _ in 0..<50 {
+                Aftermath.heartbeat()
+                usleep(10_000)
+            }
             var after = aft_watchdog_stats()
             aft_watchdog_get_stats(&after)
             exit(after.hangs == 0 && during.wakeups - before.wakeups <= 1 ? 0 : 1)

@@ -34,8 +34,9 @@ struct HostileEnvironmentTests {
         return (record, crash)
     }
 
-    @Test("seccomp refusing process_vm_readv (kill, EPERM): starts, reports with build ids, same death",
-          arguments: [1, 0])
+    @Test(
+        "seccomp refusing process_vm_readv (kill, EPERM): starts, reports with build ids, same death",
+        arguments: [1, 0])
     func seccompProcessVMReadv(_ kill: Int32) async throws {
         let directory: String = TestSupport.childDirectory("seccomp-\(kill)")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -59,7 +60,7 @@ struct MemoryReaderTests {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
         return entries.compactMap { name -> Int32? in
             guard let fd = Int32(name),
-                  let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(name)")
+                let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(name)")
             else { return nil }
             return target == "/proc/\(getpid())/mem" ? fd : nil
         }
@@ -69,7 +70,9 @@ struct MemoryReaderTests {
     static func libcBuildIDs() -> (now: [UInt8], atStart: [UInt8]) {
         var images = [aft_image](repeating: aft_image(), count: Int(AFT_MAX_IMAGES))
         let n = Int(aft_installed_images(&images, UInt32(images.count)))
-        guard let libc = images.prefix(n).map(LoadedImage.init).first(where: { $0.name.hasPrefix("libc.so") }) else { return ([], []) }
+        guard let libc = images.prefix(n).map(LoadedImage.init).first(where: { $0.name.hasPrefix("libc.so") }) else {
+            return ([], [])
+        }
         var out = [UInt8](repeating: 0, count: Int(AFT_BUILD_ID_CAPACITY))
         var bias: UInt64 = 0
         let size = Int(aft_build_id_at(libc.start, &out, UInt32(out.count), &bias))
@@ -94,8 +97,9 @@ struct MemoryReaderTests {
         }
     }
 
-    @Test("Without /proc (unmounted after start, descriptor closed): the pipe fallback reads memory",
-          .enabled(if: getuid() == 0, "a mount namespace needs root (CI runs as root)"))
+    @Test(
+        "Without /proc (unmounted after start, descriptor closed): the pipe fallback reads memory",
+        .enabled(if: getuid() == 0, "a mount namespace needs root (CI runs as root)"))
     func withoutProc() async {
         let directory: String = TestSupport.childDirectory("memfd-noproc")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -143,7 +147,9 @@ struct FileSizeLimitTests {
         #expect(!crash.isPartial, "committed, not salvaged")
         #expect(crash.frames.count > 3)
         #expect(crash.imagesTruncated, "the images that did not fit are said to be missing")
-        let named = try FileManager.default.contentsOfDirectory(atPath: directory + "/crashes").filter { $0.hasSuffix(".crash") }
+        let named = try FileManager.default.contentsOfDirectory(atPath: directory + "/crashes").filter {
+            $0.hasSuffix(".crash")
+        }
         #expect(named.isEmpty, "delivered and removed")
     }
 
@@ -157,7 +163,7 @@ struct FileSizeLimitTests {
             struct Failure: Error {}
             _ = Aftermath.record(error: Failure())
             _ = Aftermath.startNewSession()
-            sleep(1) // the watchdog's and the delivery thread's first writes
+            sleep(1)  // the watchdog's and the delivery thread's first writes
             _exit(7)
         }
         await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
@@ -174,12 +180,14 @@ struct FileSizeLimitTests {
 struct OtherHandlerTests {
     /// "s" starts Aftermath, "a" installs an app handler chaining to the previous one (a fresh
     /// function each time), "n" one that calls the previous with NULL siginfo and context.
-    @Test("Installs and re-installs in any order end in SIGSEGV within a second, with a report",
-          arguments: ["sas", "ssa", "ass", "sasa", "sasas", "asas", "san", "sns", "nss"])
+    @Test(
+        "Installs and re-installs in any order end in SIGSEGV within a second, with a report",
+        arguments: ["sas", "ssa", "ass", "sasa", "sasas", "asas", "san", "sns", "nss"])
     func orders(_ steps: String) async throws {
         let directory: String = TestSupport.childDirectory("handlers-\(steps)")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String, steps = steps as String] in
+        await #expect(processExitsWith: .signal(SIGSEGV)) {
+            [directory = directory as String, steps = steps as String] in
             var slot: Int32 = 0
             for step in steps {
                 if step == "s" {
@@ -189,7 +197,7 @@ struct OtherHandlerTests {
                     slot += 1
                 }
             }
-            alarm(1) // the bound: a loop, or a death later than a second, ends by SIGALRM instead
+            alarm(1)  // the bound: a loop, or a death later than a second, ends by SIGALRM instead
             UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
         }
         let (record, _) = try HostileEnvironmentTests.onlyCrash(directory)

@@ -15,7 +15,9 @@ struct HostileStoreTests {
     /// Runs body on a thread and waits at most `seconds`. On timeout the FIFOs are opened for
     /// writing, given a byte and closed, so a reader blocked on them returns and the test ends
     /// (failed) instead of hanging the suite.
-    static func finishes(within seconds: Double = 10, unblocking fifos: [String], _ body: @escaping @Sendable () -> Void) -> Bool {
+    static func finishes(
+        within seconds: Double = 10, unblocking fifos: [String], _ body: @escaping @Sendable () -> Void
+    ) -> Bool {
         let done = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
             body()
@@ -37,10 +39,12 @@ struct HostileStoreTests {
     func fifosDoNotBlock() throws {
         let dir = try TestSupport.reportsDirectory()
         var fifos: [String] = []
-        for (folder, names) in [(dir.runs, ["a.run", "b.run.tmp", "c.ended"]),
-                                (dir.crashes, ["d.crash", "e.crash.tmp"]),
-                                (dir.hangs, ["f.hang", "g.hang.tmp"]),
-                                (dir.errors, ["h.error", "i.error.tmp", "j.txt"])] {
+        for (folder, names) in [
+            (dir.runs, ["a.run", "b.run.tmp", "c.ended"]),
+            (dir.crashes, ["d.crash", "e.crash.tmp"]),
+            (dir.hangs, ["f.hang", "g.hang.tmp"]),
+            (dir.errors, ["h.error", "i.error.tmp", "j.txt"]),
+        ] {
             for name in names {
                 let path = folder + "/" + name
                 #expect(mkfifo(path, 0o600) == 0)
@@ -56,8 +60,9 @@ struct HostileStoreTests {
         #expect(Self.finishes(unblocking: fifos) { moving.withLock { $0 = collector.collect(moveRejected: true) } })
         let collection = try #require(moving.withLock { $0 })
         #expect(collection.reports.isEmpty)
-        let reasons = Dictionary(collection.rejected.map { (($0.path as NSString).lastPathComponent, $0.reason) },
-                                 uniquingKeysWith: { a, _ in a })
+        let reasons = Dictionary(
+            collection.rejected.map { (($0.path as NSString).lastPathComponent, $0.reason) },
+            uniquingKeysWith: { a, _ in a })
         for path in fifos {
             let name = (path as NSString).lastPathComponent
             #expect(reasons[name] == "not a regular file (a FIFO)", "\(name): \(reasons[name] ?? "not rejected")")
@@ -76,8 +81,10 @@ struct HostileStoreTests {
         let name = Hex.encode(UUID(bytes: &f.info.context.run_id).bytes)
         try TestSupport.write(RunBytes.of(run), to: directory.runs + "/\(name).run")
         var fifos: [String] = []
-        for cgroup in ["sys/fs/cgroup/app/svc/memory.events", "sys/fs/cgroup/app/memory.events",
-                       "sys/fs/cgroup/memory/app/svc/memory.oom_control", "sys/fs/cgroup/memory/app/memory.oom_control"] {
+        for cgroup in [
+            "sys/fs/cgroup/app/svc/memory.events", "sys/fs/cgroup/app/memory.events",
+            "sys/fs/cgroup/memory/app/svc/memory.oom_control", "sys/fs/cgroup/memory/app/memory.oom_control",
+        ] {
             let path = system.root + "/" + cgroup
             unlink(path)
             #expect(mkfifo(path, 0o600) == 0)
@@ -85,10 +92,13 @@ struct HostileStoreTests {
         }
         let result = Mutex<ReportCollector.Collection?>(nil)
         let environment = system.environment()
-        #expect(Self.finishes(unblocking: fifos) {
-            let c = ExitEnvironment.$override.withValue(environment) { ReportCollector(directory: directory).collect() }
-            result.withLock { $0 = c }
-        })
+        #expect(
+            Self.finishes(unblocking: fifos) {
+                let c = ExitEnvironment.$override.withValue(environment) {
+                    ReportCollector(directory: directory).collect()
+                }
+                result.withLock { $0 = c }
+            })
         // Judged without the counters: reported (the run ended without a trace), not stuck.
         #expect(result.withLock { $0?.reports.count } == 1)
     }
@@ -99,10 +109,11 @@ struct HostileStoreTests {
         let lock = dir.root + "/.deliver.lock"
         #expect(mkfifo(lock, 0o600) == 0)
         let result = Mutex<String?>(nil)
-        #expect(Self.finishes(unblocking: [lock]) {
-            let d = ReportCollector(directory: dir).deliver(to: InMemoryExporter(), resource: Resource())
-            result.withLock { $0 = d.exportError }
-        })
+        #expect(
+            Self.finishes(unblocking: [lock]) {
+                let d = ReportCollector(directory: dir).deliver(to: InMemoryExporter(), resource: Resource())
+                result.withLock { $0 = d.exportError }
+            })
         #expect(result.withLock { $0 }?.contains("not a regular file") == true)
     }
 
@@ -112,7 +123,8 @@ struct HostileStoreTests {
         let victim = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-victim-\(UUID())").path
         try TestSupport.write(Array("precious\n".utf8), to: victim)
         try TestSupport.write(Array("junk".utf8), to: dir.crashes + "/bad.crash")
-        try FileManager.default.createSymbolicLink(atPath: dir.rejected + "/bad.crash.reason", withDestinationPath: victim)
+        try FileManager.default.createSymbolicLink(
+            atPath: dir.rejected + "/bad.crash.reason", withDestinationPath: victim)
         let collection = ReportCollector(directory: dir).collect()
         #expect(collection.rejected.count == 1)
         #expect(try String(contentsOfFile: victim, encoding: .utf8) == "precious\n")
@@ -121,7 +133,8 @@ struct HostileStoreTests {
         #expect(lstat(moved + ".reason", &st) == 0)
         #expect(st.st_mode & S_IFMT == S_IFREG)
         #expect(st.st_mode & 0o777 == 0o600)
-        #expect(try String(contentsOfFile: moved + ".reason", encoding: .utf8).hasPrefix("not an Aftermath report")
+        #expect(
+            try String(contentsOfFile: moved + ".reason", encoding: .utf8).hasPrefix("not an Aftermath report")
                 || (try String(contentsOfFile: moved + ".reason", encoding: .utf8)).contains("truncated"))
     }
 
@@ -142,8 +155,10 @@ struct HostileStoreTests {
         var st = stat()
         #expect(lstat(moved + ".reason", &st) == 0 && st.st_mode & 0o777 == 0o600)
         let outbox = root + "/outbox"
-        try FileExporter(directory: outbox).export(LogBatch(resource: Resource(), scopeName: "s", scopeVersion: "1",
-                                                            records: [LogRecord(timeUnixNano: 1)]))
+        try FileExporter(directory: outbox).export(
+            LogBatch(
+                resource: Resource(), scopeName: "s", scopeVersion: "1",
+                records: [LogRecord(timeUnixNano: 1)]))
         let written = try FileManager.default.contentsOfDirectory(atPath: outbox)
         #expect(written.count == 1)
         #expect(lstat(outbox + "/" + written[0], &st) == 0 && st.st_mode & 0o777 == 0o600)
@@ -188,7 +203,7 @@ struct HostileStoreTests {
     func refusesSwappableParent() throws {
         let parent = TestSupport.childDirectory("parent")
         #expect(mkdir(parent, 0o700) == 0)
-        #expect(chmod(parent, 0o777) == 0) // writable by all, not sticky
+        #expect(chmod(parent, 0o777) == 0)  // writable by all, not sticky
         do {
             try ReportDirectory(root: parent + "/reports").prepare()
             Issue.record("a root in a world-writable, non-sticky parent was accepted")
@@ -196,7 +211,7 @@ struct HostileStoreTests {
             guard case .cannotCreate(_, let reason) = error else { return }
             #expect(reason.contains("writable by others without the sticky bit"), "\(reason)")
         }
-        #expect(chmod(parent, 0o1777) == 0) // sticky, like /tmp: accepted
+        #expect(chmod(parent, 0o1777) == 0)  // sticky, like /tmp: accepted
         try ReportDirectory(root: parent + "/reports").prepare()
         guard geteuid() == 0 else {
             print("SKIPPED refusesSwappableParent (foreign owner): needs root to chown")

@@ -28,8 +28,11 @@ struct RunFileTests {
         #expect(decoded.context.pid == 4321)
         #expect(decoded.bootID == CraftedSystem.bootID)
         #expect(decoded.info.watchdog_usec == 30_000_000)
-        #expect(decoded.cgroupDirectories == [system.sys + "/fs/cgroup/memory/app/svc", system.sys + "/fs/cgroup/memory/app",
-                                              system.sys + "/fs/cgroup/app/svc", system.sys + "/fs/cgroup/app"])
+        #expect(
+            decoded.cgroupDirectories == [
+                system.sys + "/fs/cgroup/memory/app/svc", system.sys + "/fs/cgroup/memory/app",
+                system.sys + "/fs/cgroup/app/svc", system.sys + "/fs/cgroup/app",
+            ])
         #expect(decoded.info.vmstat_oom_kill_at_start == 5)
         let live = try #require(decoded.live)
         #expect(live.sequence == 1)
@@ -56,7 +59,9 @@ struct RunFileTests {
     @Test func readsTracerAndPressure() throws {
         let system = try CraftedSystem()
         try system.set("proc/self/status", "Name:\tapp\nTracerPid:\t4242\n")
-        try system.set("proc/pressure/memory", "some avg10=45.31 avg60=2.00 avg300=0.00 total=9\nfull avg10=7.5 avg60=0.00 avg300=0.00 total=1\n")
+        try system.set(
+            "proc/pressure/memory",
+            "some avg10=45.31 avg60=2.00 avg300=0.00 total=9\nfull avg10=7.5 avg60=0.00 avg300=0.00 total=1\n")
         let run = try RunFile.decode(RunBytes.of(system.runFile()))
         #expect(run.debuggerSeen)
         #expect(run.live?.tracer_pid == 4242)
@@ -74,12 +79,12 @@ struct RunFileTests {
         file.live.0 = newer
         #expect(try RunFile.decode(RunBytes.of(file)).live?.sequence == 2)
         #expect(try RunFile.decode(RunBytes.of(file)).lastSeenUnixNano == 1_800_000_000_000_000_000)
-        file.live.0.updated_realtime_ns += 1 // torn: the check no longer holds
+        file.live.0.updated_realtime_ns += 1  // torn: the check no longer holds
         #expect(try RunFile.decode(RunBytes.of(file)).live?.sequence == 1)
         file.live.1.foreground ^= 1
         let none = try RunFile.decode(RunBytes.of(file))
         #expect(none.live == nil)
-        #expect(none.lastSeenUnixNano == 1_700_000_000_000_000_000) // the start time
+        #expect(none.lastSeenUnixNano == 1_700_000_000_000_000_000)  // the start time
     }
 
     @Test func truncatedFilesThrowOrKeepWhatIsWhole() throws {
@@ -90,7 +95,7 @@ struct RunFileTests {
         let infoOnly = try RunFile.decode(Array(bytes.prefix(2304)))
         #expect(infoOnly.live == nil && infoOnly.exit == nil)
         let cutInSecondSlot = try RunFile.decode(Array(bytes.prefix(2304 + 336 + 100)))
-        #expect(cutInSecondSlot.live == nil) // slot 1 holds the only update and is cut
+        #expect(cutInSecondSlot.live == nil)  // slot 1 holds the only update and is cut
         let noExitBlock = try RunFile.decode(Array(bytes.prefix(3050)))
         #expect(noExitBlock.live?.sequence == 1 && noExitBlock.exit == nil)
     }
@@ -99,8 +104,11 @@ struct RunFileTests {
         let bytes = RunBytes.of(try CraftedSystem().runFile())
         var flipped = bytes
         flipped[64 + 500] ^= 0xFF
-        #expect(throws: ReportFileError.checksumMismatch(expected: TestSupport.u32(bytes, 24),
-                                                          actual: flipped.withUnsafeBytes { aft_crc32(0, $0.baseAddress! + 64, 2240) })) {
+        #expect(
+            throws: ReportFileError.checksumMismatch(
+                expected: TestSupport.u32(bytes, 24),
+                actual: flipped.withUnsafeBytes { aft_crc32(0, $0.baseAddress! + 64, 2240) })
+        ) {
             try RunFile.decode(flipped)
         }
         var kind = bytes
@@ -115,12 +123,16 @@ struct RunFileTests {
         var size = bytes
         TestSupport.setU32(&size, 16, 1 << 30)
         #expect(throws: ReportFileError.self) { try RunFile.decode(size) }
-        #expect(throws: ReportFileError.tooLarge(bytes: 70_000)) { try RunFile.decode(bytes + [UInt8](repeating: 0, count: 70_000 - bytes.count)) }
+        #expect(throws: ReportFileError.tooLarge(bytes: 70_000)) {
+            try RunFile.decode(bytes + [UInt8](repeating: 0, count: 70_000 - bytes.count))
+        }
         var rng = SystemRandomNumberGenerator()
         for _ in 0..<200 {
             var junk = bytes
-            for _ in 0..<8 { junk[Int.random(in: 0..<junk.count, using: &rng)] = UInt8.random(in: 0...255, using: &rng) }
-            _ = try? RunFile.decode(junk) // never traps
+            for _ in 0..<8 {
+                junk[Int.random(in: 0..<junk.count, using: &rng)] = UInt8.random(in: 0...255, using: &rng)
+            }
+            _ = try? RunFile.decode(junk)  // never traps
         }
     }
 
@@ -130,7 +142,7 @@ struct RunFileTests {
         file.term.sender_pid = 1
         file.term.disposition = AFT_TERM_DEFAULT
         file.exit.clean = AFT_RUN_CLEAN_MARKER
-        #expect(try RunFile.decode(RunBytes.of(file)).term == nil) // not sealed
+        #expect(try RunFile.decode(RunBytes.of(file)).term == nil)  // not sealed
         #expect(try RunFile.decode(RunBytes.of(file)).exit == nil)
         RunBytes.sealTerm(&file.term)
         RunBytes.sealExit(&file.exit)

@@ -11,7 +11,7 @@ import TestSupport
 /// OTEL_SERVICE_NAME) and what the app can see of deliveries.
 @Suite("SDK environment and delivery visibility")
 struct SDKEnvironmentTests {
-    #if compiler(>=6.2) // exit tests (#expect(processExitsWith:)) need Swift 6.2
+    #if compiler(>=6.2)  // exit tests (#expect(processExitsWith:)) need Swift 6.2
     @Test("OTEL_SDK_DISABLED=true: start returns without installing a handler or creating a file")
     func disabled() async throws {
         let directory: String = TestSupport.childDirectory("disabled")
@@ -19,13 +19,17 @@ struct SDKEnvironmentTests {
             setenv("OTEL_SDK_DISABLED", "true", 1)
             var before = sigaction(), after = sigaction()
             sigaction(SIGSEGV, nil, &before)
-            let config = Aftermath.Configuration(serviceName: "off", serviceVersion: "1", exporter: InMemoryExporter(),
-                                                 reportsDirectory: directory, deliverPendingReportsSynchronously: true)
+            let config = Aftermath.Configuration(
+                serviceName: "off", serviceVersion: "1", exporter: InMemoryExporter(),
+                reportsDirectory: directory, deliverPendingReportsSynchronously: true)
             do { try Aftermath.start(config) } catch { exit(2) }
             sigaction(SIGSEGV, nil, &after)
             guard !FileManager.default.fileExists(atPath: directory) else { exit(3) }
             guard Aftermath.sessionID == nil, Aftermath.lastDelivery == nil else { exit(4) }
-            guard unsafeBitCast(before.__sigaction_handler, to: UInt.self) == unsafeBitCast(after.__sigaction_handler, to: UInt.self) else { exit(5) }
+            guard
+                unsafeBitCast(before.__sigaction_handler, to: UInt.self)
+                    == unsafeBitCast(after.__sigaction_handler, to: UInt.self)
+            else { exit(5) }
             exit(0)
         }
     }
@@ -39,8 +43,9 @@ struct SDKEnvironmentTests {
         await #expect(processExitsWith: .success) { [directory = directory as String] in
             let exporter = InMemoryExporter()
             exporter.failNext(1)
-            let config = Aftermath.Configuration(serviceName: "seen", serviceVersion: "1", exporter: exporter,
-                                                 reportsDirectory: directory, deliverPendingReportsSynchronously: true)
+            let config = Aftermath.Configuration(
+                serviceName: "seen", serviceVersion: "1", exporter: exporter,
+                reportsDirectory: directory, deliverPendingReportsSynchronously: true)
             do { try Aftermath.start(config) } catch { exit(2) }
             guard let failed = Aftermath.lastDelivery, failed.exported == 0, failed.exportError != nil else { exit(3) }
             Aftermath.deliverPendingReports()
@@ -50,12 +55,17 @@ struct SDKEnvironmentTests {
     }
     #endif
 
-    @Test("Resource: OTEL_RESOURCE_ATTRIBUTES adds attributes, Aftermath's own win; OTEL_SERVICE_NAME only without one in code")
+    @Test(
+        "Resource: OTEL_RESOURCE_ATTRIBUTES adds attributes, Aftermath's own win; OTEL_SERVICE_NAME only without one in code"
+    )
     func resource() {
-        let env = OTelEnvironment(["OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=prod,service.version=9,service.name=x",
-                                   "OTEL_SERVICE_NAME": "env-name"])
-        var config = Aftermath.Configuration(serviceName: "shop", serviceVersion: "4.12.0", exporter: InMemoryExporter(),
-                                             reportsDirectory: "/tmp/unused")
+        let env = OTelEnvironment([
+            "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=prod,service.version=9,service.name=x",
+            "OTEL_SERVICE_NAME": "env-name",
+        ])
+        var config = Aftermath.Configuration(
+            serviceName: "shop", serviceVersion: "4.12.0", exporter: InMemoryExporter(),
+            reportsDirectory: "/tmp/unused")
         var r = Aftermath.resource(for: config, environment: env).attributes
         #expect(r.first { $0.key == "deployment.environment" }?.value == "prod")
         #expect(r.first { $0.key == "service.version" }?.value == "4.12.0")
@@ -71,19 +81,22 @@ struct SDKEnvironmentTests {
 extension SDKEnvironmentTests {
     struct Boom: Error {}
 
-    #if compiler(>=6.2) // exit tests (#expect(processExitsWith:)) need Swift 6.2
+    #if compiler(>=6.2)  // exit tests (#expect(processExitsWith:)) need Swift 6.2
     @Test("Handled errors dropped at maxPendingErrors are counted in the next acknowledged batch, once")
     func droppedErrorsCounted() async throws {
         let directory: String = TestSupport.childDirectory("dropped")
         await #expect(processExitsWith: .success) { [directory = directory as String] in
             let exporter = InMemoryExporter()
-            var config = Aftermath.Configuration(serviceName: "drops", serviceVersion: "1", exporter: exporter,
-                                                 reportsDirectory: directory, deliverPendingReportsSynchronously: true)
+            var config = Aftermath.Configuration(
+                serviceName: "drops", serviceVersion: "1", exporter: exporter,
+                reportsDirectory: directory, deliverPendingReportsSynchronously: true)
             config.maxPendingErrors = 2
             do { try Aftermath.start(config) } catch { exit(2) }
             for _ in 0..<5 { Aftermath.record(error: SDKEnvironmentTests.Boom()) }
             func drops() -> [Int64] {
-                exporter.records.filter { $0.eventName == "apsio.records_dropped" }.compactMap { $0[attribute: "apsio.dropped.count"]?.intValue }
+                exporter.records.filter { $0.eventName == "apsio.records_dropped" }.compactMap {
+                    $0[attribute: "apsio.dropped.count"]?.intValue
+                }
             }
             exporter.failNext(1)
             Aftermath.deliverPendingReports()

@@ -18,9 +18,11 @@ struct ServiceDirectoryTests {
     func xdgThenHome() throws {
         let home = TestSupport.childDirectory("home")
         #expect(mkdir(home, 0o700) == 0)
-        #expect(ReportDirectory.defaultRoot(serviceName: "s", environment: ["XDG_STATE_HOME": "/x", "HOME": home])
+        #expect(
+            ReportDirectory.defaultRoot(serviceName: "s", environment: ["XDG_STATE_HOME": "/x", "HOME": home])
                 == "/x/aftermath/s")
-        #expect(ReportDirectory.defaultRoot(serviceName: "s", environment: ["HOME": home])
+        #expect(
+            ReportDirectory.defaultRoot(serviceName: "s", environment: ["HOME": home])
                 == home + "/.local/state/aftermath/s")
     }
 
@@ -42,9 +44,11 @@ struct ServiceDirectoryTests {
             unsetenv("HOME")
             unsetenv("XDG_STATE_HOME")
             unsetenv("STATE_DIRECTORY")
-            let config = Aftermath.Configuration(serviceName: service, serviceVersion: "1", exporter: InMemoryExporter())
+            let config = Aftermath.Configuration(
+                serviceName: service, serviceVersion: "1", exporter: InMemoryExporter())
             do { try Aftermath.start(config) } catch { exit(2) }
-            let ok = config.reportsDirectory == "/var/tmp/aftermath-\(geteuid())/\(service)"
+            let ok =
+                config.reportsDirectory == "/var/tmp/aftermath-\(geteuid())/\(service)"
                 && FileManager.default.fileExists(atPath: config.reportsDirectory + "/runs")
             try? FileManager.default.removeItem(atPath: config.reportsDirectory)
             exit(ok ? 0 : 1)
@@ -68,8 +72,9 @@ struct ServiceDirectoryTests {
         let directory = TestSupport.childDirectory("umask")
         await #expect(processExitsWith: .success) { [directory = directory as String] in
             umask(0o277)
-            let config = Aftermath.Configuration(serviceName: "umask", serviceVersion: "1", exporter: InMemoryExporter(),
-                                                 reportsDirectory: directory, deliverPendingReportsSynchronously: true)
+            let config = Aftermath.Configuration(
+                serviceName: "umask", serviceVersion: "1", exporter: InMemoryExporter(),
+                reportsDirectory: directory, deliverPendingReportsSynchronously: true)
             do { try Aftermath.start(config) } catch { exit(2) }
             _ = Aftermath.record(error: CocoaError(.fileNoSuchFile))
             func mode(_ path: String) -> mode_t {
@@ -77,13 +82,16 @@ struct ServiceDirectoryTests {
                 return lstat(path, &st) == 0 ? st.st_mode & 0o7777 : 0
             }
             var bad: [String] = []
-            for sub in ["", "/crashes", "/hangs", "/runs", "/errors", "/rejected"] where mode(directory + sub) != 0o700 {
+            for sub in ["", "/crashes", "/hangs", "/runs", "/errors", "/rejected"] where mode(directory + sub) != 0o700
+            {
                 bad.append(sub)
             }
             for sub in ["crashes", "runs", "errors"] {
                 let names = (try? FileManager.default.contentsOfDirectory(atPath: directory + "/" + sub)) ?? []
                 if names.isEmpty { bad.append("no file in \(sub)") }
-                for name in names where mode(directory + "/" + sub + "/" + name) != 0o600 { bad.append(sub + "/" + name) }
+                for name in names where mode(directory + "/" + sub + "/" + name) != 0o600 {
+                    bad.append(sub + "/" + name)
+                }
             }
             if mode(directory + "/.deliver.lock") != 0o600 { bad.append(".deliver.lock") }
             exit(bad.isEmpty ? 0 : 1)
@@ -100,14 +108,17 @@ struct ServiceDirectoryTests {
         try ReportDirectory(root: directory).prepare()
         #expect(chown(directory, 65534, 65534) == 0)
         await #expect(processExitsWith: .success) { [directory = directory as String] in
-            let config = Aftermath.Configuration(serviceName: "s", serviceVersion: "1", exporter: InMemoryExporter(),
-                                                 reportsDirectory: directory)
+            let config = Aftermath.Configuration(
+                serviceName: "s", serviceVersion: "1", exporter: InMemoryExporter(),
+                reportsDirectory: directory)
             do {
                 try Aftermath.start(config)
                 exit(1)
             } catch {
-                guard case Aftermath.StartError.reportsDirectoryUnusable(let path, let reason) = error, path == directory,
-                      reason.contains("owned by uid 65534") else { exit(3) }
+                guard case Aftermath.StartError.reportsDirectoryUnusable(let path, let reason) = error,
+                    path == directory,
+                    reason.contains("owned by uid 65534")
+                else { exit(3) }
                 exit(0)
             }
         }

@@ -50,19 +50,21 @@ struct StartAndDeliveryTests {
         let delivery = ReportCollector(directory: dir).deliver(to: exporter, resource: Resource())
         #expect(delivery.exported == 5)
         #expect(delivery.exportError != nil)
-        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.crashes).filter { $0.hasSuffix(".crash") }.count
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: dir.crashes).filter { $0.hasSuffix(".crash") }.count
                 == ReportCollector.batchSize)
     }
 
-    #if compiler(>=6.2) // exit tests (#expect(processExitsWith:)) need Swift 6.2
+    #if compiler(>=6.2)  // exit tests (#expect(processExitsWith:)) need Swift 6.2
     @Test("start() twice in one process: the first run is not taken for a dead one")
     func startTwice() async throws {
         let directory: String = TestSupport.childDirectory("twice")
         await #expect(processExitsWith: .success) { [directory = directory as String] in
             let exporter = InMemoryExporter()
             for version in ["1.0", "1.0"] {
-                let config = Aftermath.Configuration(serviceName: "twice", serviceVersion: version, exporter: exporter,
-                                                     reportsDirectory: directory, deliverPendingReportsSynchronously: true)
+                let config = Aftermath.Configuration(
+                    serviceName: "twice", serviceVersion: version, exporter: exporter,
+                    reportsDirectory: directory, deliverPendingReportsSynchronously: true)
                 do { try Aftermath.start(config) } catch { exit(2) }
             }
             exit(exporter.records.contains { $0.eventName == "app.abnormal_exit" } ? 1 : 0)
@@ -73,8 +75,9 @@ struct StartAndDeliveryTests {
     @Test("A service.version longer than its field is clipped once, the same in memory and on disk")
     func longValues() {
         let long = String(repeating: "1.2.3-beta+", count: 7) + "é"
-        let config = Aftermath.Configuration(serviceName: String(repeating: "n", count: 300), serviceVersion: long,
-                                             exporter: InMemoryExporter(), reportsDirectory: "/tmp/unused")
+        let config = Aftermath.Configuration(
+            serviceName: String(repeating: "n", count: 300), serviceVersion: long,
+            exporter: InMemoryExporter(), reportsDirectory: "/tmp/unused")
         let context = Aftermath.makeContext(config)
         #expect(context.serviceVersion.utf8.count <= 63)
         #expect(long.hasPrefix(context.serviceVersion))

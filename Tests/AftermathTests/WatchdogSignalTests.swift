@@ -14,9 +14,10 @@ import Glibc
 struct WatchdogSignalTests {
     /// Starts Aftermath in a child with manual heartbeats; exits 10 when it cannot.
     static func startManual(_ tag: String) {
-        var config = Aftermath.Configuration(serviceName: "hang-test", serviceVersion: "1", exporter: InMemoryExporter(),
-                                             reportsDirectory: TestSupport.childDirectory(tag),
-                                             deliverPendingReportsSynchronously: true)
+        var config = Aftermath.Configuration(
+            serviceName: "hang-test", serviceVersion: "1", exporter: InMemoryExporter(),
+            reportsDirectory: TestSupport.childDirectory(tag),
+            deliverPendingReportsSynchronously: true)
         config.hangHeartbeat = .manual
         do { try Aftermath.start(config) } catch { exit(10) }
     }
@@ -24,14 +25,17 @@ struct WatchdogSignalTests {
     /// The SigBlk mask of one of this process's threads.
     static func blockedMask(tid: UInt64) -> UInt64? {
         guard let text = try? String(contentsOfFile: "/proc/self/task/\(tid)/status", encoding: .utf8),
-              let line = text.split(separator: "\n").first(where: { $0.hasPrefix("SigBlk:") }) else { return nil }
+            let line = text.split(separator: "\n").first(where: { $0.hasPrefix("SigBlk:") })
+        else { return nil }
         return UInt64(line.dropFirst(7).trimmingCharacters(in: .whitespaces), radix: 16)
     }
 
     static func blocks(_ mask: UInt64, _ signo: Int32) -> Bool { (mask >> UInt64(signo - 1)) & 1 == 1 }
 
-    #if compiler(>=6.2) // exit tests (#expect(processExitsWith:)) need Swift 6.2
-    @Test("The watchdog thread lets SIGPROF through (the Swift backtracer pauses threads with it), and the capture signal is a free real-time one")
+    #if compiler(>=6.2)  // exit tests (#expect(processExitsWith:)) need Swift 6.2
+    @Test(
+        "The watchdog thread lets SIGPROF through (the Swift backtracer pauses threads with it), and the capture signal is a free real-time one"
+    )
     func watchdogSignals() async {
         await #expect(processExitsWith: .success) {
             WatchdogSignalTests.startManual("hang-signals")
@@ -42,16 +46,21 @@ struct WatchdogSignalTests {
             }
             guard let mask = WatchdogSignalTests.blockedMask(tid: stats.watchdog_tid) else { exit(11) }
             // The backtracer tries SIGUSR1, then SIGUSR2, then SIGPROF.
-            guard [SIGUSR1, SIGUSR2, SIGPROF].contains(where: { !WatchdogSignalTests.blocks(mask, $0) }) else { exit(12) }
+            guard [SIGUSR1, SIGUSR2, SIGPROF].contains(where: { !WatchdogSignalTests.blocks(mask, $0) }) else {
+                exit(12)
+            }
             // Process-directed signals the app handles stay away from the watchdog.
             guard WatchdogSignalTests.blocks(mask, SIGTERM), WatchdogSignalTests.blocks(mask, SIGUSR1) else { exit(13) }
             let signo = stats.capture_signal
-            guard signo >= __libc_current_sigrtmin(), signo <= __libc_current_sigrtmax(), stats.signal_usable == 1 else { exit(14) }
+            guard signo >= __libc_current_sigrtmin(), signo <= __libc_current_sigrtmax(), stats.signal_usable == 1
+            else { exit(14) }
             exit(0)
         }
     }
 
-    @Test("Started from a thread that blocks every signal (a libdispatch worker), Aftermath's threads still let the backtracer pause them")
+    @Test(
+        "Started from a thread that blocks every signal (a libdispatch worker), Aftermath's threads still let the backtracer pause them"
+    )
     func threadsFromBlockedStarter() async {
         await #expect(processExitsWith: .success) {
             var all = sigset_t()
@@ -62,12 +71,16 @@ struct WatchdogSignalTests {
             let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
             var names: [String] = []
             for tid in tasks {
-                let comm = (try? String(contentsOfFile: "/proc/self/task/\(tid)/comm", encoding: .utf8))?
+                let comm =
+                    (try? String(contentsOfFile: "/proc/self/task/\(tid)/comm", encoding: .utf8))?
                     .trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
                 guard comm.hasPrefix("aftermath."), let id = UInt64(tid),
-                      let mask = WatchdogSignalTests.blockedMask(tid: id) else { continue }
+                    let mask = WatchdogSignalTests.blockedMask(tid: id)
+                else { continue }
                 names.append(comm)
-                guard [SIGUSR1, SIGUSR2, SIGPROF].contains(where: { !WatchdogSignalTests.blocks(mask, $0) }) else { exit(12) }
+                guard [SIGUSR1, SIGUSR2, SIGPROF].contains(where: { !WatchdogSignalTests.blocks(mask, $0) }) else {
+                    exit(12)
+                }
                 guard WatchdogSignalTests.blocks(mask, SIGTERM) else { exit(13) }
             }
             exit(Set(names) == ["aftermath.hang", "aftermath.run"] ? 0 : 11)

@@ -17,12 +17,16 @@ struct AsyncSafetyTests {
     /// The contract as CSignalShim/README.md states it: every `code` span between its
     /// crash-time-allowed markers is a function name, or a prefix when it ends in `*`.
     static let contract: (names: Set<String>, prefixes: [String]) = {
-        let text = (try? String(contentsOf: root.appendingPathComponent("CSignalShim/README.md"), encoding: .utf8)) ?? ""
+        let text =
+            (try? String(contentsOf: root.appendingPathComponent("CSignalShim/README.md"), encoding: .utf8)) ?? ""
         guard let begin = text.range(of: "<!-- crash-time-allowed: begin -->"),
-              let end = text.range(of: "<!-- crash-time-allowed: end -->") else { return ([], []) }
+            let end = text.range(of: "<!-- crash-time-allowed: end -->")
+        else { return ([], []) }
         let spans = text[begin.upperBound..<end.lowerBound].split(separator: "`", omittingEmptySubsequences: false)
             .enumerated().filter { $0.offset % 2 == 1 }.map { String($0.element) }
-        return (Set(spans.filter { !$0.hasSuffix("*") }), spans.filter { $0.hasSuffix("*") }.map { String($0.dropLast()) })
+        return (
+            Set(spans.filter { !$0.hasSuffix("*") }), spans.filter { $0.hasSuffix("*") }.map { String($0.dropLast()) }
+        )
     }()
 
     static func isAllowed(_ symbol: String) -> Bool {
@@ -40,9 +44,10 @@ struct AsyncSafetyTests {
             guard item.contains("CSignalShim.build/"), item.hasSuffix("_async.c.o") else { continue }
             let path = build + "/" + item
             let name = (item as NSString).lastPathComponent
-            let date = (try? FileManager.default.attributesOfItem(atPath: path)[.modificationDate] as? Date) ?? .distantPast
+            let date =
+                (try? FileManager.default.attributesOfItem(atPath: path)[.modificationDate] as? Date) ?? .distantPast
             if let existing = out[name], existing.1 >= date { continue }
-            out[name] = (path, date) // the newest build of each object
+            out[name] = (path, date)  // the newest build of each object
         }
         return out.values.map(\.0).sorted()
     }
@@ -66,7 +71,9 @@ struct AsyncSafetyTests {
     func undefinedSymbolsAreAllowed() throws {
         let objects = Self.asyncObjects()
         let names = Set(objects.map { ($0 as NSString).lastPathComponent })
-        for required in ["handler_async.c.o", "report_async.c.o", "images_async.c.o", "unwind_async.c.o", "safe_io_async.c.o"] {
+        for required in [
+            "handler_async.c.o", "report_async.c.o", "images_async.c.o", "unwind_async.c.o", "safe_io_async.c.o",
+        ] {
             #expect(names.contains(required), "\(required) not found under .build: the check would prove nothing")
         }
         for object in objects {
@@ -79,7 +86,10 @@ struct AsyncSafetyTests {
     func allowlistRejectsUnsafe() {
         #expect(Self.contract.names.contains("write") && Self.contract.names.contains("memcpy"))
         #expect(Self.contract.prefixes.contains("_ULx86_64_"))
-        for symbol in ["malloc", "free", "printf", "snprintf", "fopen", "pthread_mutex_lock", "dl_iterate_phdr", "dladdr", "backtrace", "strerror", "opendir"] {
+        for symbol in [
+            "malloc", "free", "printf", "snprintf", "fopen", "pthread_mutex_lock", "dl_iterate_phdr", "dladdr",
+            "backtrace", "strerror", "opendir",
+        ] {
             #expect(!Self.isAllowed(symbol))
         }
     }

@@ -7,11 +7,14 @@ struct HangDecisionTests {
     static let ms: UInt64 = 1_000_000
 
     /// The verdict for one set of facts, the defaults a hung, running, watched thread.
-    static func decide(silentMs: UInt64 = 300, thresholdMs: UInt64 = 250, armed: Int32 = 1, paused: Int32 = 0,
-                       foreground: Int32 = 1, crashing: Int32 = 0, traced: Int32 = 0,
-                       state: Character = "R") -> UInt32 {
-        aft_hang_decide(silentMs * ms, thresholdMs * ms, armed, paused, foreground, crashing, traced,
-                        CChar(bitPattern: state.asciiValue ?? 63))
+    static func decide(
+        silentMs: UInt64 = 300, thresholdMs: UInt64 = 250, armed: Int32 = 1, paused: Int32 = 0,
+        foreground: Int32 = 1, crashing: Int32 = 0, traced: Int32 = 0,
+        state: Character = "R"
+    ) -> UInt32 {
+        aft_hang_decide(
+            silentMs * ms, thresholdMs * ms, armed, paused, foreground, crashing, traced,
+            CChar(bitPattern: state.asciiValue ?? 63))
     }
 
     @Test("Silent past the threshold, running, sleeping or in a disk wait: a hang")

@@ -9,7 +9,9 @@ import Testing
 /// The crash-time /proc/self/maps parser, fed crafted maps through its fd entry point.
 @Suite("Maps parser")
 struct MapsParserTests {
-    func parse(_ text: String, main: String = "/opt/app/bin/app", capacity: Int = 64) throws -> (images: [LoadedImage], truncated: Bool) {
+    func parse(
+        _ text: String, main: String = "/opt/app/bin/app", capacity: Int = 64
+    ) throws -> (images: [LoadedImage], truncated: Bool) {
         var fds: [Int32] = [0, 0]
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("maps-\(UUID())").path
         try Data(text.utf8).write(to: URL(fileURLWithPath: path))
@@ -26,21 +28,21 @@ struct MapsParserTests {
     @Test("Segments of one file merge into one image; data files and anonymous maps are dropped")
     func merging() throws {
         let maps = """
-        55d1c2a00000-55d1c2a01000 r--p 00000000 fd:01 1234                       /opt/app/bin/app
-        55d1c2a01000-55d1c2a05000 r-xp 00001000 fd:01 1234                       /opt/app/bin/app
-        55d1c2a05000-55d1c2a06000 r--p 00005000 fd:01 1234                       /opt/app/bin/app
-        55d1c2a06000-55d1c2a07000 rw-p 00006000 fd:01 1234                       /opt/app/bin/app
-        55d1c2a07000-55d1c2a28000 rw-p 00000000 00:00 0                          [heap]
-        7f0000000000-7f0000100000 r--p 00000000 fd:01 99                         /usr/lib/locale/locale-archive
-        7f1000000000-7f1000028000 r--p 00000000 fd:01 5678                       /usr/lib/x86_64-linux-gnu/libc.so.6
-        7f1000028000-7f100019d000 r-xp 00028000 fd:01 5678                       /usr/lib/x86_64-linux-gnu/libc.so.6
-        7f100019d000-7f10001f5000 r--p 0019d000 fd:01 5678                       /usr/lib/x86_64-linux-gnu/libc.so.6
-        7f10001f5000-7f10001f9000 rw-p 001f5000 fd:01 5678                       /usr/lib/x86_64-linux-gnu/libc.so.6
-        7f10001f9000-7f1000206000 rw-p 00000000 00:00 0
-        7ffc00000000-7ffc00021000 rw-p 00000000 00:00 0                          [stack]
-        7ffc00100000-7ffc00104000 r--p 00000000 00:00 0                          [vvar]
-        7ffc00104000-7ffc00106000 r-xp 00000000 00:00 0                          [vdso]
-        """
+            55d1c2a00000-55d1c2a01000 r--p 00000000 fd:01 1234                       /opt/app/bin/app
+            55d1c2a01000-55d1c2a05000 r-xp 00001000 fd:01 1234                       /opt/app/bin/app
+            55d1c2a05000-55d1c2a06000 r--p 00005000 fd:01 1234                       /opt/app/bin/app
+            55d1c2a06000-55d1c2a07000 rw-p 00006000 fd:01 1234                       /opt/app/bin/app
+            55d1c2a07000-55d1c2a28000 rw-p 00000000 00:00 0                          [heap]
+            7f0000000000-7f0000100000 r--p 00000000 fd:01 99                         /usr/lib/locale/locale-archive
+            7f1000000000-7f1000028000 r--p 00000000 fd:01 5678                       /usr/lib/x86_64-linux-gnu/libc.so.6
+            7f1000028000-7f100019d000 r-xp 00028000 fd:01 5678                       /usr/lib/x86_64-linux-gnu/libc.so.6
+            7f100019d000-7f10001f5000 r--p 0019d000 fd:01 5678                       /usr/lib/x86_64-linux-gnu/libc.so.6
+            7f10001f5000-7f10001f9000 rw-p 001f5000 fd:01 5678                       /usr/lib/x86_64-linux-gnu/libc.so.6
+            7f10001f9000-7f1000206000 rw-p 00000000 00:00 0
+            7ffc00000000-7ffc00021000 rw-p 00000000 00:00 0                          [stack]
+            7ffc00100000-7ffc00104000 r--p 00000000 00:00 0                          [vvar]
+            7ffc00104000-7ffc00106000 r-xp 00000000 00:00 0                          [vdso]
+            """
         let (images, truncated) = try parse(maps)
         #expect(!truncated)
         #expect(images.map(\.path) == ["/opt/app/bin/app", "/usr/lib/x86_64-linux-gnu/libc.so.6", "[vdso]"])
@@ -54,13 +56,13 @@ struct MapsParserTests {
     func oddLines() throws {
         let longPath = "/opt/" + String(repeating: "d", count: 4090) + "/libdeep.so"
         let maps = """
-        garbage line without addresses
-        ffff-0000 r-xp 00000000 00:00 0 /backwards
-        7f2000000000-7f2000001000 r-xp 00000000 fd:01 1 \(longPath)
-        7f3000000000-7f3000001000 r-xp 00000000 fd:01 2 /opt/app/lib/libgone.so (deleted)
-        7f4000000000-7f4000001000 r-xp 00000000 00:01 3 /memfd:jit (deleted)
-        7f5000000000-7f5000001000 r-xp 00000000 fd:01 4 /opt/app/lib/with space.so
-        """
+            garbage line without addresses
+            ffff-0000 r-xp 00000000 00:00 0 /backwards
+            7f2000000000-7f2000001000 r-xp 00000000 fd:01 1 \(longPath)
+            7f3000000000-7f3000001000 r-xp 00000000 fd:01 2 /opt/app/lib/libgone.so (deleted)
+            7f4000000000-7f4000001000 r-xp 00000000 00:01 3 /memfd:jit (deleted)
+            7f5000000000-7f5000001000 r-xp 00000000 fd:01 4 /opt/app/lib/with space.so
+            """
         let (images, _) = try parse(maps)
         #expect(images.count == 4)
         #expect(images[0].isPathTruncated)
@@ -84,13 +86,13 @@ struct MapsParserTests {
     @Test("At capacity, later images are reported as truncated, never swapped in")
     func capacityWithDataSegments() throws {
         let maps = """
-        7f0000000000-7f0000001000 r--p 00000000 fd:01 1 /lib/a.so
-        7f0000001000-7f0000002000 r-xp 00001000 fd:01 1 /lib/a.so
-        7f0000002000-7f0000003000 r--p 00000000 fd:01 2 /lib/b.so
-        7f0000003000-7f0000004000 r-xp 00001000 fd:01 2 /lib/b.so
-        7f0000005000-7f0000006000 r--p 00000000 fd:01 3 /lib/c.so
-        7f0000006000-7f0000008000 r-xp 00001000 fd:01 3 /lib/c.so
-        """
+            7f0000000000-7f0000001000 r--p 00000000 fd:01 1 /lib/a.so
+            7f0000001000-7f0000002000 r-xp 00001000 fd:01 1 /lib/a.so
+            7f0000002000-7f0000003000 r--p 00000000 fd:01 2 /lib/b.so
+            7f0000003000-7f0000004000 r-xp 00001000 fd:01 2 /lib/b.so
+            7f0000005000-7f0000006000 r--p 00000000 fd:01 3 /lib/c.so
+            7f0000006000-7f0000008000 r-xp 00001000 fd:01 3 /lib/c.so
+            """
         let (images, truncated) = try parse(maps, capacity: 2)
         #expect(images.map(\.path) == ["/lib/a.so", "/lib/b.so"])
         #expect(images[1].start == 0x7f00_0000_2000 && images[1].end == 0x7f00_0000_4000)

@@ -50,7 +50,9 @@ package enum OTLPFixtures {
                 body: "Segmentation fault",
                 attributes: [
                     Attribute("exception.type", "SIGSEGV (SEGV_MAPERR)"),
-                    Attribute("exception.message", "Quote \" backslash \\ newline \n tab \t nul \u{0} bell \u{7} del \u{7F} é 日本 👍🏽 \u{2028}"),
+                    Attribute(
+                        "exception.message",
+                        "Quote \" backslash \\ newline \n tab \t nul \u{0} bell \u{7} del \u{7F} é 日本 👍🏽 \u{2028}"),
                     Attribute("exception.stacktrace", "0 shop 0x000055d0c0ffee00\n1 libc.so.6 0x00007f1234567890\n"),
                     Attribute("apsio.hang.duration", .int(Int64.max)),
                     Attribute("negative", .int(Int64.min)),
@@ -64,11 +66,13 @@ package enum OTLPFixtures {
                     Attribute("raw", .bytes([0, 1, 2, 0xFE, 0xFF])),
                     Attribute("raw.empty", .bytes([])),
                     Attribute("threads", .array(["main", 7, false, .array([])])),
-                    Attribute("image", .kvlist([
-                        Attribute("name", "libshop.so"),
-                        Attribute("in_app", true),
-                        Attribute("load_address", .int(0x7F12_3456_0000)),
-                    ])),
+                    Attribute(
+                        "image",
+                        .kvlist([
+                            Attribute("name", "libshop.so"),
+                            Attribute("in_app", true),
+                            Attribute("load_address", .int(0x7F12_3456_0000)),
+                        ])),
                 ]
             ),
             LogRecord(timeUnixNano: 1, severityNumber: .error, eventName: "apsio.hang"),

@@ -15,8 +15,10 @@ package enum Tool {
     }
 
     /// Runs `executable` with `arguments`; `environment` entries are added to this process's.
-    package static func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
-                            removing: [String] = [], input: Data? = nil) throws -> Output {
+    package static func run(
+        _ executable: String, _ arguments: [String], environment: [String: String] = [:],
+        removing: [String] = [], input: Data? = nil
+    ) throws -> Output {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
@@ -41,8 +43,9 @@ package enum Tool {
         let outData = out.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         while !errReader.isFinished { usleep(1000) }
-        return Output(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
-                      stderr: String(decoding: errData, as: UTF8.self))
+        return Output(
+            status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+            stderr: String(decoding: errData, as: UTF8.self))
     }
 
     /// The directory of the built products (.build/debug), where the test bundle lives.
@@ -54,8 +57,10 @@ package enum Tool {
     package static var aftermath: String { productsDirectory + "/aftermath" }
 
     /// Runs the built `aftermath` command. NO_COLOR is left to the caller; stdout is a pipe.
-    package static func aftermath(_ arguments: [String], environment: [String: String] = [:],
-                                  input: Data? = nil) throws -> Output {
+    package static func aftermath(
+        _ arguments: [String], environment: [String: String] = [:],
+        input: Data? = nil
+    ) throws -> Output {
         try run(aftermath, arguments, environment: environment, removing: ["DEBUGINFOD_URLS"], input: input)
     }
 
@@ -72,8 +77,9 @@ package enum Tool {
     /// A fresh private temporary directory.
     package static func temporaryDirectory(_ tag: String) throws -> String {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-\(tag)-\(UUID())").path
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true,
-                                                attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(
+            atPath: path, withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700])
         return path
     }
 }
@@ -118,8 +124,10 @@ package struct SwiftTrapFixture: Sendable {
         let debugFile = dir + "/swift-trap.debug"
         let stripped = dir + "/stripped/swift-trap"
         try FileManager.default.createDirectory(atPath: dir + "/stripped", withIntermediateDirectories: true)
-        for step in [["objcopy", "--only-keep-debug", binary, debugFile],
-                     ["objcopy", "--strip-all", "--add-gnu-debuglink=\(debugFile)", binary, stripped]] {
+        for step in [
+            ["objcopy", "--only-keep-debug", binary, debugFile],
+            ["objcopy", "--strip-all", "--add-gnu-debuglink=\(debugFile)", binary, stripped],
+        ] {
             guard let tool = Tool.which(step[0]) else { throw Tool.Failure(description: "\(step[0]) is not on PATH") }
             let r = try Tool.run(tool, Array(step.dropFirst()))
             guard r.status == 0 else { throw Tool.Failure(description: "\(step.joined(separator: " ")): \(r.stderr)") }
@@ -128,8 +136,9 @@ package struct SwiftTrapFixture: Sendable {
         let notes = try Tool.run(readelf, ["-n", binary]).stdout
         guard let range = notes.range(of: "Build ID: ") else { throw Tool.Failure(description: "no build id") }
         let buildID = String(notes[range.upperBound...].prefix { $0.isHexDigit })
-        return SwiftTrapFixture(binary: binary, debugFile: debugFile, stripped: stripped, buildID: buildID,
-                                source: source)
+        return SwiftTrapFixture(
+            binary: binary, debugFile: debugFile, stripped: stripped, buildID: buildID,
+            source: source)
     }
 
     /// Runs `executable` (this fixture, stripped or not) so that it traps with `kind`.
@@ -140,7 +149,8 @@ package struct SwiftTrapFixture: Sendable {
         }
         let fields = line.split(separator: " ")
         guard fields.count == 3, let pc = UInt64(fields[1].dropFirst(5), radix: 16),
-              let base = UInt64(fields[2].dropFirst(7), radix: 16) else {
+            let base = UInt64(fields[2].dropFirst(7), radix: 16)
+        else {
             throw Tool.Failure(description: "unexpected fixture output: \(line)")
         }
         return Crash(pc: pc, loadAddress: base)
@@ -157,23 +167,25 @@ package struct SwiftTrapFixture: Sendable {
         let id = buildID ?? self.buildID
         let offset = String(crash.pc - crash.loadAddress, radix: 16)
         let stack = "0 \(imageName) 0x\(String(format: "%016llx", crash.pc)) + 0x\(offset)"
-        let images = "[{\"name\":\"\(imageName)\",\"build_id\":\"\(id)\",\"load_address\":\"0x\(String(format: "%016llx", crash.loadAddress))\",\"arch\":\"x86_64\",\"in_app\":true}]"
+        let images =
+            "[{\"name\":\"\(imageName)\",\"build_id\":\"\(id)\",\"load_address\":\"0x\(String(format: "%016llx", crash.loadAddress))\",\"arch\":\"x86_64\",\"in_app\":true}]"
         func s(_ v: String) -> String {
-            "\"" + v.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+            "\""
+                + v.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
                 .replacingOccurrences(of: "\n", with: "\\n") + "\""
         }
         return """
-        {"resourceLogs":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"shop"}}]},
-         "scopeLogs":[{"scope":{"name":"aftermath"},"logRecords":[{
-          "timeUnixNano":"1796042412257697805","severityNumber":21,"severityText":"FATAL","eventName":"app.crash",
-          "attributes":[
-           {"key":"exception.type","value":{"stringValue":"SIGILL (ILL_ILLOPN)"}},
-           {"key":"exception.message","value":{"stringValue":"Swift runtime trap"}},
-           {"key":"exception.stacktrace","value":{"stringValue":\(s(stack))}},
-           {"key":"app.crash.id","value":{"stringValue":"357f434d-1544-458b-899e-9edb31bd8695"}},
-           {"key":"apsio.crash.images","value":{"stringValue":\(s(images))}},
-           {"key":"session.id","value":{"stringValue":"8adfa60b-e1e1-4b69-9cb2-6ef3129dc166"}},
-           {"key":"service.version","value":{"stringValue":"4.12.0"}}]}]}]}]}
-        """
+            {"resourceLogs":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"shop"}}]},
+             "scopeLogs":[{"scope":{"name":"aftermath"},"logRecords":[{
+              "timeUnixNano":"1796042412257697805","severityNumber":21,"severityText":"FATAL","eventName":"app.crash",
+              "attributes":[
+               {"key":"exception.type","value":{"stringValue":"SIGILL (ILL_ILLOPN)"}},
+               {"key":"exception.message","value":{"stringValue":"Swift runtime trap"}},
+               {"key":"exception.stacktrace","value":{"stringValue":\(s(stack))}},
+               {"key":"app.crash.id","value":{"stringValue":"357f434d-1544-458b-899e-9edb31bd8695"}},
+               {"key":"apsio.crash.images","value":{"stringValue":\(s(images))}},
+               {"key":"session.id","value":{"stringValue":"8adfa60b-e1e1-4b69-9cb2-6ef3129dc166"}},
+               {"key":"service.version","value":{"stringValue":"4.12.0"}}]}]}]}]}
+            """
     }
 }

@@ -163,7 +163,8 @@ __attribute__((noinline)) static void driver_level1(void) {
 
 int main(int argc, char **argv) {
     if (argc != 3) {
-        fprintf(stderr, "usage: crash_driver null|brk|abort|overflow-main|overflow-thread|hang DIR\n");
+        fprintf(stderr,
+                "usage: crash_driver null|brk|abort|overflow-main|overflow-thread|hang DIR\n");
         return 2;
     }
     driver_mode = argv[1];

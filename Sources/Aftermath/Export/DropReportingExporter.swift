@@ -27,9 +27,12 @@ final class DropReportingExporter: LogExporter {
 
     static func record(droppedErrors: Int) -> LogRecord {
         let now = Clock.realtimeNanoseconds()
-        return LogRecord(timeUnixNano: now, severityNumber: .warn, eventName: "apsio.records_dropped",
-                         body: .string("\(droppedErrors) handled errors were not recorded: more than maxPendingErrors were waiting"),
-                         attributes: [Attribute("apsio.dropped.count", .int(Int64(droppedErrors))),
-                                      Attribute("apsio.dropped.reason", "max_pending_errors")])
+        return LogRecord(
+            timeUnixNano: now, severityNumber: .warn, eventName: "apsio.records_dropped",
+            body: .string("\(droppedErrors) handled errors were not recorded: more than maxPendingErrors were waiting"),
+            attributes: [
+                Attribute("apsio.dropped.count", .int(Int64(droppedErrors))),
+                Attribute("apsio.dropped.reason", "max_pending_errors"),
+            ])
     }
 }

@@ -32,9 +32,10 @@ public struct FileExporter: LogExporter {
         do {
             var st = stat()
             if lstat(directory, &st) != 0 {
-                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
-                                                        attributes: [.posixPermissions: 0o700])
-                _ = chmod(directory, 0o700) // whatever the umask
+                try FileManager.default.createDirectory(
+                    atPath: directory, withIntermediateDirectories: true,
+                    attributes: [.posixPermissions: 0o700])
+                _ = chmod(directory, 0o700)  // whatever the umask
             }
         } catch {
             throw ExportError("FileExporter: cannot create directory \(directory) (\(error))")
@@ -51,7 +52,9 @@ public struct FileExporter: LogExporter {
         guard fd >= 0 else { throw ExportError("FileExporter: cannot create \(temporary)", code: errno) }
         do {
             defer { close(fd) }
-            guard fchmod(fd, 0o600) == 0 else { throw ExportError("FileExporter: cannot chmod \(temporary)", code: errno) }
+            guard fchmod(fd, 0o600) == 0 else {
+                throw ExportError("FileExporter: cannot chmod \(temporary)", code: errno)
+            }
             try Self.writeAll(fd, OTLPJSON.encode(batch), path: temporary)
             guard fsync(fd) == 0 else { throw ExportError("FileExporter: cannot sync \(temporary)", code: errno) }
         } catch {

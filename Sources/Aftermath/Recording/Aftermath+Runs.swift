@@ -7,23 +7,24 @@ extension Aftermath {
     /// before it returns, after the crash handler is installed).
     static func startRun(_ configuration: Configuration, directory: ReportDirectory, context: ReportContext) {
         RunRecorder.start(configuration, directory: directory, context: context)
-        HandledErrorRecorder.prepare(directory: directory.errors, context: context,
-                                     maxPending: configuration.maxPendingErrors)
+        HandledErrorRecorder.prepare(
+            directory: directory.errors, context: context,
+            maxPending: configuration.maxPendingErrors)
     }
 
     /// Tells Aftermath whether the app is in the foreground (the default). Hangs are detected
     /// only in the foreground, and an abnormal exit is inferred only for a run that ended there.
     public static func setForeground(_ foreground: Bool) {
-        let hold = FileSizeSignalHold() // a write past ulimit -f fails; it never ends the app
+        let hold = FileSizeSignalHold()  // a write past ulimit -f fails; it never ends the app
         defer { hold.release() }
         aft_watchdog_set_foreground(foreground ? 1 : 0)
-        _ = aft_run_update_now() // the run record says so at once, not at its next update
+        _ = aft_run_update_now()  // the run record says so at once, not at its next update
     }
 
     /// Names the screen the app shows (app.screen.name on the run's abnormal exit and on
     /// handled errors); nil clears it. Written to the run record at once.
     public static func setScreen(_ name: String?) {
-        let hold = FileSizeSignalHold() // a write past ulimit -f fails; it never ends the app
+        let hold = FileSizeSignalHold()  // a write past ulimit -f fails; it never ends the app
         defer { hold.release() }
         RunRecorder.setScreen(name)
     }
@@ -32,7 +33,7 @@ extension Aftermath {
     /// of this run, the old one kept as session.previous_id. Returns the new id.
     @discardableResult
     public static func startNewSession() -> UUID {
-        let hold = FileSizeSignalHold() // a write past ulimit -f fails; it never ends the app
+        let hold = FileSizeSignalHold()  // a write past ulimit -f fails; it never ends the app
         defer { hold.release() }
         let id = RunRecorder.startNewSession()
         HandledErrorRecorder.setSession(id)
@@ -46,14 +47,15 @@ extension Aftermath {
     /// - Returns: false when it was not written (before ``start(_:)``, errors/ full, disk error).
     @inline(never) @discardableResult
     public static func record(error: any Error, fingerprint: String? = nil) -> Bool {
-        let hold = FileSizeSignalHold() // a write past ulimit -f fails; it never ends the app
+        let hold = FileSizeSignalHold()  // a write past ulimit -f fails; it never ends the app
         defer { hold.release() }
         var frames = [UInt64](repeating: 0, count: Int(AFT_ERROR_MAX_FRAMES))
         // skip 1: this function; frame 0 is then the caller's return address.
         let n = aft_current_stack(&frames, UInt32(frames.count), 1)
         frames.removeSubrange(Int(n)...)
-        return HandledErrorRecorder.write(type: String(reflecting: type(of: error)),
-                                          message: String(describing: error),
-                                          fingerprint: fingerprint, frames: frames)
+        return HandledErrorRecorder.write(
+            type: String(reflecting: type(of: error)),
+            message: String(describing: error),
+            fingerprint: fingerprint, frames: frames)
     }
 }

@@ -7,10 +7,10 @@ import Synchronization
 /// one small file each, written to a .tmp and renamed. The loaded images are read once at
 /// start and again only when a frame falls outside all of them (a library loaded later).
 enum HandledErrorRecorder {
-    struct State: @unchecked Sendable { // aft_context and aft_image are plain C values
+    struct State: @unchecked Sendable {  // aft_context and aft_image are plain C values
         var directory: String?
         var context = aft_context()
-        var images: [aft_image] = []      // sorted by start
+        var images: [aft_image] = []  // sorted by start
         var maxPending = 256
         var pending = 0
         var dropped = 0
@@ -34,7 +34,10 @@ enum HandledErrorRecorder {
 
     /// The errors dropped since the last call (errors/ was full), now counted by the caller.
     static func takeDropped() -> Int {
-        state.withLock { s in defer { s.dropped = 0 }; return s.dropped }
+        state.withLock { s in
+            defer { s.dropped = 0 }
+            return s.dropped
+        }
     }
 
     /// Gives back a count the caller could not report.
@@ -50,15 +53,20 @@ enum HandledErrorRecorder {
     /// Writes one error. Returns false when nothing was written (not started, errors/ full,
     /// or the disk refused).
     static func write(type: String, message: String, fingerprint: String?, frames: [UInt64]) -> Bool {
-        guard var snapshot = state.withLock({ s -> State? in
-            guard s.directory != nil else { return nil }
-            if s.pending >= s.maxPending {
-                s.pending = countPending(s.directory!, upTo: s.maxPending)
-                if s.pending >= s.maxPending { s.dropped += 1; return nil }
-            }
-            s.pending += 1
-            return s
-        }), let directory = snapshot.directory else { return false }
+        guard
+            var snapshot = state.withLock({ s -> State? in
+                guard s.directory != nil else { return nil }
+                if s.pending >= s.maxPending {
+                    s.pending = countPending(s.directory!, upTo: s.maxPending)
+                    if s.pending >= s.maxPending {
+                        s.dropped += 1
+                        return nil
+                    }
+                }
+                s.pending += 1
+                return s
+            }), let directory = snapshot.directory
+        else { return false }
 
         var used = usedImages(frames, snapshot.images)
         if used == nil {
@@ -81,11 +89,12 @@ enum HandledErrorRecorder {
         let messageBytes = Array(message.utf8)
         let cut = utf8Prefix(messageBytes, Int(AFT_ERROR_MESSAGE_CAPACITY))
         info.message_truncated = cut.count < messageBytes.count ? 1 : 0
-        let bytes = HandledErrorFile.encode(.init(
-            context: snapshot.context, info: info,
-            type: utf8Prefix(Array(type.utf8), Int(AFT_ERROR_TYPE_CAPACITY)), message: cut,
-            fingerprint: fingerprint.map { utf8Prefix(Array($0.utf8), Int(AFT_ERROR_FINGERPRINT_CAPACITY)) },
-            frames: Array(frames.prefix(Int(AFT_ERROR_MAX_FRAMES))), images: used ?? []))
+        let bytes = HandledErrorFile.encode(
+            .init(
+                context: snapshot.context, info: info,
+                type: utf8Prefix(Array(type.utf8), Int(AFT_ERROR_TYPE_CAPACITY)), message: cut,
+                fingerprint: fingerprint.map { utf8Prefix(Array($0.utf8), Int(AFT_ERROR_FINGERPRINT_CAPACITY)) },
+                frames: Array(frames.prefix(Int(AFT_ERROR_MAX_FRAMES))), images: used ?? []))
         let name = Hex.encode(id.bytes) + ".error"
         let ok = writeFile(directory: directory, name: name, bytes: bytes)
         if !ok { state.withLock { $0.pending -= 1 } }
@@ -97,7 +106,7 @@ enum HandledErrorRecorder {
         let tmp = directory + "/" + name + ".tmp"
         let fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else { return false }
-        _ = fchmod(fd, 0o600) // whatever the umask
+        _ = fchmod(fd, 0o600)  // whatever the umask
         var written = 0
         let ok: Bool = bytes.withUnsafeBytes { raw in
             while written < raw.count {

@@ -19,7 +19,8 @@ enum HangMonitor {
     static let reportQueue = DispatchQueue(label: "dev.apsio.aftermath.hangs", qos: .utility)
 
     /// Starts (or restarts, or with ``HangHeartbeat/off`` stops) the watchdog.
-    static func start(_ configuration: Aftermath.Configuration, directory: ReportDirectory) throws(Aftermath.StartError) {
+    static func start(_ configuration: Aftermath.Configuration, directory: ReportDirectory) throws(Aftermath.StartError)
+    {
         guard configuration.hangHeartbeat != .off else {
             aft_watchdog_stop()
             return
@@ -27,7 +28,8 @@ enum HangMonitor {
         var options = aft_watchdog_options()
         options.threshold_ms = max(1, configuration.hangThreshold.clampedMilliseconds)
         options.capture_signal = configuration.hangCaptureSignal
-        options.heartbeat_mode = configuration.hangHeartbeat == .manual ? AFT_HEARTBEAT_MANUAL : AFT_HEARTBEAT_MAIN_QUEUE
+        options.heartbeat_mode =
+            configuration.hangHeartbeat == .manual ? AFT_HEARTBEAT_MANUAL : AFT_HEARTBEAT_MAIN_QUEUE
         options.notify = { event in HangMonitor.handle(event) }
         var error = [CChar](repeating: 0, count: 256)
         let status = directory.hangs.withCString { dir in
@@ -67,15 +69,17 @@ enum HangMonitor {
         for name in names {
             let path = (dir as NSString).appendingPathComponent(name)
             guard let file = try? ReportFile.decode(FileReader.read(path)),
-                  let hang = try? HangReport(file: file),
-                  hang.context.runID == running.context.runID, hang.isFinished else { continue }
+                let hang = try? HangReport(file: file),
+                hang.context.runID == running.context.runID, hang.isFinished
+            else { continue }
             paths.append(path)
             records.append(HangRecordMapper.hang(hang, observedTimeUnixNano: observed))
         }
         guard !records.isEmpty else { return 0 }
-        let batch = LogBatch(resource: Aftermath.resource(for: running.configuration),
-                             scopeName: SDK.scopeName, scopeVersion: SDK.version,
-                             records: records)
+        let batch = LogBatch(
+            resource: Aftermath.resource(for: running.configuration),
+            scopeName: SDK.scopeName, scopeVersion: SDK.version,
+            records: records)
         do {
             try running.configuration.exporter.export(batch)
         } catch {

@@ -43,7 +43,8 @@ enum RunRecorder {
                 }
             }
         }
-        let message = status == 0 ? nil : String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let message =
+            status == 0 ? nil : String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         state.withLock { $0.error = message }
         if status == 0, let screen { aft_run_set_screen(screen) }
     }

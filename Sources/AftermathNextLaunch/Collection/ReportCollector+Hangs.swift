@@ -17,25 +17,30 @@ extension ReportCollector {
     ///   `apsio.hang.run_crashed = true`. Both records, see ``HangRecordMapper``.
     /// - Bad files are rejected with their reason.
     package func collectHangs(_ pass: inout Pass) {
-        forEachReportFile(&pass, in: directory.hangs, suffix: ".hang", what: "hang", limit: limits.maxPendingHangs,
-                          tmpIsDead: { !hangFileInUse($0, tmp: true) }, accept: { pass, path, file in
-            // Remembered for judging runs (collectRuns), whether or not it is reported here.
-            if file.kind == AFT_KIND_HANG, let context = file.context,
-               (file.liveFlags | file.flags) & UInt32(AFT_FLAG_HANG_FINISHED) == 0 {
-                let runID = ReportContext(context).runID
-                pass.unfinishedHangs[runID] = max(pass.unfinishedHangs[runID] ?? 0, file.liveValue ?? 0)
-            }
-            let hang = try HangReport(file: file)
-            if let currentRunID, hang.context.runID == currentRunID { return }
-            // A live instance reports its own hangs, finished or not: its run file is locked.
-            if runIsAlive(hang.context.runID) { return }
-            if !hang.isFinished, hangFileInUse(path, tmp: false) { return }
-            pass.reports.append(PendingReport(
-                kind: .hang, path: path,
-                record: HangRecordMapper.hang(hang, observedTimeUnixNano: pass.observedTimeUnixNano,
-                                              runCrashed: pass.crashedRuns.contains(hang.context.runID)),
-                crash: nil))
-        })
+        forEachReportFile(
+            &pass, in: directory.hangs, suffix: ".hang", what: "hang", limit: limits.maxPendingHangs,
+            tmpIsDead: { !hangFileInUse($0, tmp: true) },
+            accept: { pass, path, file in
+                // Remembered for judging runs (collectRuns), whether or not it is reported here.
+                if file.kind == AFT_KIND_HANG, let context = file.context,
+                    (file.liveFlags | file.flags) & UInt32(AFT_FLAG_HANG_FINISHED) == 0
+                {
+                    let runID = ReportContext(context).runID
+                    pass.unfinishedHangs[runID] = max(pass.unfinishedHangs[runID] ?? 0, file.liveValue ?? 0)
+                }
+                let hang = try HangReport(file: file)
+                if let currentRunID, hang.context.runID == currentRunID { return }
+                // A live instance reports its own hangs, finished or not: its run file is locked.
+                if runIsAlive(hang.context.runID) { return }
+                if !hang.isFinished, hangFileInUse(path, tmp: false) { return }
+                pass.reports.append(
+                    PendingReport(
+                        kind: .hang, path: path,
+                        record: HangRecordMapper.hang(
+                            hang, observedTimeUnixNano: pass.observedTimeUnixNano,
+                            runCrashed: pass.crashedRuns.contains(hang.context.runID)),
+                        crash: nil))
+            })
     }
 
     /// The run's file is locked: its process is alive.

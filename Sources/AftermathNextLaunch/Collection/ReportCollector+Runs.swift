@@ -25,8 +25,10 @@ extension ReportCollector {
         let isLive: (StoreFiles.Entry) -> Bool = { entry in
             aft_run_is_locked((runs as NSString).appendingPathComponent(entry.name)) == 1
         }
-        for (entry, leftover) in admitted(&pass, in: runs, suffixes: [".run", ".run.tmp", ".ended"], what: "run",
-                                          limit: self.limits.maxPendingRuns, keep: isLive) {
+        for (entry, leftover) in admitted(
+            &pass, in: runs, suffixes: [".run", ".run.tmp", ".ended"], what: "run",
+            limit: self.limits.maxPendingRuns, keep: isLive)
+        {
             let name = entry.name
             let path = (runs as NSString).appendingPathComponent(name)
             if leftover {
@@ -38,7 +40,10 @@ extension ReportCollector {
                 }
                 continue
             }
-            if aft_run_is_locked(path) == 1 { retained += 1; continue } // alive
+            if aft_run_is_locked(path) == 1 {
+                retained += 1
+                continue
+            }  // alive
             let run: RunFile
             do {
                 run = try RunFile.decode(FileReader.read(path, maximumSize: RunFile.maximumSize))
@@ -46,19 +51,24 @@ extension ReportCollector {
                 pass.rejected.append(reject(path, reason: error.description, moveRejected: pass.moveRejected))
                 continue
             }
-            if run.runID == currentRunID { retained += 1; continue }
+            if run.runID == currentRunID {
+                retained += 1
+                continue
+            }
             // However old (within the report age limit), a dead run is judged once (an app
             // opened weekly still learns how its last run ended); the run age limit applies to
             // judged (.ended) runs.
             tagWatchdogCrash(&pass, run: run)
-            let verdict = judge.judge(run, crashed: pass.crashedRuns.contains(run.runID),
-                                      unfinishedHangMilliseconds: hangs[run.runID])
+            let verdict = judge.judge(
+                run, crashed: pass.crashedRuns.contains(run.runID),
+                unfinishedHangMilliseconds: hangs[run.runID])
             switch verdict {
             case .abnormal(let report):
                 retained += 1
-                pass.reports.append(PendingReport(
-                    kind: .abnormalExit, path: path,
-                    record: report.record(observedTimeUnixNano: pass.observedTimeUnixNano), crash: nil))
+                pass.reports.append(
+                    PendingReport(
+                        kind: .abnormalExit, path: path,
+                        record: report.record(observedTimeUnixNano: pass.observedTimeUnixNano), crash: nil))
             case .nothing:
                 guard pass.moveRejected else { continue }
                 let target = (path as NSString).deletingPathExtension + ".ended"
@@ -66,7 +76,7 @@ extension ReportCollector {
             }
         }
         guard pass.moveRejected else { return }
-        ended.sort { $0.age > $1.age } // oldest first
+        ended.sort { $0.age > $1.age }  // oldest first
         var total = retained + ended.count
         for file in ended where (file.age > limits.age || total > limits.count) && pass.removalBudget > 0 {
             pass.removalBudget -= 1
@@ -81,7 +91,8 @@ extension ReportCollector {
         let base = (directory.runs as NSString).appendingPathComponent(Hex.encode(context.runID.bytes))
         for suffix in [".run", ".ended"] {
             guard let bytes = try? FileReader.read(base + suffix, maximumSize: RunFile.maximumSize),
-                  let run = try? RunFile.decode(bytes) else { continue }
+                let run = try? RunFile.decode(bytes)
+            else { continue }
             return run.sessionID == context.sessionID ? run.previousSessionID : nil
         }
         return nil
@@ -94,9 +105,10 @@ extension ReportCollector {
         guard run.info.watchdog_usec > 0 else { return }
         for i in pass.reports.indices {
             guard pass.reports[i].kind == .crash, let crash = pass.reports[i].crash,
-                  crash.context.runID == run.runID, crash.signal == SIGABRT,
-                  let sender = crash.senderPID, sender == 1 || sender == run.info.parent_pid,
-                  pass.reports[i].record[attribute: "apsio.crash.termination_category"] == nil else { continue }
+                crash.context.runID == run.runID, crash.signal == SIGABRT,
+                let sender = crash.senderPID, sender == 1 || sender == run.info.parent_pid,
+                pass.reports[i].record[attribute: "apsio.crash.termination_category"] == nil
+            else { continue }
             pass.reports[i].record.attributes.append(Attribute("apsio.crash.termination_category", "watchdog"))
         }
     }

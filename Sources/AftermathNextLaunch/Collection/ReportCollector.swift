@@ -45,8 +45,10 @@ package struct ReportCollector: Sendable {
         /// is on disk costs a journal write (about 2.5 ms each measured here on a busy virtual
         /// disk): ten thousand stale files are cleared over several launches, not in one.
         package var maxRemovalsPerCollection = 512
-        package init(maxRunFiles: Int = 64, maxRunAgeSeconds: Double = 7 * 24 * 3600,
-                     maxReportAgeSeconds: Double = 30 * 24 * 3600) {
+        package init(
+            maxRunFiles: Int = 64, maxRunAgeSeconds: Double = 7 * 24 * 3600,
+            maxReportAgeSeconds: Double = 30 * 24 * 3600
+        ) {
             self.maxRunFiles = maxRunFiles
             self.maxRunAgeSeconds = maxRunAgeSeconds
             self.maxReportAgeSeconds = maxReportAgeSeconds
@@ -54,8 +56,10 @@ package struct ReportCollector: Sendable {
     }
 
     /// A collector over directory.
-    package init(directory: ReportDirectory, currentRunID: UUID? = nil, environment: ExitEnvironment? = nil,
-                 limits: Limits = Limits()) {
+    package init(
+        directory: ReportDirectory, currentRunID: UUID? = nil, environment: ExitEnvironment? = nil,
+        limits: Limits = Limits()
+    ) {
         self.directory = directory
         self.currentRunID = currentRunID
         self.environment = environment
@@ -115,24 +119,29 @@ package struct ReportCollector: Sendable {
     /// crashes/: committed crash files, and the .tmp of a handler that died while writing.
     package func collectCrashes(_ pass: inout Pass) {
         let moveRejected = pass.moveRejected
-        forEachReportFile(&pass, in: directory.crashes, suffix: ".crash", what: "crash",
-                          limit: limits.maxPendingCrashes, tmpIsDead: { path in
-            switch reserveState(path) {
-            case .heldByLiveRun: return false
-            case .emptyOfDeadRun:
-                if moveRejected { unlink(path) } // that run ended without crashing
-                return false
-            case .writtenByDeadRun: return true
-            }
-        }, accept: { pass, path, file in
-            let crash = try file.crashReport()
-            pass.crashedRuns.insert(crash.context.runID)
-            pass.reports.append(PendingReport(
-                kind: .crash, path: path,
-                record: RecordMapper.crash(crash, observedTimeUnixNano: pass.observedTimeUnixNano,
-                                           previousSessionID: previousSession(of: crash.context)),
-                crash: crash))
-        })
+        forEachReportFile(
+            &pass, in: directory.crashes, suffix: ".crash", what: "crash",
+            limit: limits.maxPendingCrashes,
+            tmpIsDead: { path in
+                switch reserveState(path) {
+                case .heldByLiveRun: return false
+                case .emptyOfDeadRun:
+                    if moveRejected { unlink(path) }  // that run ended without crashing
+                    return false
+                case .writtenByDeadRun: return true
+                }
+            },
+            accept: { pass, path, file in
+                let crash = try file.crashReport()
+                pass.crashedRuns.insert(crash.context.runID)
+                pass.reports.append(
+                    PendingReport(
+                        kind: .crash, path: path,
+                        record: RecordMapper.crash(
+                            crash, observedTimeUnixNano: pass.observedTimeUnixNano,
+                            previousSessionID: previousSession(of: crash.context)),
+                        crash: crash))
+            })
     }
 
     /// The walk every report directory shares. Without opening anything: non-regular entries
@@ -140,11 +149,14 @@ package struct ReportCollector: Sendable {
     /// the oldest beyond the count limit. Then `*<suffix>` is a committed file; `*<suffix>.tmp`
     /// a writer's leftover, decoded (salvaged) only when tmpIsDead says its writer is gone.
     /// A decoded file goes to accept; what it throws sets the file aside with the reason.
-    package func forEachReportFile(_ pass: inout Pass, in dir: String, suffix: String, what: String,
-                                   limit: Int,
-                                   tmpIsDead: (String) -> Bool,
-                                   accept: (inout Pass, String, ReportFile) throws -> Void) {
-        for (entry, salvage) in admitted(&pass, in: dir, suffixes: [suffix, suffix + ".tmp"], what: what, limit: limit) {
+    package func forEachReportFile(
+        _ pass: inout Pass, in dir: String, suffix: String, what: String,
+        limit: Int,
+        tmpIsDead: (String) -> Bool,
+        accept: (inout Pass, String, ReportFile) throws -> Void
+    ) {
+        for (entry, salvage) in admitted(&pass, in: dir, suffixes: [suffix, suffix + ".tmp"], what: what, limit: limit)
+        {
             let path = (dir as NSString).appendingPathComponent(entry.name)
             if salvage {
                 guard tmpIsDead(path) else { continue }
@@ -164,8 +176,10 @@ package struct ReportCollector: Sendable {
     /// are not regular files, names without one of the suffixes, committed files (first suffix)
     /// older than the age limit, and the oldest committed files beyond limit. Leftovers are
     /// returned as they are: whether their writer lives decides what they are.
-    package func admitted(_ pass: inout Pass, in dir: String, suffixes: [String], what: String, limit: Int,
-                          keep: (StoreFiles.Entry) -> Bool = { _ in false }) -> [(StoreFiles.Entry, Bool)] {
+    package func admitted(
+        _ pass: inout Pass, in dir: String, suffixes: [String], what: String, limit: Int,
+        keep: (StoreFiles.Entry) -> Bool = { _ in false }
+    ) -> [(StoreFiles.Entry, Bool)] {
         let folder = (dir as NSString).lastPathComponent
         var committed: [StoreFiles.Entry] = []
         var leftovers: [StoreFiles.Entry] = []
@@ -197,7 +211,9 @@ package struct ReportCollector: Sendable {
         }
         if committed.count > limit {
             // Oldest first; files a live writer holds (keep) are never rejected for the count.
-            let byAge = committed.enumerated().sorted { ($0.element.modified, $0.offset) < ($1.element.modified, $1.offset) }
+            let byAge = committed.enumerated().sorted {
+                ($0.element.modified, $0.offset) < ($1.element.modified, $1.offset)
+            }
             var excess = committed.count - limit
             var dropped = Set<Int>()
             var excessEntries: [StoreFiles.Entry] = []
@@ -219,8 +235,10 @@ package struct ReportCollector: Sendable {
     /// keeps only the newest ``maximumRejected`` files, so of the entries handled only the
     /// newest that many are moved there; older ones are deleted at once instead of being
     /// moved, given a reason file and trimmed (one unlink instead of six calls).
-    package func rejectMany(_ pass: inout Pass, in dir: String, _ all: [StoreFiles.Entry],
-                            reason: (StoreFiles.Entry) -> String) {
+    package func rejectMany(
+        _ pass: inout Pass, in dir: String, _ all: [StoreFiles.Entry],
+        reason: (StoreFiles.Entry) -> String
+    ) {
         let entries = all.prefix(max(0, pass.removalBudget))
         if pass.moveRejected { pass.removalBudget -= entries.count }
         let deleted = max(0, entries.count - Self.maximumRejected)
@@ -229,11 +247,15 @@ package struct ReportCollector: Sendable {
             if i < deleted, pass.moveRejected {
                 let why = reason(entry)
                 if unlink(path) == 0 {
-                    pass.rejected.append(RejectedFile(path: path, reason: why + " (deleted: rejected/ keeps the newest \(Self.maximumRejected))",
-                                                      movedTo: nil))
+                    pass.rejected.append(
+                        RejectedFile(
+                            path: path, reason: why + " (deleted: rejected/ keeps the newest \(Self.maximumRejected))",
+                            movedTo: nil))
                 } else {
-                    pass.rejected.append(RejectedFile(path: path, reason: why + " (could not delete: \(String(cString: strerror(errno))))",
-                                                      movedTo: nil))
+                    pass.rejected.append(
+                        RejectedFile(
+                            path: path, reason: why + " (could not delete: \(String(cString: strerror(errno))))",
+                            movedTo: nil))
                 }
             } else {
                 pass.rejected.append(reject(path, reason: reason(entry), moveRejected: pass.moveRejected))
@@ -245,8 +267,10 @@ package struct ReportCollector: Sendable {
     package func tooOld(_ pass: inout Pass, _ path: String, _ entry: StoreFiles.Entry) -> Bool {
         let age = pass.now - entry.modified
         guard age > limits.maxReportAgeSeconds else { return false }
-        pass.rejected.append(reject(path, reason: "older than \(Self.describeAge(limits.maxReportAgeSeconds)) (\(Self.describeAge(age)))",
-                                    moveRejected: pass.moveRejected))
+        pass.rejected.append(
+            reject(
+                path, reason: "older than \(Self.describeAge(limits.maxReportAgeSeconds)) (\(Self.describeAge(age)))",
+                moveRejected: pass.moveRejected))
         return true
     }
 
@@ -290,8 +314,9 @@ package struct ReportCollector: Sendable {
             batches: while start < collection.reports.count {
                 let chunk = Array(collection.reports[start..<min(start + Self.batchSize, collection.reports.count)])
                 start += chunk.count
-                let batch = LogBatch(resource: resource, scopeName: SDK.scopeName,
-                                     scopeVersion: SDK.version, records: chunk.map(\.record))
+                let batch = LogBatch(
+                    resource: resource, scopeName: SDK.scopeName,
+                    scopeVersion: SDK.version, records: chunk.map(\.record))
                 do {
                     try exporter.export(batch)
                 } catch {
@@ -302,7 +327,8 @@ package struct ReportCollector: Sendable {
                     case .rejectedByCollector(let message):
                         // Resending cannot succeed: kept aside with the collector's word.
                         for report in chunk {
-                            rejected.append(reject(report.path, reason: "refused by the collector: \(message)", moveRejected: true))
+                            rejected.append(
+                                reject(report.path, reason: "refused by the collector: \(message)", moveRejected: true))
                         }
                         continue batches
                     }
@@ -326,7 +352,7 @@ package struct ReportCollector: Sendable {
     /// not crash; a non-empty unlocked one to a handler that died while writing.
     package func reserveState(_ path: String) -> ReserveState {
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-        guard fd >= 0 else { return .writtenByDeadRun } // decoding will say why
+        guard fd >= 0 else { return .writtenByDeadRun }  // decoding will say why
         defer { close(fd) }
         if flock(fd, LOCK_EX | LOCK_NB) != 0 { return .heldByLiveRun }
         var st = stat()
@@ -352,7 +378,8 @@ package struct ReportCollector: Sendable {
             n += 1
         }
         guard err == 0 else {
-            return RejectedFile(path: path, reason: reason + " (could not move aside: \(String(cString: strerror(err))))", movedTo: nil)
+            return RejectedFile(
+                path: path, reason: reason + " (could not move aside: \(String(cString: strerror(err))))", movedTo: nil)
         }
         let reasonPath = target + ".reason"
         let bytes = Array((reason + "\n").utf8)
@@ -375,7 +402,9 @@ package struct ReportCollector: Sendable {
         }
         let files = entries.filter { !$0.name.hasSuffix(".reason") }
         guard files.count > limit else { return }
-        let oldestFirst = files.sorted { (reasons[$0.name] ?? $0.modified, $0.name) < (reasons[$1.name] ?? $1.modified, $1.name) }
+        let oldestFirst = files.sorted {
+            (reasons[$0.name] ?? $0.modified, $0.name) < (reasons[$1.name] ?? $1.modified, $1.name)
+        }
         for entry in oldestFirst.prefix(files.count - limit) {
             let p = (directory.rejected as NSString).appendingPathComponent(entry.name)
             if entry.type == S_IFDIR { rmdir(p) } else { unlink(p) }

@@ -18,8 +18,10 @@ package struct ReportDirectory: Sendable, Hashable {
     /// - `~/.local/state/aftermath/<serviceName>` when `HOME` is an existing, writable directory,
     /// - `/var/tmp/aftermath-<uid>/<serviceName>` (a service user without a home: `nobody`,
     ///   `DynamicUser=`), else `/tmp/aftermath-<uid>/<serviceName>` when /var/tmp is unusable.
-    package static func defaultRoot(serviceName: String,
-                                    environment env: [String: String] = ProcessInfo.processInfo.environment) -> String {
+    package static func defaultRoot(
+        serviceName: String,
+        environment env: [String: String] = ProcessInfo.processInfo.environment
+    ) -> String {
         let safeName = serviceName.map { $0 == "/" || $0 == "\0" ? "_" : $0 }
         let component = safeName.isEmpty || String(safeName) == "." || String(safeName) == ".." ? "_" : String(safeName)
         let base: String
@@ -81,12 +83,17 @@ package struct ReportDirectory: Sendable, Hashable {
             throw .cannotCreate(path: dir, reason: "not a directory (\(StoreFiles.describe(st.st_mode & S_IFMT)))")
         }
         guard st.st_uid == geteuid() else {
-            throw .cannotCreate(path: dir, reason: "owned by uid \(st.st_uid), not by uid \(geteuid()) (this process); refused")
+            throw .cannotCreate(
+                path: dir, reason: "owned by uid \(st.st_uid), not by uid \(geteuid()) (this process); refused")
         }
         if st.st_mode & 0o7777 != 0o700 {
             // Our own directory with the wrong mode (umask, a hand-made 0777): repaired.
             guard chmod(dir, 0o700) == 0 else {
-                throw .cannotCreate(path: dir, reason: "mode \(String(st.st_mode & 0o7777, radix: 8)) and cannot be made 0700: \(String(cString: strerror(errno)))")
+                throw .cannotCreate(
+                    path: dir,
+                    reason:
+                        "mode \(String(st.st_mode & 0o7777, radix: 8)) and cannot be made 0700: \(String(cString: strerror(errno)))"
+                )
             }
         }
         guard access(dir, W_OK | X_OK) == 0 else {
@@ -107,7 +114,7 @@ package struct ReportDirectory: Sendable, Hashable {
             guard mkdir(dir, 0o700) == 0 || errno == EEXIST else {
                 throw .cannotCreate(path: dir, reason: String(cString: strerror(errno)))
             }
-            _ = chmod(dir, 0o700) // whatever the umask
+            _ = chmod(dir, 0o700)  // whatever the umask
         }
     }
 
@@ -115,13 +122,15 @@ package struct ReportDirectory: Sendable, Hashable {
     static func checkParent(of path: String) throws(ReportDirectoryError) {
         let parent = (path as NSString).deletingLastPathComponent
         var st = stat()
-        guard stat(parent, &st) == 0 else { return } // mkdir of the root will say why
+        guard stat(parent, &st) == 0 else { return }  // mkdir of the root will say why
         let foreign = st.st_uid != geteuid() && st.st_uid != 0
         let shared = st.st_mode & 0o022 != 0 && st.st_mode & S_ISVTX == 0
         if foreign || shared {
-            throw .cannotCreate(path: path, reason: "its parent \(parent) is "
-                + (foreign ? "owned by uid \(st.st_uid)" : "writable by others without the sticky bit")
-                + ": another user could replace the reports directory; refused")
+            throw .cannotCreate(
+                path: path,
+                reason: "its parent \(parent) is "
+                    + (foreign ? "owned by uid \(st.st_uid)" : "writable by others without the sticky bit")
+                    + ": another user could replace the reports directory; refused")
         }
     }
 }

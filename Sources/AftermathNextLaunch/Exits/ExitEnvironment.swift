@@ -26,7 +26,10 @@ package struct ExitEnvironment: Sendable, Hashable {
     /// nil: unknown (a collection made outside the app), no run is taken for an exec.
     package var process: (pid: Int64, startTicks: UInt64)? {
         get { pid.flatMap { pid in processStartTicks.map { (pid, $0) } } }
-        set { pid = newValue?.pid; processStartTicks = newValue?.startTicks }
+        set {
+            pid = newValue?.pid
+            processStartTicks = newValue?.startTicks
+        }
     }
     /// CLOCK_BOOTTIME when judging; nil: read the clock (tests set it).
     package var boottimeNanoseconds: UInt64?
@@ -34,10 +37,12 @@ package struct ExitEnvironment: Sendable, Hashable {
     private var processStartTicks: UInt64?
 
     /// An environment; the boot id is read under procRoot unless given.
-    package init(procRoot: String = "/proc", sysRoot: String = "/sys", bootID: String? = nil,
-                serviceVersion: String? = nil, appBuildID: String? = nil, osName: String? = nil,
-                osVersion: String? = nil, kernelRelease: String? = nil,
-                process: (pid: Int64, startTicks: UInt64)? = nil) {
+    package init(
+        procRoot: String = "/proc", sysRoot: String = "/sys", bootID: String? = nil,
+        serviceVersion: String? = nil, appBuildID: String? = nil, osName: String? = nil,
+        osVersion: String? = nil, kernelRelease: String? = nil,
+        process: (pid: Int64, startTicks: UInt64)? = nil
+    ) {
         self.procRoot = procRoot
         self.sysRoot = sysRoot
         self.bootID = bootID ?? EvidenceReader(procRoot: procRoot).bootID()

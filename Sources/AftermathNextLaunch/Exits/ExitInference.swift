@@ -54,7 +54,8 @@ package struct ExitInference: Sendable {
             return .nothing("reboot (boot_id \(run.bootID) -> \(now))")
         }
         if let me = environment.process, run.info.process_start_ticks != 0,
-           c.pid == me.pid, run.info.process_start_ticks == me.startTicks {
+            c.pid == me.pid, run.info.process_start_ticks == me.startTicks
+        {
             return .nothing("exec: this process (pid \(me.pid), start tick \(me.startTicks)) replaced its image")
         }
         if let v = environment.serviceVersion, v != c.serviceVersion {
@@ -73,10 +74,12 @@ package struct ExitInference: Sendable {
         func report(_ reason: ExitReason, _ source: ExitSource, _ evidence: String) -> ExitVerdict {
             var context = c
             context.sessionID = run.sessionID
-            return .abnormal(ExitReport(context: context, reason: reason, source: source,
-                                        foreground: run.foreground, evidence: evidence,
-                                        timeUnixNano: run.lastSeenUnixNano,
-                                        previousSessionID: run.previousSessionID, screen: run.screen))
+            return .abnormal(
+                ExitReport(
+                    context: context, reason: reason, source: source,
+                    foreground: run.foreground, evidence: evidence,
+                    timeUnixNano: run.lastSeenUnixNano,
+                    previousSessionID: run.previousSessionID, screen: run.screen))
         }
 
         if let t = run.term, t.disposition == AFT_TERM_DEFAULT {
@@ -88,8 +91,9 @@ package struct ExitInference: Sendable {
         }
         guard run.foreground else { return .nothing("background, no platform evidence") }
         if let hang = unfinishedHangMilliseconds, run.info.watchdog_usec > 0 {
-            return report(.watchdog, .inferred,
-                          "unfinished hang \(hang) ms, WATCHDOG_USEC=\(run.info.watchdog_usec)")
+            return report(
+                .watchdog, .inferred,
+                "unfinished hang \(hang) ms, WATCHDOG_USEC=\(run.info.watchdog_usec)")
         }
         if let memory = systemMemoryEvidence(run) { return report(.memory, .inferred, memory) }
         if let hang = unfinishedHangMilliseconds {
@@ -126,14 +130,18 @@ package struct ExitInference: Sendable {
         guard let live = run.live else { return nil }
         let now = environment.boottimeNanoseconds ?? Clock.boottimeNanoseconds()
         // Same boot (CLOCK_BOOTTIME went on), and soon enough that a rise is near the death.
-        let since = now >= live.updated_boottime_ns && live.updated_boottime_ns > 0 ? now - live.updated_boottime_ns : nil
+        let since =
+            now >= live.updated_boottime_ns && live.updated_boottime_ns > 0 ? now - live.updated_boottime_ns : nil
         if let since, since <= Self.hostEvidenceWindowNanoseconds, live.vmstat_oom_kill != AFT_RUN_UNREAD,
-           let kills = EvidenceReader(procRoot: environment.procRoot).vmstatOOMKills(), kills > live.vmstat_oom_kill {
-            return "/proc/vmstat oom_kill \(live.vmstat_oom_kill) -> \(kills) within \(Self.seconds(since)) of the run's last update"
+            let kills = EvidenceReader(procRoot: environment.procRoot).vmstatOOMKills(), kills > live.vmstat_oom_kill
+        {
+            return
+                "/proc/vmstat oom_kill \(live.vmstat_oom_kill) -> \(kills) within \(Self.seconds(since)) of the run's last update"
         }
         let some = live.psi_some_avg10_centi, full = live.psi_full_avg10_centi
         if (some != UInt32.max && some >= Self.psiSomeHigh) || (full != UInt32.max && full >= Self.psiFullHigh) {
-            return "memory pressure at the run's last update: some avg10 \(Self.percent(some)), full avg10 \(Self.percent(full))"
+            return
+                "memory pressure at the run's last update: some avg10 \(Self.percent(some)), full avg10 \(Self.percent(full))"
         }
         return nil
     }

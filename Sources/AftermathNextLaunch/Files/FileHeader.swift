@@ -4,10 +4,14 @@ import CSignalShim
 /// size, magic, version, header size, kind; and, for a committed body, its size and CRC-32.
 package enum FileHeader {
     /// Every kind this build knows (a known kind in the wrong place is `unexpectedKind`).
-    package static let knownKinds: Set<UInt32> = [UInt32(AFT_KIND_CRASH), UInt32(AFT_KIND_HANG), UInt32(AFT_KIND_RUN), UInt32(AFT_KIND_ERROR)]
+    package static let knownKinds: Set<UInt32> = [
+        UInt32(AFT_KIND_CRASH), UInt32(AFT_KIND_HANG), UInt32(AFT_KIND_RUN), UInt32(AFT_KIND_ERROR),
+    ]
 
     /// The header of bytes, when it is one of kinds; strict.
-    package static func validate(_ bytes: [UInt8], kinds: Set<UInt32>, maximumSize: Int) throws(ReportFileError) -> aft_file_header {
+    package static func validate(
+        _ bytes: [UInt8], kinds: Set<UInt32>, maximumSize: Int
+    ) throws(ReportFileError) -> aft_file_header {
         let headerSize = MemoryLayout<aft_file_header>.size
         guard bytes.count <= maximumSize else { throw .tooLarge(bytes: bytes.count) }
         guard bytes.count >= headerSize else { throw .truncatedHeader(bytes: bytes.count) }
@@ -24,7 +28,9 @@ package enum FileHeader {
     }
 
     /// Checks that the body (length bytes from start) is the committed one: its size and CRC.
-    package static func verifyBody(_ bytes: [UInt8], header h: aft_file_header, start: Int, length: Int) throws(ReportFileError) {
+    package static func verifyBody(
+        _ bytes: [UInt8], header h: aft_file_header, start: Int, length: Int
+    ) throws(ReportFileError) {
         guard h.body_size == UInt64(length), start + length <= bytes.count else {
             throw .bodySizeMismatch(expected: h.body_size, actual: bytes.count - start)
         }

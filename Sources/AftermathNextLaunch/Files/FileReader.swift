@@ -4,7 +4,9 @@ import Glibc
 
 /// Reads report files defensively: no symlinks followed, regular files only, bounded size.
 package enum FileReader {
-    package static func read(_ path: String, maximumSize: Int = ReportFile.maximumSize) throws(ReportFileError) -> [UInt8] {
+    package static func read(
+        _ path: String, maximumSize: Int = ReportFile.maximumSize
+    ) throws(ReportFileError) -> [UInt8] {
         var st = stat()
         guard lstat(path, &st) == 0 else { throw .unreadable(String(cString: strerror(errno))) }
         switch st.st_mode & S_IFMT {

@@ -18,8 +18,10 @@ package enum HandledErrorFile {
         package var frames: [UInt64]
         package var images: [aft_image]
 
-        package init(context: aft_context, info: aft_error_info, type: [UInt8], message: [UInt8],
-                     fingerprint: [UInt8]? = nil, frames: [UInt64], images: [aft_image]) {
+        package init(
+            context: aft_context, info: aft_error_info, type: [UInt8], message: [UInt8],
+            fingerprint: [UInt8]? = nil, frames: [UInt64], images: [aft_image]
+        ) {
             self.context = context
             self.info = info
             self.type = type
@@ -43,7 +45,8 @@ package enum HandledErrorFile {
         out.reserveCapacity(headerSize + 5 * 16 + 1000 + 232 + textSize + c.frames.count * 8 + c.images.count * 328)
         out += [UInt8](repeating: 0, count: headerSize)
         func section<T>(_ type: UInt32, _ entries: [T]) {
-            var h = aft_section_header(type: type, entry_size: UInt32(MemoryLayout<T>.stride), count: UInt32(entries.count), flags: 0)
+            var h = aft_section_header(
+                type: type, entry_size: UInt32(MemoryLayout<T>.stride), count: UInt32(entries.count), flags: 0)
             withUnsafeBytes(of: &h) { out += $0 }
             entries.withUnsafeBytes { out += $0 }
         }
@@ -84,7 +87,9 @@ package enum HandledErrorFile {
                 let count = min(Int(s.count), (raw.count - offset) / size)
                 func entries<T>(_: T.Type, capacity: Int) -> [T] {
                     guard size >= MemoryLayout<T>.size else { return [] }
-                    return (0..<min(count, capacity)).map { raw.loadUnaligned(fromByteOffset: offset + $0 * size, as: T.self) }
+                    return (0..<min(count, capacity)).map {
+                        raw.loadUnaligned(fromByteOffset: offset + $0 * size, as: T.self)
+                    }
                 }
                 switch s.type {
                 case UInt32(AFT_SECTION_CONTEXT): context = entries(aft_context.self, capacity: 1).first

@@ -24,8 +24,9 @@ package struct ReportFile {
     /// Decodes a file's bytes. A file that was never committed is decoded only when
     /// salvage is true (a leftover .tmp), and then only as far as it is whole.
     package static func decode(_ bytes: [UInt8], salvage: Bool = false) throws(ReportFileError) -> ReportFile {
-        let h = try FileHeader.validate(bytes, kinds: [UInt32(AFT_KIND_CRASH), UInt32(AFT_KIND_HANG)],
-                                        maximumSize: maximumSize)
+        let h = try FileHeader.validate(
+            bytes, kinds: [UInt32(AFT_KIND_CRASH), UInt32(AFT_KIND_HANG)],
+            maximumSize: maximumSize)
         let committed = h.commit == AFT_COMMIT_MARKER
         let bodyStart = Int(h.header_size)
         if committed {
@@ -35,8 +36,9 @@ package struct ReportFile {
         }
         let bodyEnd = bytes.count
 
-        var file = ReportFile(kind: h.kind, flags: h.flags, committed: committed,
-                              liveValue: nil, liveUpdatedNs: 0, liveFlags: 0)
+        var file = ReportFile(
+            kind: h.kind, flags: h.flags, committed: committed,
+            liveValue: nil, liveUpdatedNs: 0, liveFlags: 0)
         if h.live_check != 0, h.live_check == aft_live_check(h.live_value, h.live_updated_ns) {
             file.liveValue = h.live_value
             file.liveUpdatedNs = h.live_updated_ns
@@ -78,7 +80,7 @@ package struct ReportFile {
                 case UInt32(AFT_SECTION_IMAGES):
                     images = entries(aft_image.self, capacity: AFT_MAX_IMAGES)
                     imagesTruncated = truncated || Int(s.count) > Int(AFT_MAX_IMAGES)
-                default: break // a section from a newer writer: skipped by its size
+                default: break  // a section from a newer writer: skipped by its size
                 }
                 let declared = Int(s.count).multipliedReportingOverflow(by: entrySize)
                 guard !declared.overflow, offset + declared.partialValue <= end else { return }
@@ -91,9 +93,10 @@ package struct ReportFile {
     package func crashReport() throws(ReportFileError) -> CrashReport {
         guard kind == AFT_KIND_CRASH else { throw .unexpectedKind(kind) }
         guard let context, let crash else { throw .missingSection("crash") }
-        var report = CrashReport(context: ReportContext(context), info: crash, frames: frames,
-                                 framesTruncated: framesTruncated, images: images.map(LoadedImage.init),
-                                 imagesTruncated: imagesTruncated, isPartial: !committed)
+        var report = CrashReport(
+            context: ReportContext(context), info: crash, frames: frames,
+            framesTruncated: framesTruncated, images: images.map(LoadedImage.init),
+            imagesTruncated: imagesTruncated, isPartial: !committed)
         report.handlerFaulted = flags & UInt32(AFT_FLAG_NESTED_FAULT) != 0
         return report
     }

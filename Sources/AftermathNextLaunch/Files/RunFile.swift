@@ -25,7 +25,10 @@ package struct RunFile: Sendable {
     /// The run's id.
     package var runID: UUID { context.runID }
     /// The kernel's boot_id when the run started.
-    package var bootID: String { var i = info; return CString.read(&i.boot_id) }
+    package var bootID: String {
+        var i = info
+        return CString.read(&i.boot_id)
+    }
     /// The session the run was in at its last update.
     package var sessionID: UUID {
         guard var l = live else { return context.sessionID }
@@ -88,13 +91,16 @@ package struct RunFile: Sendable {
                 block(aft_run_live.self, at: liveBase + $0 * liveSize, checkAt: liveCheck)
             }
             let live = slots.filter { $0.sequence > 0 }.max { $0.sequence < $1.sequence }
-            let term = block(aft_run_term.self, at: MemoryLayout<aft_run_file>.offset(of: \.term)!,
-                             checkAt: MemoryLayout<aft_run_term>.offset(of: \.check)!)
-            let exit = block(aft_run_exit.self, at: MemoryLayout<aft_run_file>.offset(of: \.exit)!,
-                             checkAt: MemoryLayout<aft_run_exit>.offset(of: \.check)!)
-            return RunFile(info: info, live: live,
-                           term: term.flatMap { $0.signal != 0 ? $0 : nil },
-                           exit: exit.flatMap { $0.clean == AFT_RUN_CLEAN_MARKER ? $0 : nil })
+            let term = block(
+                aft_run_term.self, at: MemoryLayout<aft_run_file>.offset(of: \.term)!,
+                checkAt: MemoryLayout<aft_run_term>.offset(of: \.check)!)
+            let exit = block(
+                aft_run_exit.self, at: MemoryLayout<aft_run_file>.offset(of: \.exit)!,
+                checkAt: MemoryLayout<aft_run_exit>.offset(of: \.check)!)
+            return RunFile(
+                info: info, live: live,
+                term: term.flatMap { $0.signal != 0 ? $0 : nil },
+                exit: exit.flatMap { $0.clean == AFT_RUN_CLEAN_MARKER ? $0 : nil })
         }
     }
 }

@@ -46,8 +46,10 @@ package enum StoreFiles {
             guard !name.hasPrefix(".") else { continue }
             var st = stat()
             guard fstatat(dirfd(stream), name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
-            out.append(Entry(name: name, type: st.st_mode & S_IFMT,
-                             modified: Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9))
+            out.append(
+                Entry(
+                    name: name, type: st.st_mode & S_IFMT,
+                    modified: Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9))
         }
         out.sort { $0.name < $1.name }
         return out

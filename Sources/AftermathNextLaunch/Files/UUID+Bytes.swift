@@ -4,7 +4,9 @@ extension UUID {
     /// A UUID from 16 bytes of a C array.
     package init<T>(bytes field: inout T) {
         let b = withUnsafeBytes(of: &field) { Array($0.prefix(16)) + Array(repeating: 0, count: max(0, 16 - $0.count)) }
-        self.init(uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]))
+        self.init(
+            uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15])
+        )
     }
 
     /// The 16 bytes of this UUID.

@@ -17,10 +17,14 @@ package enum HangRecordMapper {
         if !h.isFinished { a.append(Attribute("apsio.hang.unfinished", .bool(true))) }
         a += [
             Attribute("exception.stacktrace", .string(StackFormatter.stacktrace(frames: h.frames, images: h.images))),
-            Attribute("apsio.crash.images", .string(StackFormatter.imagesJSON(
-                frames: h.frames, images: h.images, appRoot: h.context.appRoot))),
+            Attribute(
+                "apsio.crash.images",
+                .string(
+                    StackFormatter.imagesJSON(
+                        frames: h.frames, images: h.images, appRoot: h.context.appRoot))),
             Attribute("apsio.hang.id", .string(h.context.reportID.lowercased)),
-            Attribute("log.record.uid", .string(RecordMapper.recordUID(timeUnixNano: h.timeUnixNano, id: h.context.reportID))),
+            Attribute(
+                "log.record.uid", .string(RecordMapper.recordUID(timeUnixNano: h.timeUnixNano, id: h.context.reportID))),
         ]
         a += RecordMapper.runAttributes(h.context, previousSessionID: h.previousSessionID)
         a += [
@@ -40,8 +44,9 @@ package enum HangRecordMapper {
         if !h.waitChannel.isEmpty { a.append(Attribute("apsio.hang.wait_channel", .string(h.waitChannel))) }
         if h.framesTruncated { a.append(Attribute("apsio.hang.frames_truncated", .bool(true))) }
         if runCrashed { a.append(Attribute("apsio.hang.run_crashed", .bool(true))) }
-        return LogRecord(timeUnixNano: h.timeUnixNano, observedTimeUnixNano: observedTimeUnixNano,
-                         severityNumber: .error, eventName: "apsio.hang", attributes: a)
+        return LogRecord(
+            timeUnixNano: h.timeUnixNano, observedTimeUnixNano: observedTimeUnixNano,
+            severityNumber: .error, eventName: "apsio.hang", attributes: a)
     }
 
     /// Names of the system calls a blocked thread is usually found in.
@@ -49,15 +54,19 @@ package enum HangRecordMapper {
         let table: [Int64: String]
         switch architecture {
         case .x86_64:
-            table = [0: "read", 1: "write", 7: "poll", 17: "pread64", 18: "pwrite64", 23: "select",
-                     34: "pause", 35: "nanosleep", 43: "accept", 45: "recvfrom", 61: "wait4",
-                     74: "fsync", 202: "futex", 230: "clock_nanosleep", 232: "epoll_wait",
-                     270: "pselect6", 271: "ppoll", 281: "epoll_pwait", 288: "accept4",
-                     441: "epoll_pwait2"]
+            table = [
+                0: "read", 1: "write", 7: "poll", 17: "pread64", 18: "pwrite64", 23: "select",
+                34: "pause", 35: "nanosleep", 43: "accept", 45: "recvfrom", 61: "wait4",
+                74: "fsync", 202: "futex", 230: "clock_nanosleep", 232: "epoll_wait",
+                270: "pselect6", 271: "ppoll", 281: "epoll_pwait", 288: "accept4",
+                441: "epoll_pwait2",
+            ]
         case .arm64:
-            table = [22: "epoll_pwait", 63: "read", 64: "write", 72: "pselect6", 73: "ppoll",
-                     82: "fsync", 98: "futex", 101: "nanosleep", 115: "clock_nanosleep",
-                     202: "accept", 207: "recvfrom", 242: "accept4", 260: "wait4", 441: "epoll_pwait2"]
+            table = [
+                22: "epoll_pwait", 63: "read", 64: "write", 72: "pselect6", 73: "ppoll",
+                82: "fsync", 98: "futex", 101: "nanosleep", 115: "clock_nanosleep",
+                202: "accept", 207: "recvfrom", 242: "accept4", 260: "wait4", 441: "epoll_pwait2",
+            ]
         default:
             return nil
         }

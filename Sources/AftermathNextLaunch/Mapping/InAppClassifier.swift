@@ -50,8 +50,11 @@ package struct InAppClassifier: Sendable {
             switch component {
             case ".": continue
             case "..":
-                if result.count > base, result.last != ".." { result.removeLast() }
-                else if base == 0 { result.append(component) }  // relative: keep leading ".."
+                if result.count > base, result.last != ".." {
+                    result.removeLast()
+                } else if base == 0 {
+                    result.append(component)
+                }  // relative: keep leading ".."
             default: result.append(component)
             }
         }

@@ -27,17 +27,25 @@ package enum RecordMapper {
     /// An `app.crash` record.
     /// - Parameter previousSessionID: session.previous_id, from the crashed run's file (the
     ///   crash file does not carry it).
-    package static func crash(_ r: CrashReport, observedTimeUnixNano: UInt64, previousSessionID: UUID? = nil) -> LogRecord {
+    package static func crash(
+        _ r: CrashReport, observedTimeUnixNano: UInt64, previousSessionID: UUID? = nil
+    ) -> LogRecord {
         var a: [Attribute] = [
             Attribute("exception.type", .string(SignalDescription.exceptionType(signal: r.signal, code: r.code))),
-            Attribute("exception.message", .string(SignalDescription.explanation(
-                signal: r.signal, code: r.code, faultAddress: r.faultAddress, pc: r.pc, sp: r.sp,
-                senderPID: r.senderPID, senderUID: r.senderUID))),
+            Attribute(
+                "exception.message",
+                .string(
+                    SignalDescription.explanation(
+                        signal: r.signal, code: r.code, faultAddress: r.faultAddress, pc: r.pc, sp: r.sp,
+                        senderPID: r.senderPID, senderUID: r.senderUID))),
             Attribute("exception.stacktrace", .string(StackFormatter.stacktrace(frames: r.frames, images: r.images))),
             Attribute("app.crash.id", .string(r.context.reportID.lowercased)),
             Attribute("log.record.uid", .string(recordUID(timeUnixNano: r.timeUnixNano, id: r.context.reportID))),
-            Attribute("apsio.crash.images", .string(StackFormatter.imagesJSON(
-                frames: r.frames, images: r.images, appRoot: r.context.appRoot))),
+            Attribute(
+                "apsio.crash.images",
+                .string(
+                    StackFormatter.imagesJSON(
+                        frames: r.frames, images: r.images, appRoot: r.context.appRoot))),
         ]
         a += runAttributes(r.context, previousSessionID: previousSessionID)
         a += [
@@ -53,7 +61,8 @@ package enum RecordMapper {
         if r.framesTruncated { a.append(Attribute("apsio.crash.frames_truncated", .bool(true))) }
         if r.isPartial { a.append(Attribute("apsio.crash.partial", .bool(true))) }
         if r.handlerFaulted { a.append(Attribute("apsio.crash.handler_fault", .bool(true))) }
-        return LogRecord(timeUnixNano: r.timeUnixNano, observedTimeUnixNano: observedTimeUnixNano,
-                         severityNumber: .fatal, eventName: "app.crash", attributes: a)
+        return LogRecord(
+            timeUnixNano: r.timeUnixNano, observedTimeUnixNano: observedTimeUnixNano,
+            severityNumber: .fatal, eventName: "app.crash", attributes: a)
     }
 }

@@ -9,7 +9,8 @@ package enum StackFormatter {
         let sorted = images.sorted { $0.start < $1.start }
         return frames.enumerated().map { index, address in
             if let image = find(address, in: sorted) {
-                return "\(index) \(image.name) \(Hex.address(address)) + \(Hex.address(address - image.start, width: 0))"
+                return
+                    "\(index) \(image.name) \(Hex.address(address)) + \(Hex.address(address - image.start, width: 0))"
             }
             return "\(index) ??? \(Hex.address(address))"
         }.joined(separator: "\n")
@@ -23,10 +24,12 @@ package enum StackFormatter {
         for frame in frames { if let image = find(frame, in: sorted) { used.insert(image.start) } }
         let classifier = InAppClassifier(appRoot: appRoot)
         let entries = sorted.filter { used.contains($0.start) || $0.isMainExecutable }.map { image in
-            ImageEntry(name: image.name, build_id: image.buildID, load_address: Hex.address(image.start),
-                       arch: image.architecture.rawValue,
-                       in_app: image.isAnonymous ? false
-                           : classifier.isInApp(path: image.path, isMainExecutable: image.isMainExecutable))
+            ImageEntry(
+                name: image.name, build_id: image.buildID, load_address: Hex.address(image.start),
+                arch: image.architecture.rawValue,
+                in_app: image.isAnonymous
+                    ? false
+                    : classifier.isInApp(path: image.path, isMainExecutable: image.isMainExecutable))
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]

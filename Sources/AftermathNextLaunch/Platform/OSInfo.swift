@@ -48,7 +48,8 @@ package struct OSInfo: Sendable, Hashable {
     /// Calls visit with each KEY and its unquoted value, in file order.
     package static func visitOSRelease(_ bytes: [UInt8], _ visit: (ArraySlice<UInt8>, [UInt8]) -> Void) {
         let newline = UInt8(ascii: "\n"), cr = UInt8(ascii: "\r"), space = UInt8(ascii: " "), tab = UInt8(ascii: "\t")
-        let equals = UInt8(ascii: "="), hash = UInt8(ascii: "#"), double = UInt8(ascii: "\""), single = UInt8(ascii: "'")
+        let equals = UInt8(ascii: "="), hash = UInt8(ascii: "#"), double = UInt8(ascii: "\""),
+            single = UInt8(ascii: "'")
         let backslash = UInt8(ascii: "\\")
         var lineStart = 0
         while lineStart < bytes.count {

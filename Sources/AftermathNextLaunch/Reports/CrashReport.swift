@@ -46,8 +46,10 @@ package struct CrashReport: Sendable, Hashable {
 }
 
 extension CrashReport {
-    package init(context: ReportContext, info i: aft_crash_info, frames: [UInt64], framesTruncated: Bool,
-         images: [LoadedImage], imagesTruncated: Bool, isPartial: Bool) {
+    package init(
+        context: ReportContext, info i: aft_crash_info, frames: [UInt64], framesTruncated: Bool,
+        images: [LoadedImage], imagesTruncated: Bool, isPartial: Bool
+    ) {
         var i = i
         self.context = context
         signal = i.signal

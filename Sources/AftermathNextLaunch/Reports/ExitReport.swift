@@ -34,7 +34,8 @@ package struct ExitReport: Sendable, Hashable {
         if let previousSessionID { a.append(Attribute("session.previous_id", .string(previousSessionID.lowercased))) }
         if let screen { a.append(Attribute("app.screen.name", .string(screen))) }
         a.append(Attribute("process.pid", .int(context.pid)))
-        return LogRecord(timeUnixNano: timeUnixNano, observedTimeUnixNano: observedTimeUnixNano,
-                         severityNumber: .fatal, eventName: "app.abnormal_exit", attributes: a)
+        return LogRecord(
+            timeUnixNano: timeUnixNano, observedTimeUnixNano: observedTimeUnixNano,
+            severityNumber: .fatal, eventName: "app.abnormal_exit", attributes: a)
     }
 }

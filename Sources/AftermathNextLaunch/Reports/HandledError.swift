@@ -35,8 +35,12 @@ package struct HandledError: Sendable, Hashable {
             Attribute("exception.type", .string(type)),
             Attribute("exception.message", .string(message)),
             Attribute("exception.stacktrace", .string(StackFormatter.stacktrace(frames: frames, images: images))),
-            Attribute("apsio.crash.images", .string(StackFormatter.imagesJSON(frames: frames, images: images,
-                                                                             appRoot: context.appRoot))),
+            Attribute(
+                "apsio.crash.images",
+                .string(
+                    StackFormatter.imagesJSON(
+                        frames: frames, images: images,
+                        appRoot: context.appRoot))),
         ]
         if let fingerprint { a.append(Attribute("apsio.error.fingerprint", .string(fingerprint))) }
         a.append(Attribute("log.record.uid", .string(RecordMapper.recordUID(timeUnixNano: timeUnixNano, id: errorID))))
@@ -44,7 +48,8 @@ package struct HandledError: Sendable, Hashable {
         if let previousSessionID { a.append(Attribute("session.previous_id", .string(previousSessionID.lowercased))) }
         if let screen { a.append(Attribute("app.screen.name", .string(screen))) }
         a.append(Attribute("thread.id", .int(Int64(bitPattern: threadID))))
-        return LogRecord(timeUnixNano: timeUnixNano, observedTimeUnixNano: observedTimeUnixNano,
-                         severityNumber: .error, attributes: a)
+        return LogRecord(
+            timeUnixNano: timeUnixNano, observedTimeUnixNano: observedTimeUnixNano,
+            severityNumber: .error, attributes: a)
     }
 }

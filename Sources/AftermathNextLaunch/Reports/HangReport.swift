@@ -71,7 +71,8 @@ extension HangReport {
         threadID = h.thread_id
         threadName = CString.read(&h.thread_name)
         let state = UInt8(bitPattern: h.thread_state)
-        threadState = (state >= 0x41 && state <= 0x5A) || (state >= 0x61 && state <= 0x7A)
+        threadState =
+            (state >= 0x41 && state <= 0x5A) || (state >= 0x61 && state <= 0x7A)
             ? Character(Unicode.Scalar(state)) : "?"
         syscallNumber = h.syscall_number == UInt64.max ? nil : Int64(truncatingIfNeeded: h.syscall_number)
         waitChannel = CString.read(&h.wait_channel)

@@ -32,10 +32,12 @@ package struct ReportContext: Sendable, Hashable {
     /// The directory whose images count as in-app for that run.
     package var appRoot: String
 
-    package init(reportID: UUID, sessionID: UUID, runID: UUID, pid: Int64, startTimeUnixNano: UInt64,
-                 serviceName: String, serviceVersion: String, appBuildID: String, osName: String,
-                 osVersion: String, kernelRelease: String, architecture: Architecture,
-                 executablePath: String, appRoot: String) {
+    package init(
+        reportID: UUID, sessionID: UUID, runID: UUID, pid: Int64, startTimeUnixNano: UInt64,
+        serviceName: String, serviceVersion: String, appBuildID: String, osName: String,
+        osVersion: String, kernelRelease: String, architecture: Architecture,
+        executablePath: String, appRoot: String
+    ) {
         self.reportID = reportID
         self.sessionID = sessionID
         self.runID = runID

@@ -10,7 +10,8 @@ public enum OTLPJSON {
     /// Encodes `batch` as UTF-8 OTLP/JSON; `pretty` indents it.
     public static func encode(_ batch: LogBatch, pretty: Bool = false) -> [UInt8] {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = pretty ? [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes] : [.sortedKeys, .withoutEscapingSlashes]
+        encoder.outputFormatting =
+            pretty ? [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes] : [.sortedKeys, .withoutEscapingSlashes]
         encoder.nonConformingFloatEncodingStrategy = .convertToString(
             positiveInfinity: "Infinity", negativeInfinity: "-Infinity", nan: "NaN")
         // The wire types hold only strings, integers, booleans and finite-or-named doubles:
@@ -68,19 +69,26 @@ private enum Wire {
         var resourceLogs: [ResourceLogs]
 
         init(_ b: LogBatch) {
-            resourceLogs = [ResourceLogs(
-                resource: Resource(attributes: b.resource.attributes.map(KeyValue.init)),
-                scopeLogs: [ScopeLogs(scope: Scope(name: b.scopeName, version: b.scopeVersion),
-                                      logRecords: b.records.map(LogRecordJSON.init))])]
+            resourceLogs = [
+                ResourceLogs(
+                    resource: Resource(attributes: b.resource.attributes.map(KeyValue.init)),
+                    scopeLogs: [
+                        ScopeLogs(
+                            scope: Scope(name: b.scopeName, version: b.scopeVersion),
+                            logRecords: b.records.map(LogRecordJSON.init))
+                    ])
+            ]
         }
 
         /// Every resource and scope as its own batch.
         var batches: [LogBatch] {
             resourceLogs.flatMap { resourceLog in
-                let resource = AftermathOTLP.Resource(attributes: (resourceLog.resource?.attributes ?? []).map(\.attribute))
+                let resource = AftermathOTLP.Resource(
+                    attributes: (resourceLog.resource?.attributes ?? []).map(\.attribute))
                 return (resourceLog.scopeLogs ?? []).map { scopeLog in
-                    LogBatch(resource: resource, scopeName: scopeLog.scope?.name ?? "",
-                             scopeVersion: scopeLog.scope?.version ?? "", records: (scopeLog.logRecords ?? []).map(\.record))
+                    LogBatch(
+                        resource: resource, scopeName: scopeLog.scope?.name ?? "",
+                        scopeVersion: scopeLog.scope?.version ?? "", records: (scopeLog.logRecords ?? []).map(\.record))
                 }
             }
         }
@@ -138,9 +146,10 @@ private enum Wire {
         }
 
         var record: LogRecord {
-            var r = LogRecord(timeUnixNano: timeUnixNano?.value ?? 0, observedTimeUnixNano: observedTimeUnixNano?.value ?? 0,
-                              severityNumber: SeverityNumber(rawValue: severityNumber ?? 0), eventName: eventName,
-                              body: body?.value, attributes: (attributes ?? []).map(\.attribute))
+            var r = LogRecord(
+                timeUnixNano: timeUnixNano?.value ?? 0, observedTimeUnixNano: observedTimeUnixNano?.value ?? 0,
+                severityNumber: SeverityNumber(rawValue: severityNumber ?? 0), eventName: eventName,
+                body: body?.value, attributes: (attributes ?? []).map(\.attribute))
             r.severityText = severityText
             return r
         }
@@ -207,7 +216,8 @@ private enum Wire {
             } else if let l = try c.decodeIfPresent(KeyValueList.self, forKey: .kvlistValue) {
                 value = .kvlist((l.values ?? []).map(\.attribute))
             } else {
-                throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath, debugDescription: "an AnyValue with no value"))
+                throw DecodingError.dataCorrupted(
+                    .init(codingPath: c.codingPath, debugDescription: "an AnyValue with no value"))
             }
         }
     }

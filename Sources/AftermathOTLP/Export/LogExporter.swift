@@ -19,4 +19,3 @@ public protocol LogExporter: Sendable {
     /// Delivers `batch`, returning only once it is acknowledged; throws if it is not.
     func export(_ batch: LogBatch) throws
 }
-

@@ -17,7 +17,8 @@ package struct OTelEnvironment: Sendable {
     /// OTEL_RESOURCE_ATTRIBUTES, then OTEL_SERVICE_NAME as service.name (it wins over the list).
     package var resourceAttributes: [Attribute] {
         var out: [Attribute] = []
-        for (key, value) in Self.keyValueList(self["OTEL_RESOURCE_ATTRIBUTES"] ?? "") where key != "service.name" || self["OTEL_SERVICE_NAME"] == nil {
+        for (key, value) in Self.keyValueList(self["OTEL_RESOURCE_ATTRIBUTES"] ?? "")
+        where key != "service.name" || self["OTEL_SERVICE_NAME"] == nil {
             out.removeAll { $0.key == key }
             out.append(Attribute(key, .string(value)))
         }
@@ -44,7 +45,9 @@ package struct OTelEnvironment: Sendable {
         out.reserveCapacity(bytes.count)
         var i = 0
         while i < bytes.count {
-            if bytes[i] == UInt8(ascii: "%"), i + 2 < bytes.count, let high = hexValue(bytes[i + 1]), let low = hexValue(bytes[i + 2]) {
+            if bytes[i] == UInt8(ascii: "%"), i + 2 < bytes.count, let high = hexValue(bytes[i + 1]),
+                let low = hexValue(bytes[i + 2])
+            {
                 out.append(high << 4 | low)
                 i += 3
             } else {
@@ -69,7 +72,9 @@ extension String {
     /// Without leading and trailing spaces and tabs.
     func trimmingBlanks() -> String {
         let blank: (Character) -> Bool = { $0 == " " || $0 == "\t" }
-        guard let first = firstIndex(where: { !blank($0) }), let last = lastIndex(where: { !blank($0) }) else { return "" }
+        guard let first = firstIndex(where: { !blank($0) }), let last = lastIndex(where: { !blank($0) }) else {
+            return ""
+        }
         return String(self[first...last])
     }
 }

@@ -23,11 +23,11 @@ int aftsym_image_has_dwarf(aftsym_image *image);
 
 /// One frame of a lookup. Strings are malloc'ed (aftsym_frames_free) or NULL when unknown.
 typedef struct {
-    char *name;      ///< linkage (mangled) name when DWARF has one, else the plain name
-    char *file;      ///< source file, as the compile unit names it (absolute when it can)
-    int line;        ///< 0 when unknown
-    int column;      ///< 0 when unknown
-    int inlined;     ///< 1 if this function was inlined into the next frame
+    char *name;  ///< linkage (mangled) name when DWARF has one, else the plain name
+    char *file;  ///< source file, as the compile unit names it (absolute when it can)
+    int line;    ///< 0 when unknown
+    int column;  ///< 0 when unknown
+    int inlined; ///< 1 if this function was inlined into the next frame
 } aftsym_frame;
 
 /// Looks up the runtime `address` (for a caller frame, pass the return address minus one).
@@ -50,8 +50,8 @@ int aftsym_elf_has_dwarf(const char *path);
 
 /// Asks the servers in DEBUGINFOD_URLS for the debug file with `build_id`. Returns 1 with the
 /// cached file's path in `path_out`, or 0 with the reason in `error`.
-int aftsym_debuginfod_find(const uint8_t *build_id, size_t build_id_size, char *path_out, size_t path_size,
-                           char *error, size_t error_size);
+int aftsym_debuginfod_find(const uint8_t *build_id, size_t build_id_size, char *path_out,
+                           size_t path_size, char *error, size_t error_size);
 
 /// The demangled C++ name (malloc'ed), or NULL if `name` is not a C++ mangled name.
 char *aftsym_cxx_demangle(const char *name);

@@ -1,3 +1,5 @@
+// swift-format-ignore-file
+// (The line numbers of this fixture are what the symbolication tests check.)
 // A program that traps the way optimized Swift code does (the symbolication tests build it with
 // swiftc -O -g). Prints the trap address and its executable's load address on stderr, then
 // dies from the signal.

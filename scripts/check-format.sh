@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Checks the formatting of every Swift file (swift-format, from the toolchain, .swift-format)
+# and every C file (clang-format from Debian, .clang-format). Run by CI. To fix:
+#   swift format -i -r Sources Harness Tests Package.swift
+#   clang-format -i <the C files listed below>
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v clang-format >/dev/null; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq clang-format >/dev/null
+fi
+swift format lint --strict -r Sources Harness Tests Package.swift
+c_files=$(ls CSignalShim/*.c CSignalShim/*.h CSignalShim/include/*.h Harness/CFaults/*.c \
+  Harness/CFaults/include/*.h Sources/*/*.c Sources/*/include/*.h scripts/arm64/*.c 2>/dev/null |
+  grep -v crc32_tables.h)
+clang-format --dry-run --Werror $c_files
+echo "check-format: Swift and C files are formatted ($(echo "$c_files" | wc -l) C files)"
