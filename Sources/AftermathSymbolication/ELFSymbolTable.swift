@@ -267,7 +267,7 @@ private struct ELFParser {
         guard shoff != 0 else { return [] }
         guard Int(shentsize) >= Self.shdrSize else { throw .malformed("e_shentsize \(shentsize)") }
         if shnum == 0 {
-            // Extended numbering: the real count is in section 0's sh_size.
+            // Extended numbering: the real count is in the sh_size of the first section header (index 0).
             let first = try file.read("section header 0", offset: shoff, size: UInt64(shentsize))
             shnum = first.elfLE(32)
         }
