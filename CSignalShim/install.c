@@ -297,11 +297,3 @@ uint32_t aft_installed_images(aft_image *images, uint32_t capacity) {
 }
 
 void aft_installed_context(aft_context *context) { *context = aft_g_state.context; }
-
-void aft_uninstall(void) {
-    if (!aft_g_state.installed) return;
-    for (int i = 0; i < AFT_SIGNAL_COUNT; i++)
-        sigaction(aft_g_signals[i], &aft_g_state.previous[i], NULL);
-    for (int i = 0; i < AFT_SIGNAL_COUNT; i++) aft_g_state.has_original[i] = 0;
-    aft_g_state.installed = 0;
-}

@@ -101,13 +101,6 @@ void aft_run_set_session(const uint8_t session_id[AFT_ID_SIZE],
     pthread_mutex_unlock(&aft_g_run_lock);
 }
 
-void aft_run_current_path(char *out, size_t capacity) {
-    if (capacity == 0) return;
-    pthread_mutex_lock(&aft_g_run_lock);
-    snprintf(out, capacity, "%s", aft_g_run.fd >= 0 ? aft_g_run_path : "");
-    pthread_mutex_unlock(&aft_g_run_lock);
-}
-
 static void *aft_run_updater(void *arg) {
     (void)arg;
     aft_thread_set_own_mask();

@@ -38,9 +38,6 @@ uint32_t aft_installed_images(aft_image *images, uint32_t capacity);
 /* The context the handler writes (with the app build id read at install). */
 void aft_installed_context(aft_context *context);
 
-/* Restores the handlers that were there before aft_install (tests and benchmarks). */
-void aft_uninstall(void);
-
 /* Gives the calling thread an alternate signal stack of at least 64 KiB with a guard page,
  * unless it already has an adequate one. Returns 0 or an errno value. */
 int aft_prepare_thread(void);
@@ -212,8 +209,6 @@ void aft_run_mark_clean_exit(int32_t status);
 /* Stops the updater, closes the file (releasing the lock) without a clean-exit mark, restores
  * the termination handlers (tests). */
 void aft_run_stop(void);
-/* The path of this run's file ("" when none). */
-void aft_run_current_path(char *out, size_t capacity);
 
 /* ---- evidence readers, shared by the running process and the next launch (runs.c) ---- */
 
