@@ -69,10 +69,12 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
     if (ucontext != NULL)
         aft_async_arch_registers(ucontext, ci); /* NULL: a handler that chained to us without it */
 
-    uint32_t unwinder = AFT_UNWINDER_NONE, truncated = 0;
+    uint32_t unwinder = AFT_UNWINDER_NONE, truncated = 0, unwind_status = 0;
     uint32_t frames =
-        aft_async_unwind_context(ucontext, aft_g_frames, AFT_MAX_FRAMES, &unwinder, &truncated);
+        aft_async_unwind_context(ucontext, aft_g_frames, AFT_MAX_FRAMES, AFT_UNWIND_SLOT_CRASH,
+                                 AFT_UNWIND_CRASH_BUDGET_NS, &unwinder, &truncated, &unwind_status);
     ci->unwinder = unwinder;
+    ci->unwind_status = unwind_status;
 
     aft_report_spec spec = {
         .kind = AFT_KIND_CRASH,

@@ -34,6 +34,41 @@ _Atomic uint32_t aft_g_known_image_count;
 aft_link_map_snapshot aft_g_known_link_map;
 
 static uint32_t aft_g_alt_stack_size = AFT_MIN_ALT_STACK;
+aft_unwind_slot aft_g_unwind_slots[AFT_UNWIND_SLOTS];
+
+void aft_unwind_helpers_prepare(int in_forked_child) {
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0) page = 4096;
+    size_t shared_size = (sizeof(aft_unwind_shared) + (size_t)page - 1) & ~((size_t)page - 1);
+    for (uint32_t i = 0; i < AFT_UNWIND_SLOTS; i++) {
+        aft_unwind_slot *slot = &aft_g_unwind_slots[i];
+        if (in_forked_child) {
+            /* fork(2) shares a MAP_SHARED mapping with the parent: replace it in place. */
+            if (slot->shared == NULL) continue;
+            void *fresh = mmap(slot->shared, shared_size, PROT_READ | PROT_WRITE,
+                               MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+            if (fresh == MAP_FAILED) slot->shared = NULL; /* the frame-pointer stack only */
+            continue;
+        }
+        if (slot->shared != NULL) continue;
+        uint8_t *stack = mmap(NULL, AFT_UNWIND_HELPER_STACK + (size_t)page, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (stack == MAP_FAILED) continue;
+        if (mprotect(stack, (size_t)page, PROT_NONE) != 0) { /* the guard page */
+            munmap(stack, AFT_UNWIND_HELPER_STACK + (size_t)page);
+            continue;
+        }
+        void *shared = mmap(NULL, shared_size, PROT_READ | PROT_WRITE,
+                            MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (shared == MAP_FAILED) {
+            munmap(stack, AFT_UNWIND_HELPER_STACK + (size_t)page);
+            continue;
+        }
+        /* The stack grows down from its top, 16-byte aligned. */
+        slot->stack_top = stack + (size_t)page + AFT_UNWIND_HELPER_STACK;
+        slot->shared = shared;
+    }
+}
 
 static void aft_set_error(char *error, size_t capacity, const char *what, int err) {
     if (error && capacity > 0) snprintf(error, capacity, "%s: %s", what, strerror(err));
@@ -183,6 +218,7 @@ static void aft_after_fork_in_child(void) {
     }
     aft_g_state.context.pid = pid;
     aft_async_memory_reader_refresh();
+    aft_unwind_helpers_prepare(1);
     aft_async_id_file_name(aft_g_state.tmp_name, AFT_FILE_NAME_CAPACITY,
                            aft_g_state.context.report_id, ".crash.tmp");
     aft_async_id_file_name(aft_g_state.final_name, AFT_FILE_NAME_CAPACITY,
@@ -205,6 +241,7 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
         return err;
     }
     aft_memory_reader_prepare();
+    aft_unwind_helpers_prepare(0);
     int err = aft_prepare_thread();
     if (err != 0) {
         close(dir_fd);

@@ -47,8 +47,8 @@ int aft_thread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*sta
                       void *arg);
 
 /* Scratch memory for the crash path, reserved at load time (BSS), never malloc'ed.
- * Frame buffers passed to aft_async_unwind_context have AFT_UNWIND_SLACK extra entries for
- * the handler's own frames, which are dropped. */
+ * AFT_UNWIND_SLACK extra entries hold the frames of a tracer's own callers, which are dropped
+ * (aft_current_stack). */
 #define AFT_UNWIND_SLACK 64u
 extern uint64_t aft_g_frames[AFT_MAX_FRAMES + AFT_UNWIND_SLACK];
 extern aft_image aft_g_images[AFT_MAX_IMAGES];
@@ -161,10 +161,41 @@ uint64_t aft_async_arch_code_address(uint64_t address);
 /* 1 when the instruction before address (a candidate return address) is a call. */
 int aft_async_arch_follows_call(uint64_t address);
 
-/* ---- unwinding (unwind_async.c) ---- */
-/* frames must have room for capacity + AFT_UNWIND_SLACK entries. */
+/* ---- unwinding (unwind_async.c; the helpers are prepared by install.c) ---- */
+/* A slot for one unwinding helper at a time: the crash handler and the hang capture each own
+ * one, so they never share. */
+#define AFT_UNWIND_SLOTS 2u
+#define AFT_UNWIND_SLOT_CRASH 0u
+#define AFT_UNWIND_SLOT_CAPTURE 1u
+#define AFT_UNWIND_HELPER_STACK (256u * 1024u)
+/* How long a handler waits for libunwind before it keeps the frame-pointer stack. */
+#define AFT_UNWIND_CRASH_BUDGET_NS (300ull * 1000 * 1000)
+#define AFT_UNWIND_CAPTURE_BUDGET_NS (150ull * 1000 * 1000)
+/* What the helper hands back, in a MAP_SHARED mapping (seen by a helper that is a copy). */
+typedef struct aft_unwind_shared {
+    _Atomic uint32_t done; /* futex word: 1 once count, truncated and frames are written */
+    uint32_t count;
+    uint32_t truncated;
+    uint32_t _pad;
+    uint64_t frames[AFT_MAX_FRAMES];
+} aft_unwind_shared;
+typedef struct aft_unwind_slot {
+    aft_unwind_shared *shared; /* NULL: not prepared, the frame-pointer stack only */
+    void *stack_top;           /* the helper's stack (a guard page below it) */
+    void *context;             /* where the helper starts: a signal context, or our own */
+    int context_is_signal;
+    uint32_t capacity;
+} aft_unwind_slot;
+extern aft_unwind_slot aft_g_unwind_slots[AFT_UNWIND_SLOTS];
+/* Normal time: maps the helpers' stacks and shared buffers (once; again in a forked child,
+ * so that a parent and its child never share a buffer). */
+void aft_unwind_helpers_prepare(int in_forked_child);
+/* The stack from a signal context (NULL: from the caller): frame pointers first, then
+ * libunwind in a helper (slot) for at most budget_ns. frames needs capacity entries.
+ * *status is AFT_UNWIND_STATUS_*: how libunwind's attempt ended. */
 uint32_t aft_async_unwind_context(void *ucontext, uint64_t *frames, uint32_t capacity,
-                                  uint32_t *unwinder, uint32_t *truncated);
+                                  uint32_t slot, uint64_t budget_ns, uint32_t *unwinder,
+                                  uint32_t *truncated, uint32_t *status);
 uint32_t aft_async_frame_pointer_walk(uint64_t pc, uint64_t fp, uint64_t *frames, uint32_t capacity,
                                       uint32_t *truncated);
 

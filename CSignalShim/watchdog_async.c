@@ -126,12 +126,12 @@ void aft_async_watchdog_capture_handler(int signo, siginfo_t *info, void *uconte
         return;
     }
     uint64_t entry = aft_async_now_ns(CLOCK_MONOTONIC);
-    uint32_t unwinder = 0, truncated = 0;
-    _Static_assert(sizeof(w->capture_frames) >=
-                       (AFT_MAX_FRAMES + AFT_UNWIND_SLACK) * sizeof(uint64_t),
-                   "the unwinder writes capacity + AFT_UNWIND_SLACK frames");
-    w->capture_frame_count = aft_async_unwind_context(ucontext, w->capture_frames, AFT_MAX_FRAMES,
-                                                      &unwinder, &truncated);
+    uint32_t unwinder = 0, truncated = 0, unwind_status = 0;
+    _Static_assert(sizeof(w->capture_frames) >= AFT_MAX_FRAMES * sizeof(uint64_t),
+                   "the unwinder writes up to AFT_MAX_FRAMES frames");
+    w->capture_frame_count = aft_async_unwind_context(
+        ucontext, w->capture_frames, AFT_MAX_FRAMES, AFT_UNWIND_SLOT_CAPTURE,
+        AFT_UNWIND_CAPTURE_BUDGET_NS, &unwinder, &truncated, &unwind_status);
     w->capture_truncated = truncated;
     w->capture_pause_ns = aft_async_now_ns(CLOCK_MONOTONIC) - entry;
     atomic_store(&w->capture_state, (state & ~0xffu) | AFT_CAPTURE_DONE);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compiles every C file of CSignalShim, Harness/CFaults, Sources/CSymbolication and
+# Compiles every C file of CSignalShim, Harness/CFaults, Harness/Detector, Sources/CSymbolication and
 # Sources/CAftermathHTTP with -std=c11 -Wall -Wextra -Werror
 # (the package itself sets no warning flags: a product's target with unsafe flags cannot be
 # depended on by version). Run by CI; the arm64 compile is part of scripts/arm64.sh --quick.
@@ -9,7 +9,7 @@ cc=${CC:-clang}
 command -v "$cc" >/dev/null || cc=gcc
 status=0
 count=0
-for f in CSignalShim/*.c Harness/CFaults/*.c Sources/CSymbolication/*.c Sources/CAftermathHTTP/*.c; do
+for f in CSignalShim/*.c Harness/CFaults/*.c Harness/Detector/*.c Sources/CSymbolication/*.c Sources/CAftermathHTTP/*.c; do
   count=$((count + 1))
   if ! "$cc" -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE $(pkg-config --cflags libunwind 2>/dev/null) \
       -ICSignalShim/include -ICSignalShim -IHarness/CFaults/include -ISources/CSymbolication/include -ISources/CAftermathHTTP/include -fsyntax-only "$f"; then

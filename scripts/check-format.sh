@@ -11,7 +11,7 @@ if ! command -v clang-format >/dev/null; then
 fi
 swift format lint --strict -r Sources Harness Tests Package.swift
 c_files=$(ls CSignalShim/*.c CSignalShim/*.h CSignalShim/include/*.h Harness/CFaults/*.c \
-  Harness/CFaults/include/*.h Sources/*/*.c Sources/*/include/*.h scripts/arm64/*.c 2>/dev/null |
+  Harness/CFaults/include/*.h Harness/Detector/*.c Sources/*/*.c Sources/*/include/*.h scripts/arm64/*.c 2>/dev/null |
   grep -v crc32_tables.h)
 clang-format --dry-run --Werror $c_files
 echo "check-format: Swift and C files are formatted ($(echo "$c_files" | wc -l) C files)"

@@ -5,4 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 swift build --product crash-harness
-.build/debug/crash-harness "$@"
+# The handler detector: preloaded into every crashing child, it fails a row when the crash
+# handler calls malloc, free, a mutex or dl_iterate_phdr on the signal stack.
+mkdir -p .build
+cc=${CC:-cc}
+"$cc" -std=c11 -Wall -Wextra -Werror -O2 -shared -fPIC -o .build/handler-detector.so \
+  Harness/Detector/handler_detector.c -ldl
+.build/debug/crash-harness --detector .build/handler-detector.so "$@"

@@ -68,6 +68,13 @@
 #define AFT_UNWINDER_FRAME_POINTER 2u
 #define AFT_UNWINDER_PC_ONLY 3u
 
+/* How libunwind's attempt ended (aft_crash_info.unwind_status). The handler walks frame
+ * pointers first, without locks, then gives libunwind a deadline in a helper process. */
+#define AFT_UNWIND_STATUS_NOT_RECORDED 0u  /* files written before the field existed */
+#define AFT_UNWIND_STATUS_COMPLETE 1u      /* finished: its stack is used when it has 2+ frames */
+#define AFT_UNWIND_STATUS_TIMED_OUT 2u     /* not finished in time (a lock another thread held) */
+#define AFT_UNWIND_STATUS_HELPER_FAILED 3u /* its helper could not start, or died */
+
 /* Image flags */
 #define AFT_IMAGE_MAIN_EXECUTABLE 0x1u
 #define AFT_IMAGE_DELETED 0x2u /* the path ended in " (deleted)", already removed */
@@ -137,7 +144,7 @@ typedef struct aft_crash_info {
         [AFT_MAX_REGISTERS]; /* x86-64: mcontext gregs order; arm64: x0-x30, sp, pc, pstate */
     char thread_name[AFT_THREAD_NAME];
     uint32_t is_main_thread; /* 1 when tid == pid */
-    uint32_t _reserved0;
+    uint32_t unwind_status;  /* AFT_UNWIND_STATUS_* */
     uint8_t _reserved[32];
 } aft_crash_info;
 

@@ -131,3 +131,36 @@ int aft_test_install_chaining_handler(int slot, int signo, int null_arguments) {
     if (sigaction(signo, &action, &aft_test_chain_previous[slot]) != 0) return errno;
     return 0;
 }
+
+/* ---- a thread holding the loader's lock ---- */
+#include <link.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
+static _Atomic int aft_g_loader_lock_held;
+
+static int aft_hold_in_callback(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)info;
+    (void)size;
+    (void)data;
+    atomic_store(&aft_g_loader_lock_held, 1);
+    for (;;) pause(); /* dl_iterate_phdr holds the loader's lock around every callback */
+    return 1;
+}
+
+static void *aft_hold_loader_lock_thread(void *arg) {
+    (void)arg;
+    dl_iterate_phdr(aft_hold_in_callback, NULL);
+    return NULL;
+}
+
+int aft_test_hold_loader_lock(void) {
+    pthread_t thread;
+    int err = pthread_create(&thread, NULL, aft_hold_loader_lock_thread, NULL);
+    if (err != 0) return err;
+    pthread_detach(thread);
+    struct timespec ms = {.tv_sec = 0, .tv_nsec = 1000 * 1000};
+    for (int i = 0; i < 5000 && !atomic_load(&aft_g_loader_lock_held); i++) nanosleep(&ms, NULL);
+    return atomic_load(&aft_g_loader_lock_held) ? 0 : ETIMEDOUT;
+}

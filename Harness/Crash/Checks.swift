@@ -19,6 +19,7 @@ enum Column: String, CaseIterable, Sendable, TableColumn {
     case thread = "thread"
     case swiftBacktrace = "swift bt"
     case pending = "pending"
+    case handlerCalls = "handler calls"
 }
 
 typealias CheckResult = TableCheck<Column>
@@ -39,14 +40,34 @@ struct Checks {
     func all() -> [CheckResult] {
         [
             signal(), sameExit(), recordType(), sessionRelease(), chain(), images(), frameCount(), thread(),
-            swiftBacktrace(), pending(),
+            swiftBacktrace(), pending(), handlerCalls(),
         ]
+    }
+
+    /// With the handler detector: no malloc, free, mutex or dl_iterate_phdr on the signal stack.
+    func handlerCalls() -> CheckResult {
+        guard let log = evidence.detectorLog else { return .skip(.handlerCalls) }
+        let lines = log.split(separator: "\n").map(String.init)
+        guard lines.contains(where: { $0.hasSuffix(" loaded") }) else {
+            return .fail(.handlerCalls, "not loaded", "the handler detector did not load into the child")
+        }
+        let calls = lines.filter { $0.contains("called on the signal stack") }
+        if calls.isEmpty { return .pass(.handlerCalls, "none") }
+        return .fail(
+            .handlerCalls, "\(calls.count)",
+            "called on the signal stack: " + calls.prefix(4).joined(separator: "; "))
     }
 
     func signal() -> CheckResult {
         let got = evidence.withAftermath.termination
         let cell =
             "\(SignalDescription.name(scenario.signal))/\(got.signal.map(SignalDescription.name) ?? got.description)"
+        let late = evidence.withAftermath.milliseconds - evidence.withoutAftermath.milliseconds
+        if got == .signaled(scenario.signal), scenario.setup == .loaderLockHeld, late >= 1000 {
+            return .fail(
+                .signal, cell,
+                "with Aftermath the child took \(late) ms longer to die than without (limit 1,000 ms)")
+        }
         if got == .signaled(scenario.signal) { return .pass(.signal, cell) }
         return .fail(
             .signal, cell,

@@ -52,6 +52,13 @@ enum ChildMode {
             if scenario.setup == .reinstallAroundChainingHandler { installAppHandler() }
             say("\(contextPrefix) none\n")
         }
+        if scenario.setup == .loaderLockHeld {
+            let status = aft_test_hold_loader_lock()
+            guard status == 0 else {
+                say("crash-harness: holding the loader's lock failed: \(status)\n", fd: 2)
+                _exit(setupFailureStatus)
+            }
+        }
         let seed = CommandLine.arguments.count &* 7919
         if scenario.threadName != nil { crashOnThread(scenario) }
         survived(crashChainLevel1(scenario, seed))
@@ -68,7 +75,7 @@ enum ChildMode {
     /// Puts the child into the scenario's conditions before Aftermath starts.
     static func prepare(_ setup: Setup) {
         switch setup {
-        case .none, .reinstallAroundChainingHandler:
+        case .none, .reinstallAroundChainingHandler, .loaderLockHeld:
             break
         case .seccompKillProcessVMReadv, .seccompRefuseProcessVMReadv:
             let status = aft_test_refuse_process_vm_readv(setup == .seccompKillProcessVMReadv ? 1 : 0)

@@ -12,6 +12,8 @@ struct Matrix {
     var scenarios: [Scenario]
     /// Keep every scenario's directories under this one instead of a temporary directory.
     var keepDirectory: String?
+    /// The handler detector to preload into the crashing children (Harness/Detector), if any.
+    var detector: String?
     /// Print each scenario's symbolicated stack and the children's output.
     var verbose: Bool
 
@@ -20,7 +22,16 @@ struct Matrix {
         guard let base = prepareBaseDirectory() else { return 2 }
         var environment = ProcessInfo.processInfo.environment
         environment["SWIFT_BACKTRACE"] = "enable=yes,interactive=no"
-        let runner = ScenarioRunner(executable: executable, baseDirectory: base, environment: environment)
+        var runner = ScenarioRunner(executable: executable, baseDirectory: base, environment: environment)
+        if let detector {
+            guard FileManager.default.fileExists(atPath: detector) else {
+                ChildMode.say("crash-harness: no handler detector at \(detector)\n", fd: 2)
+                return 2
+            }
+            runner.detector =
+                (detector as NSString).standardizingPath.hasPrefix("/")
+                ? detector : FileManager.default.currentDirectoryPath + "/" + detector
+        }
         let stack = CrashStack()
         let executableName = (executable as NSString).lastPathComponent
 

@@ -29,6 +29,8 @@ struct Evidence: Sendable {
     var printedSession: String?
     var printedBuildID: String?
     var reportsDirectory: String
+    /// What the handler detector logged for the crashing child; nil when it ran without one.
+    var detectorLog: String?
 
     var crashesDirectory: String { ReportDirectory(root: reportsDirectory).crashes }
 }
@@ -41,6 +43,8 @@ struct ScenarioRunner: Sendable {
     var baseDirectory: String
     var environment: [String: String]
     var timeoutSeconds = 60.0
+    /// A handler detector (an LD_PRELOAD library) to load into the child with Aftermath.
+    var detector: String?
 
     /// Text the Swift runtime's backtracer prints when it handles a crash.
     static let backtracerMarkers = ["*** Program crashed:", "Backtracing from"]
@@ -54,9 +58,15 @@ struct ScenarioRunner: Sendable {
 
         // The moment the backtracer's text shows up, our crash file must already be in place.
         let watch = StderrWatch(markers: Self.backtracerMarkers) { !Self.committedCrashFiles(crashes).isEmpty }
+        var withEnvironment = environment
+        let detectorLog = (root as NSString).appendingPathComponent("handler-detector.log")
+        if let detector {
+            withEnvironment["LD_PRELOAD"] = detector
+            withEnvironment["AFTERMATH_DETECTOR_LOG"] = detectorLog
+        }
         let with = ChildProcess.run(
             executable, ["child", scenario.name, "--dir", reports],
-            environment: environment, timeout: timeoutSeconds, watch: watch)
+            environment: withEnvironment, timeout: timeoutSeconds, watch: watch)
         let without = ChildProcess.run(
             executable, ["child", scenario.name, "--dir", unusedDirectory, "--no-aftermath"],
             environment: environment, timeout: timeoutSeconds)
@@ -74,7 +84,8 @@ struct ScenarioRunner: Sendable {
             crashRecords: crashRecords,
             otherEventNames: records.filter { $0.eventName != "app.crash" }.map { $0.eventName ?? "(none)" },
             exportProblems: problems,
-            printedSession: context["session"], printedBuildID: context["build"], reportsDirectory: reports)
+            printedSession: context["session"], printedBuildID: context["build"], reportsDirectory: reports,
+            detectorLog: detector == nil ? nil : ((try? String(contentsOfFile: detectorLog, encoding: .utf8)) ?? ""))
     }
 
     /// The key=value pairs of the child's AFTERMATH_CONTEXT line.

@@ -54,6 +54,9 @@ enum Setup: Sendable {
     /// Aftermath started, then the app's own SIGSEGV handler that calls the one it replaced,
     /// then Aftermath started again (without Aftermath: only the app's handler).
     case reinstallAroundChainingHandler
+    /// Another thread stays inside a dl_iterate_phdr callback, holding the loader's lock, from
+    /// after start until the crash: the report must not wait for it (the death within 1 s).
+    case loaderLockHeld
 }
 
 extension Scenario {
@@ -117,6 +120,10 @@ extension Scenario {
                 "reinstall-chain", "start, an app handler chaining to the previous, start again, null dereference",
                 fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
                 setup: .reinstallAroundChainingHandler),
+            Scenario(
+                "loader-lock", "null dereference while another thread holds the loader's lock",
+                fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
+                setup: .loaderLockHeld),
         ]
         #if arch(x86_64)
         // arm64 integer division by zero does not trap (sdiv returns 0): x86-64 only.

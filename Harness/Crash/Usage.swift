@@ -1,7 +1,7 @@
 /// The command line.
 enum Usage {
     static let text = """
-        usage: crash-harness [--scenario NAME]... [--keep DIR] [--verbose]
+        usage: crash-harness [--scenario NAME]... [--keep DIR] [--detector LIB] [--verbose]
                crash-harness --list
           Runs each scenario (default: all) in child processes that link Aftermath and fault:
           the child with Aftermath, the same child without it, then a next launch that delivers
@@ -9,6 +9,9 @@ enum Usage {
           prints a table and exits 1 if any scenario failed.
           --scenario NAME  run only this scenario (repeatable; see --list)
           --keep DIR       keep the reports under DIR
+          --detector LIB   preload LIB (Harness/Detector, built by scripts/harness.sh) into
+                           the crashing children: malloc, free, a mutex or dl_iterate_phdr
+                           called on the signal stack fails the row
           --verbose, -v    print every scenario's symbolicated stack and the children's output
 
         internal (the harness runs these itself):
@@ -17,7 +20,7 @@ enum Usage {
         """
 
     enum Mode {
-        case matrix(scenarios: [String], keep: String?, verbose: Bool)
+        case matrix(scenarios: [String], keep: String?, detector: String?, verbose: Bool)
         case list
         case child(Scenario, directory: String, withAftermath: Bool)
         case nextLaunch(directory: String)
@@ -27,7 +30,7 @@ enum Usage {
 
     static func parse(_ arguments: [String]) -> Mode {
         var rest = arguments[...]
-        var names: [String] = [], keep: String?, verbose = false, list = false
+        var names: [String] = [], keep: String?, detector: String?, verbose = false, list = false
         var directory: String?, withAftermath = true
         let command = rest.first.flatMap { ["child", "next-launch"].contains($0) ? $0 : nil }
         if command != nil { rest = rest.dropFirst() }
@@ -37,7 +40,7 @@ enum Usage {
         }
         while let argument = rest.popFirst() {
             switch argument {
-            case "--scenario", "--keep", "--dir":
+            case "--scenario", "--keep", "--dir", "--detector":
                 guard let value = rest.popFirst() else { return .invalid("\(argument) needs a value") }
                 switch argument {
                 case "--scenario":
@@ -46,6 +49,7 @@ enum Usage {
                     }
                     names.append(value)
                 case "--keep": keep = value
+                case "--detector": detector = value
                 default: directory = value
                 }
             case "--no-aftermath": withAftermath = false
@@ -66,7 +70,7 @@ enum Usage {
             guard let directory else { return .invalid("next-launch needs --dir") }
             return .nextLaunch(directory: directory)
         default:
-            return list ? .list : .matrix(scenarios: names, keep: keep, verbose: verbose)
+            return list ? .list : .matrix(scenarios: names, keep: keep, detector: detector, verbose: verbose)
         }
     }
 }

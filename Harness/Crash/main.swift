@@ -8,9 +8,9 @@ import Musl
 // See Usage.text, or run `crash-harness --help`.
 
 switch Usage.parse(Array(CommandLine.arguments.dropFirst())) {
-case .matrix(let names, let keep, let verbose):
+case .matrix(let names, let keep, let detector, let verbose):
     let scenarios = names.isEmpty ? Scenario.all : names.compactMap(Scenario.named)
-    exit(Matrix(scenarios: scenarios, keepDirectory: keep, verbose: verbose).run())
+    exit(Matrix(scenarios: scenarios, keepDirectory: keep, detector: detector, verbose: verbose).run())
 case .list:
     for scenario in Scenario.all {
         print("\(scenario.name.padded(to: 20)) \(scenario.exceptionType.padded(to: 22)) \(scenario.summary)")

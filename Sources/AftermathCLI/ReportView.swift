@@ -119,7 +119,9 @@ extension ReportView {
         if let c = r.crash {
             thread = Thread(
                 id: c.threadID, name: c.threadName, main: c.isMainThread, role: "crashed",
-                unwinder: c.unwinder.rawValue, truncated: c.framesTruncated)
+                unwinder: c.unwindStatus.fallbackReason.map { "\(c.unwinder.rawValue) (libunwind \($0))" }
+                    ?? c.unwinder.rawValue,
+                truncated: c.framesTruncated)
             registers = Self.registers(c.registers, architecture: c.context.architecture)
         } else if let h = r.hang {
             thread = Thread(

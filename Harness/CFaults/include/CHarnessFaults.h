@@ -28,6 +28,11 @@ int aft_test_hide_proc(void);
  * restores the default action and returns. Returns 0 or errno. */
 int aft_test_install_chaining_handler(int slot, int signo, int null_arguments);
 
+/* Starts a thread that stays inside a dl_iterate_phdr callback for good, holding the loader's
+ * lock, as a thread does that is stopped there when another crashes. Returns once the lock is
+ * held: 0, or errno. */
+int aft_test_hold_loader_lock(void);
+
 /* The watchdog's /proc parsers (proc_parse_async.c), for the tests (proc_parse.c). */
 /* Parses the state letter of a /proc/<pid>/task/<tid>/stat text ('?' when malformed). */
 char aft_proc_stat_state(const char *text, size_t length);

@@ -58,6 +58,9 @@ package enum RecordMapper {
         ]
         if let pid = r.senderPID { a.append(Attribute("apsio.crash.sender_pid", .int(pid))) }
         if let uid = r.senderUID { a.append(Attribute("apsio.crash.sender_uid", .int(uid))) }
+        if let reason = r.unwindStatus.fallbackReason {
+            a.append(Attribute("apsio.crash.unwind_fallback", .string(reason)))
+        }
         if r.framesTruncated { a.append(Attribute("apsio.crash.frames_truncated", .bool(true))) }
         if r.isPartial { a.append(Attribute("apsio.crash.partial", .bool(true))) }
         if r.handlerFaulted { a.append(Attribute("apsio.crash.handler_fault", .bool(true))) }

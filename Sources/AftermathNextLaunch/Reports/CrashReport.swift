@@ -31,6 +31,8 @@ package struct CrashReport: Sendable, Hashable {
     package var registers: [UInt64]
     /// How the frames were found: "libunwind", "frame_pointer", "pc_only" or "none".
     package var unwinder: Unwinder
+    /// How libunwind's attempt ended; when it did not finish, the frames are frame pointers'.
+    package var unwindStatus: UnwindStatus = .notRecorded
     /// The crashing thread's stack, innermost first (frame 0 is the faulting pc).
     package var frames: [UInt64]
     /// More frames existed than the file holds.
@@ -67,6 +69,7 @@ extension CrashReport {
         let count = Int(min(i.register_count, AFT_MAX_REGISTERS))
         registers = withUnsafeBytes(of: &i.registers) { Array($0.bindMemory(to: UInt64.self).prefix(count)) }
         unwinder = Unwinder(code: i.unwinder)
+        unwindStatus = UnwindStatus(code: i.unwind_status)
         self.frames = frames
         self.framesTruncated = framesTruncated
         self.images = images

@@ -17,3 +17,38 @@ package enum Unwinder: String, Sendable, Hashable {
         }
     }
 }
+
+/// How libunwind's attempt at the crashed thread's stack ended (AFT_UNWIND_STATUS_*). The
+/// handler walks frame pointers first, without locks, then gives libunwind a deadline in a
+/// helper process; when that attempt did not finish, the frame-pointer stack is the record's,
+/// and apsio.crash.unwind_fallback says why.
+package enum UnwindStatus: String, Sendable, Hashable {
+    /// Written before the field existed.
+    case notRecorded = "not_recorded"
+    /// libunwind finished.
+    case complete
+    /// libunwind did not finish within its deadline: a lock another thread held, such as the
+    /// loader's.
+    case timedOut = "timed_out"
+    /// libunwind's helper process could not start (refused by a seccomp filter or a process
+    /// limit) or died (a fault on a corrupt stack).
+    case helperFailed = "helper_failed"
+
+    /// The status of an AFT_UNWIND_STATUS_* value.
+    package init(code: UInt32) {
+        switch code {
+        case UInt32(AFT_UNWIND_STATUS_COMPLETE): self = .complete
+        case UInt32(AFT_UNWIND_STATUS_TIMED_OUT): self = .timedOut
+        case UInt32(AFT_UNWIND_STATUS_HELPER_FAILED): self = .helperFailed
+        default: self = .notRecorded
+        }
+    }
+
+    /// The reason a record gives for a stack that is not libunwind's; nil when there is none.
+    package var fallbackReason: String? {
+        switch self {
+        case .timedOut, .helperFailed: rawValue
+        case .notRecorded, .complete: nil
+        }
+    }
+}
