@@ -64,9 +64,12 @@ void aft_unwind_helpers_prepare(int in_forked_child) {
             munmap(stack, AFT_UNWIND_HELPER_STACK + (size_t)page);
             continue;
         }
-        /* The stack grows down from its top, 16-byte aligned. */
+        /* The stack grows down from its top, 16-byte aligned. Its top pages and the first of
+         * the shared buffer are touched now, so a crash takes no page faults there. */
         slot->stack_top = stack + (size_t)page + AFT_UNWIND_HELPER_STACK;
         slot->shared = shared;
+        memset((uint8_t *)slot->stack_top - 32 * 1024, 0, 32 * 1024);
+        memset(shared, 0, (size_t)page);
     }
 }
 

@@ -160,6 +160,14 @@ int aft_async_arch_trap_refires(void);
 uint64_t aft_async_arch_code_address(uint64_t address);
 /* 1 when the instruction before address (a candidate return address) is a call. */
 int aft_async_arch_follows_call(uint64_t address);
+/* Runs fn(arg) on a stack whose top (below stack_top) holds a copy of the kernel's signal frame
+ * around ucontext, the sigreturn trampoline as its return address: a tracer called there walks
+ * from fn through the copy into the interrupted code, as it would inside the handler. Does not
+ * return where the architecture has it (x86-64); returns 0 elsewhere, or when ucontext is not
+ * in a kernel signal frame. Needs AFT_UNWIND_FRAME_ROOM bytes below stack_top. */
+int aft_async_arch_run_on_signal_frame(const void *ucontext, void *stack_top, void (*fn)(void *),
+                                       void *arg);
+#define AFT_UNWIND_FRAME_ROOM 4096u
 
 /* ---- unwinding (unwind_async.c; the helpers are prepared by install.c) ---- */
 /* A slot for one unwinding helper at a time: the crash handler and the hang capture each own
@@ -177,7 +185,7 @@ typedef struct aft_unwind_shared {
     uint32_t count;
     uint32_t truncated;
     uint32_t _pad;
-    uint64_t frames[AFT_MAX_FRAMES];
+    uint64_t frames[AFT_MAX_FRAMES + AFT_UNWIND_SLACK];
 } aft_unwind_shared;
 typedef struct aft_unwind_slot {
     aft_unwind_shared *shared; /* NULL: not prepared, the frame-pointer stack only */
@@ -185,6 +193,7 @@ typedef struct aft_unwind_slot {
     void *context;             /* where the helper starts: a signal context, or our own */
     int context_is_signal;
     uint32_t capacity;
+    uint64_t budget_ns; /* the helper's own deadline, from its start */
 } aft_unwind_slot;
 extern aft_unwind_slot aft_g_unwind_slots[AFT_UNWIND_SLOTS];
 /* Normal time: maps the helpers' stacks and shared buffers (once; again in a forked child,
@@ -196,8 +205,9 @@ void aft_unwind_helpers_prepare(int in_forked_child);
 uint32_t aft_async_unwind_context(void *ucontext, uint64_t *frames, uint32_t capacity,
                                   uint32_t slot, uint64_t budget_ns, uint32_t *unwinder,
                                   uint32_t *truncated, uint32_t *status);
-uint32_t aft_async_frame_pointer_walk(uint64_t pc, uint64_t fp, uint64_t *frames, uint32_t capacity,
-                                      uint32_t *truncated);
+/* The frame-pointer walk, reading the stack through the slot's memory window. */
+uint32_t aft_async_frame_pointer_walk(uint32_t slot, uint64_t pc, uint64_t fp, uint64_t *frames,
+                                      uint32_t capacity, uint32_t *truncated);
 
 /* ---- the report writer (report_async.c) ---- */
 /* Tests only: when non-zero, the writer stores to this (unmapped) address after its first

@@ -7,13 +7,13 @@
  *    aft_async_read_memory, so a corrupt chain ends the walk instead of faulting.
  * 2. Better, within a deadline: libunwind reads unwind tables through dl_iterate_phdr (the
  *    loader's lock) and takes mutexes of its own, so it never runs in the handler. A helper
- *    process that shares our memory (clone(2) with CLONE_VM, its own stack and signal
- *    dispositions, prepared at install) unwinds from the same context into a buffer prepared
- *    at install. The handler waits for it at most its deadline, then kills it: a helper stuck
- *    on a lock another thread holds, or faulting on a corrupt stack, ends alone, and the
- *    frame-pointer stack stands. Where CLONE_VM is refused (qemu-user accepts it only with
- *    the thread flags) the helper is a copy of the process instead, writing into a shared
- *    mapping.
+ *    process that shares our memory (clone(2) with CLONE_VM and CLONE_VFORK, its own stack
+ *    and signal dispositions, prepared at install) unwinds from the same context into a
+ *    buffer prepared at install. Its first act is a timer that sends it SIGKILL at the
+ *    deadline: a helper stuck on a lock another thread holds, or faulting on a corrupt stack,
+ *    ends alone, and the frame-pointer stack stands. Where CLONE_VM is refused (qemu-user
+ *    accepts it only with the thread flags) the helper is a copy of the process instead,
+ *    writing into a shared mapping, and the handler waits for it with the same deadline.
  */
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
@@ -22,6 +22,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <ucontext.h>
@@ -29,14 +30,47 @@
 
 #include "shim_internal.h"
 
-uint32_t aft_async_frame_pointer_walk(uint64_t pc, uint64_t fp, uint64_t *frames, uint32_t capacity,
-                                      uint32_t *truncated) {
+/* A window of stack memory, so that the walk makes one read per 16 KiB, not one per frame. */
+typedef struct aft_stack_window {
+    uint64_t base;
+    uint64_t size;
+    uint8_t data[16384];
+} aft_stack_window;
+static aft_stack_window aft_g_stack_windows[AFT_UNWIND_SLOTS];
+
+/* The 16 bytes at address, through the window: refilled from address with 16 KiB, or up to the
+ * end of its page near the end of a mapping, or just the 16 bytes. */
+static int aft_async_read_pair(aft_stack_window *w, uint64_t address, uint64_t pair[2]) {
+    if (address < w->base || address + 16 > w->base + w->size) {
+        uint64_t page_end = (address | 4095u) + 1;
+        w->size = 0;
+        if (aft_async_read_memory(address, w->data, sizeof(w->data)) == 0) {
+            w->size = sizeof(w->data);
+        } else if (page_end - address >= 16 &&
+                   aft_async_read_memory(address, w->data, page_end - address) == 0) {
+            w->size = page_end - address;
+        } else if (aft_async_read_memory(address, w->data, 16) == 0) {
+            w->size = 16;
+        } else {
+            return EFAULT;
+        }
+        w->base = address;
+    }
+    aft_async_memcpy(pair, w->data + (address - w->base), 16);
+    return 0;
+}
+
+uint32_t aft_async_frame_pointer_walk(uint32_t slot, uint64_t pc, uint64_t fp, uint64_t *frames,
+                                      uint32_t capacity, uint32_t *truncated) {
+    if (slot >= AFT_UNWIND_SLOTS) return 0;
+    aft_stack_window *w = &aft_g_stack_windows[slot];
+    w->base = w->size = 0;
     uint32_t n = 0;
     if (capacity == 0) return 0;
     if (pc != 0) frames[n++] = pc;
     while (fp != 0 && (fp & 7) == 0) {
         uint64_t pair[2]; /* saved fp, return address */
-        if (aft_async_read_memory(fp, pair, sizeof(pair)) != 0) break;
+        if (aft_async_read_pair(w, fp, pair) != 0) break;
         if (pair[1] == 0) break;
         if (n == capacity) {
             if (truncated) *truncated = 1;
@@ -51,10 +85,64 @@ uint32_t aft_async_frame_pointer_walk(uint64_t pc, uint64_t fp, uint64_t *frames
 
 /* ---- the unwinding helper ---- */
 
+/* The helper's side: frames, then the done word. A shared (not private) futex: in the
+ * copy-of-the-process mode the word is in a mapping the two processes share. */
+static void aft_unwind_finish(aft_unwind_shared *out, uint32_t count, uint32_t truncated) {
+    out->count = count;
+    out->truncated = truncated;
+    atomic_store(&out->done, 1);
+    syscall(SYS_futex, (uint32_t *)&out->done, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
+}
+
+/* unw_step from the context, frame by frame. */
+static uint32_t aft_unwind_step_all(aft_unwind_slot *slot, uint64_t *frames, uint32_t *truncated) {
+    uint32_t n = 0;
+    *truncated = 0;
+    unw_cursor_t cursor;
+    int flags = slot->context_is_signal ? UNW_INIT_SIGNAL_FRAME : 0;
+    if (unw_init_local2(&cursor, (unw_context_t *)slot->context, flags) != 0) return 0;
+    for (;;) {
+        unw_word_t ip = 0;
+        if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
+        frames[n++] = aft_async_arch_code_address((uint64_t)ip);
+        if (unw_step(&cursor) <= 0) break;
+        if (n == slot->capacity) {
+            *truncated = 1;
+            break;
+        }
+    }
+    return n;
+}
+
+/* Runs on the copy of the signal frame (aft_async_arch_run_on_signal_frame): libunwind's
+ * tracer, with its cache of frame descriptions, walks through the copy into the interrupted
+ * code, about ten times cheaper per frame than unw_step. Its own frames above the
+ * interrupted pc are dropped. */
+__attribute__((noreturn)) static void aft_unwind_trace_on_frame(void *arg) {
+    aft_unwind_slot *slot = arg;
+    aft_unwind_shared *out = slot->shared;
+    uint64_t pc = 0, fp = 0;
+    aft_async_arch_pc_fp(slot->context, &pc, &fp);
+    uint32_t room = slot->capacity + AFT_UNWIND_SLACK, count = 0, truncated = 0;
+    int n = unw_backtrace((void **)out->frames, (int)room);
+    for (uint32_t i = 0; n > 0 && i < (uint32_t)n && i < AFT_UNWIND_SLACK; i++) {
+        if (aft_async_arch_code_address(out->frames[i]) != pc) continue;
+        count = (uint32_t)n - i;
+        if (count > slot->capacity) count = slot->capacity;
+        for (uint32_t j = 0; j < count; j++)
+            out->frames[j] = aft_async_arch_code_address(out->frames[i + j]);
+        truncated = (uint32_t)n == room || (uint32_t)n - i > slot->capacity;
+        break;
+    }
+    if (count < 2) count = aft_unwind_step_all(slot, out->frames, &truncated);
+    aft_unwind_finish(out, count, truncated);
+    syscall(SYS_exit, 0);
+    __builtin_unreachable();
+}
+
 /* Runs in the helper process, never in a signal handler. */
 static int aft_unwind_helper_main(void *arg) {
     aft_unwind_slot *slot = arg;
-    aft_unwind_shared *out = slot->shared;
     /* A fault in libunwind ends this helper alone, by the default action, whatever the app
      * installed: the helper has its own copy of the dispositions. */
     struct sigaction dfl;
@@ -64,39 +152,40 @@ static int aft_unwind_helper_main(void *arg) {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
+    /* The deadline, enforced on the helper itself: a timer that sends it SIGKILL, which no
+     * mask blocks (libunwind blocks every other signal around dl_iterate_phdr). Without the
+     * timer, no unwinding: the handler waits for this process. */
+    struct sigevent kill_at;
+    aft_async_memset(&kill_at, 0, sizeof(kill_at));
+    kill_at.sigev_notify = SIGEV_SIGNAL;
+    kill_at.sigev_signo = SIGKILL;
+    int timer = -1;
+    struct itimerspec budget = {.it_value = {.tv_sec = (time_t)(slot->budget_ns / 1000000000ull),
+                                             .tv_nsec = (long)(slot->budget_ns % 1000000000ull)}};
+    if (slot->budget_ns == 0 ||
+        syscall(SYS_timer_create, (long)CLOCK_MONOTONIC, &kill_at, &timer) != 0 ||
+        syscall(SYS_timer_settime, (long)timer, 0L, &budget, NULL) != 0)
+        return 1;
 
-    uint32_t n = 0, truncated = 0;
-    unw_cursor_t cursor;
-    int flags = slot->context_is_signal ? UNW_INIT_SIGNAL_FRAME : 0;
-    if (unw_init_local2(&cursor, (unw_context_t *)slot->context, flags) == 0) {
-        for (;;) {
-            unw_word_t ip = 0;
-            if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
-            out->frames[n++] = aft_async_arch_code_address((uint64_t)ip);
-            if (unw_step(&cursor) <= 0) break;
-            if (n == slot->capacity) {
-                truncated = 1;
-                break;
-            }
-        }
-    }
-    out->count = n;
-    out->truncated = truncated;
-    atomic_store(&out->done, 1);
-    /* Shared (not private) futex: in the copy-of-the-process mode the word is in a mapping
-     * the two processes share. */
-    syscall(SYS_futex, (uint32_t *)&out->done, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
+    if (slot->context_is_signal) /* does not return where the architecture has it */
+        aft_async_arch_run_on_signal_frame(slot->context, slot->stack_top,
+                                           aft_unwind_trace_on_frame, slot);
+    uint32_t truncated = 0;
+    uint32_t n = aft_unwind_step_all(slot, slot->shared->frames, &truncated);
+    aft_unwind_finish(slot->shared, n, truncated);
     return 0;
 }
 
 /* Waits on the helper's done word until deadline_ns (CLOCK_MONOTONIC), or until it exited. */
 static int aft_async_wait_helper(aft_unwind_shared *out, pid_t pid, uint64_t deadline_ns,
-                                 int *reaped) {
+                                 int *reaped, int *killed) {
     for (;;) {
         if (atomic_load(&out->done)) return 1;
         int status = 0;
         if (waitpid(pid, &status, __WALL | WNOHANG) == pid) {
             *reaped = 1;
+            /* SIGKILL: its own deadline timer (or ours); another signal: it faulted. */
+            *killed = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
             return atomic_load(&out->done) != 0;
         }
         uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC);
@@ -110,51 +199,68 @@ static int aft_async_wait_helper(aft_unwind_shared *out, pid_t pid, uint64_t dea
     }
 }
 
-/* Runs libunwind in the helper from ucontext (NULL: from here) within budget_ns. Returns the
- * frame count and points *frames at them (the slot's shared buffer), or 0 with *status
- * saying why not. */
-static uint32_t aft_async_unwind_isolated(uint32_t slot_index, void *ucontext, uint32_t capacity,
-                                          uint64_t budget_ns, const uint64_t **frames,
-                                          uint32_t *truncated, uint32_t *status) {
+/* Starts libunwind's helper for slot from ucontext (NULL: from here); its pid, or -1. */
+static pid_t aft_async_helper_start(uint32_t slot_index, void *ucontext, uint32_t capacity,
+                                    uint64_t deadline_ns) {
     static unw_context_t own_contexts[AFT_UNWIND_SLOTS];
-    *truncated = 0;
-    *frames = NULL;
-    *status = AFT_UNWIND_STATUS_HELPER_FAILED;
-    if (slot_index >= AFT_UNWIND_SLOTS) return 0;
+    if (slot_index >= AFT_UNWIND_SLOTS) return -1;
     aft_unwind_slot *slot = &aft_g_unwind_slots[slot_index];
     aft_unwind_shared *out = slot->shared;
-    if (out == NULL || slot->stack_top == NULL) return 0;
+    if (out == NULL || slot->stack_top == NULL) return -1;
     atomic_store(&out->done, 0);
     out->count = 0;
     out->truncated = 0;
     slot->capacity = capacity < AFT_MAX_FRAMES ? capacity : AFT_MAX_FRAMES;
+    uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC);
+    slot->budget_ns = deadline_ns > now ? deadline_ns - now : 0;
     slot->context = ucontext;
     slot->context_is_signal = ucontext != NULL;
     if (ucontext == NULL) {
         unw_getcontext(&own_contexts[slot_index]);
         slot->context = &own_contexts[slot_index];
     }
+    /* The top of the helper's stack is left for a copy of the signal frame. No exit signal:
+     * the app sees no SIGCHLD, and its waitpid(-1) does not see the helper. CLONE_VFORK: this
+     * thread sleeps until the helper has ended (its timer bounds that), so the helper runs at
+     * once on this CPU; emulators that turn it into a copy of the process return at once. */
+    void *stack = (uint8_t *)slot->stack_top - AFT_UNWIND_FRAME_ROOM;
+    pid_t pid = clone(aft_unwind_helper_main, stack, CLONE_VM | CLONE_VFORK | CLONE_UNTRACED, slot);
+    if (pid < 0) pid = clone(aft_unwind_helper_main, stack, CLONE_UNTRACED, slot);
+    return pid;
+}
 
-    /* No exit signal: the app sees no SIGCHLD, and its waitpid(-1) does not see the helper. */
-    pid_t pid = clone(aft_unwind_helper_main, slot->stack_top, CLONE_VM | CLONE_UNTRACED, slot);
-    if (pid < 0) pid = clone(aft_unwind_helper_main, slot->stack_top, CLONE_UNTRACED, slot);
+/* Waits for the helper until deadline_ns, kills it after that, reaps it. Returns the frame
+ * count and points *frames at them (the slot's shared buffer), or 0 with *status saying why
+ * not. */
+static uint32_t aft_async_helper_finish(uint32_t slot_index, pid_t pid, uint64_t deadline_ns,
+                                        const uint64_t **frames, uint32_t *truncated,
+                                        uint32_t *status) {
+    *frames = NULL;
+    *truncated = 0;
+    *status = AFT_UNWIND_STATUS_HELPER_FAILED;
     if (pid < 0) return 0;
-    int reaped = 0;
-    int done =
-        aft_async_wait_helper(out, pid, aft_async_now_ns(CLOCK_MONOTONIC) + budget_ns, &reaped);
-    if (!reaped) {
-        if (!done) kill(pid, SIGKILL);
+    aft_unwind_slot *slot = &aft_g_unwind_slots[slot_index];
+    aft_unwind_shared *out = slot->shared;
+    int reaped = 0, killed = 0;
+    int done = aft_async_wait_helper(out, pid, deadline_ns, &reaped, &killed);
+    if (!reaped && done) {
+        /* It has finished and is exiting: reap it. */
+        int st = 0;
+        while (waitpid(pid, &st, __WALL) < 0 && errno == EINTR) {
+        }
+    } else if (!reaped) {
+        kill(pid, SIGKILL);
         /* Reap it (bounded: a helper in uninterruptible sleep is left behind). */
-        struct timespec ms = {.tv_sec = 0, .tv_nsec = 1000 * 1000};
-        for (int i = 0; i < 200; i++) {
+        struct timespec pause = {.tv_sec = 0, .tv_nsec = 50 * 1000};
+        for (int i = 0; i < 4000; i++) {
             int st = 0;
             pid_t r = waitpid(pid, &st, __WALL | WNOHANG);
             if (r == pid || (r < 0 && errno != EINTR)) break;
-            nanosleep(&ms, NULL);
+            nanosleep(&pause, NULL);
         }
     }
     if (!done) {
-        *status = reaped ? AFT_UNWIND_STATUS_HELPER_FAILED : AFT_UNWIND_STATUS_TIMED_OUT;
+        *status = reaped && !killed ? AFT_UNWIND_STATUS_HELPER_FAILED : AFT_UNWIND_STATUS_TIMED_OUT;
         return 0;
     }
     *status = AFT_UNWIND_STATUS_COMPLETE;
@@ -169,7 +275,8 @@ uint32_t aft_async_unwind_context(void *ucontext, uint64_t *frames, uint32_t cap
     *truncated = 0;
     *unwinder = AFT_UNWINDER_NONE;
     *status = AFT_UNWIND_STATUS_HELPER_FAILED;
-    if (capacity == 0) return 0;
+    if (capacity == 0 || slot >= AFT_UNWIND_SLOTS) return 0;
+    uint64_t deadline = aft_async_now_ns(CLOCK_MONOTONIC) + budget_ns;
 
     /* 1. Lock free: frame pointers from the signal context (without one, from here). */
     uint64_t pc = 0, fp = 0;
@@ -178,17 +285,18 @@ uint32_t aft_async_unwind_context(void *ucontext, uint64_t *frames, uint32_t cap
     } else {
         fp = (uint64_t)(uintptr_t)__builtin_frame_address(0);
     }
-    uint32_t n = aft_async_frame_pointer_walk(pc, fp, frames, capacity, truncated);
+    uint32_t n = aft_async_frame_pointer_walk(slot, pc, fp, frames, capacity, truncated);
     *unwinder = n > 1    ? AFT_UNWINDER_FRAME_POINTER
                 : n == 1 ? AFT_UNWINDER_PC_ONLY
                          : AFT_UNWINDER_NONE;
 
-    /* 2. libunwind in the helper, within the budget: it reads unwind tables, so it also
-     * finds the frames of code built without frame pointers. */
+    /* 2. libunwind's stack, when it comes within the budget: it reads unwind tables, so it
+     * also finds the frames of code built without frame pointers. */
+    pid_t helper = aft_async_helper_start(slot, ucontext, capacity, deadline);
     const uint64_t *better = NULL;
     uint32_t better_truncated = 0;
-    uint32_t m = aft_async_unwind_isolated(slot, ucontext, capacity, budget_ns, &better,
-                                           &better_truncated, status);
+    uint32_t m =
+        aft_async_helper_finish(slot, helper, deadline, &better, &better_truncated, status);
     if (better != NULL && m >= 2) {
         aft_async_memcpy(frames, better, (size_t)m * sizeof(uint64_t));
         *truncated = better_truncated;

@@ -166,7 +166,19 @@ struct Checks {
     func frameCount() -> CheckResult {
         guard record != nil else { return .skip(.frames) }
         let unknown = frames.filter { $0.imageName == nil }.count
-        let cell = "\(frames.count)"
+        let unwinder = attribute("apsio.crash.unwinder") ?? "?"
+        let fallback = attribute("apsio.crash.unwind_fallback")
+        let cell = "\(frames.count) \(unwinder == "frame_pointer" ? "fp" : unwinder == "libunwind" ? "lu" : unwinder)"
+        // With the loader's lock held, libunwind cannot finish: the frame-pointer stack, and
+        // the record says why. Otherwise libunwind's stack, with no fallback.
+        let expected: (String, String?) =
+            scenario.setup == .loaderLockHeld ? ("frame_pointer", "timed_out") : ("libunwind", nil)
+        if (unwinder, fallback) != expected {
+            return .fail(
+                .frames, cell,
+                "apsio.crash.unwinder \(unwinder), unwind_fallback \(fallback ?? "none"); expected "
+                    + "\(expected.0), \(expected.1 ?? "none")")
+        }
         if frames.count >= scenario.minimumFrames, attribute("apsio.crash.frames_truncated") == nil {
             return .pass(.frames, cell)
         }
