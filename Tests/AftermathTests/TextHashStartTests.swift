@@ -1,6 +1,8 @@
 import CSignalShim
 import Foundation
 import Testing
+import Aftermath
+import AftermathTesting
 import AftermathNextLaunch
 import TestSupport
 
@@ -33,5 +35,20 @@ struct TextHashStartTests {
             guard !d.isBuildIDTextHash, d.buildID.count == 40 else { _exit(13) }
             _exit(0)
         }
+    }
+
+    @Test("The run and error files' context (written from Swift) keeps the text-hash mark; a GNU id gets none")
+    func contextRoundTrip() {
+        let config = Aftermath.Configuration(
+            serviceName: "text-hash", serviceVersion: "1", exporter: InMemoryExporter(), reportsDirectory: "/tmp/unused"
+        )
+        var context = Aftermath.makeContext(config)
+        context.appBuildID = String(repeating: "5a", count: 16)
+        context.isAppBuildIDTextHash = true
+        let hashed = ReportContext(Aftermath.cContext(context))
+        #expect(hashed.appBuildID == context.appBuildID && hashed.isAppBuildIDTextHash)
+        context.isAppBuildIDTextHash = false
+        let gnu = ReportContext(Aftermath.cContext(context))
+        #expect(gnu.appBuildID == context.appBuildID && !gnu.isAppBuildIDTextHash)
     }
 }
