@@ -1,6 +1,6 @@
 /*
  * images.c: NORMAL-TIME CODE (never runs in a signal handler). The images loaded at start and
- * their GNU build ids, read directly from the mapped images through dl_iterate_phdr: no
+ * their GNU build ids (or text hashes, for images linked without one), read directly from the mapped images through dl_iterate_phdr: no
  * system call per image (process_vm_readv, which hardened services refuse, is never used),
  * and the loader's lock held while its list of objects is read. Also opens what the crash
  * path reads memory through (/proc/self/mem, a pipe).
@@ -74,8 +74,8 @@ static int aft_scan_object(struct dl_phdr_info *info, size_t size, void *data) {
     }
     if (notes_mapped)
         object->build_id_size =
-            aft_async_build_id_in_notes(aft_read_mapped, info->dlpi_addr, info->dlpi_phdr,
-                                        info->dlpi_phnum, object->build_id, AFT_BUILD_ID_CAPACITY);
+            aft_async_image_id(aft_read_mapped, info->dlpi_addr, info->dlpi_phdr, info->dlpi_phnum,
+                               object->build_id, AFT_BUILD_ID_CAPACITY, &object->flags);
     scan->count++;
     return 0;
 }
@@ -120,6 +120,7 @@ void aft_fill_build_ids(aft_image *images, uint32_t count, const aft_loaded_obje
             memcpy(img->build_id, found->build_id, AFT_BUILD_ID_CAPACITY);
             img->build_id_size = found->build_id_size;
             if (found->build_id_size > 0) img->flags |= AFT_IMAGE_BUILD_ID_FROM_MEMORY;
+            img->flags |= found->flags;
             img->load_bias = found->load_bias;
             img->arch = arch;
             continue;

@@ -171,7 +171,7 @@ static void aft_async_add_entry(aft_images_builder *b, aft_maps_entry *e) {
 
 /* The same image as seen at install: same load address, same flags, same path. */
 static int aft_async_same_image(const aft_image *seen, const aft_image *now) {
-    uint32_t mask = ~(uint32_t)AFT_IMAGE_BUILD_ID_FROM_MEMORY;
+    uint32_t mask = ~(uint32_t)AFT_IMAGE_ID_FLAGS;
     if (seen->start != now->start || (seen->flags & mask) != (now->flags & mask)) return 0;
     for (uint32_t i = 0; i < AFT_PATH_CAPACITY; i++) {
         if (seen->path[i] != now->path[i]) return 0;
@@ -182,7 +182,8 @@ static int aft_async_same_image(const aft_image *seen, const aft_image *now) {
 
 void aft_async_read_image_identity(aft_image *img) {
     uint64_t bias = img->load_bias;
-    uint32_t size = aft_async_build_id_at(img->start, img->build_id, AFT_BUILD_ID_CAPACITY, &bias);
+    uint32_t size =
+        aft_async_build_id_at(img->start, img->build_id, AFT_BUILD_ID_CAPACITY, &bias, &img->flags);
     if (size > 0) {
         img->build_id_size = size;
         img->flags |= AFT_IMAGE_BUILD_ID_FROM_MEMORY;
@@ -242,7 +243,7 @@ uint32_t aft_async_images_from_fd(aft_maps_scratch *scratch, int fd, aft_image *
                 img->build_id_size = seen->build_id_size;
                 img->load_bias = seen->load_bias;
                 img->arch = seen->arch;
-                img->flags |= seen->flags & AFT_IMAGE_BUILD_ID_FROM_MEMORY;
+                img->flags |= seen->flags & AFT_IMAGE_ID_FLAGS;
                 continue;
             }
             aft_async_read_image_identity(img);
@@ -284,8 +285,38 @@ uint32_t aft_async_build_id_in_notes(aft_memory_read_fn read, uint64_t load_bias
     return 0;
 }
 
-uint32_t aft_async_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity,
-                               uint64_t *load_bias) {
+/* The text hash (AFT_IMAGE_BUILD_ID_TEXT_HASH) of the first executable PT_LOAD segment. */
+static uint32_t aft_async_text_hash(aft_memory_read_fn read, uint64_t load_bias,
+                                    const Elf64_Phdr *ph, uint32_t phnum, uint8_t *out) {
+    for (uint32_t i = 0; i < phnum; i++) {
+        if (ph[i].p_type != PT_LOAD || !(ph[i].p_flags & PF_X)) continue;
+        if (!(ph[i].p_flags & PF_R)) return 0; /* execute-only: a direct read would fault */
+        uint64_t size =
+            ph[i].p_filesz < AFT_TEXT_HASH_LENGTH ? ph[i].p_filesz : AFT_TEXT_HASH_LENGTH;
+        if (size == 0) return 0;
+        uint8_t hash[AFT_TEXT_HASH_SIZE] = {0}, chunk[512];
+        for (uint64_t done = 0; done < size; done += sizeof(chunk)) {
+            uint64_t n = size - done < sizeof(chunk) ? size - done : sizeof(chunk);
+            if (read(load_bias + ph[i].p_vaddr + done, chunk, (size_t)n) != 0) return 0;
+            for (uint64_t k = 0; k < n; k++) hash[k % AFT_TEXT_HASH_SIZE] ^= chunk[k];
+        }
+        aft_async_memcpy(out, hash, AFT_TEXT_HASH_SIZE);
+        return AFT_TEXT_HASH_SIZE;
+    }
+    return 0;
+}
+
+uint32_t aft_async_image_id(aft_memory_read_fn read, uint64_t load_bias, const void *phdrs,
+                            uint32_t phnum, uint8_t *out, uint32_t capacity, uint32_t *flags) {
+    uint32_t size = aft_async_build_id_in_notes(read, load_bias, phdrs, phnum, out, capacity);
+    if (size > 0 || capacity < AFT_TEXT_HASH_SIZE) return size;
+    size = aft_async_text_hash(read, load_bias, phdrs, phnum, out);
+    if (size > 0 && flags) *flags |= AFT_IMAGE_BUILD_ID_TEXT_HASH;
+    return size;
+}
+
+uint32_t aft_async_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity, uint64_t *load_bias,
+                               uint32_t *flags) {
     Elf64_Ehdr eh;
     if (aft_async_read_memory(base, &eh, sizeof(eh)) != 0) return 0;
     if (eh.e_ident[EI_MAG0] != ELFMAG0 || eh.e_ident[EI_MAG1] != ELFMAG1 ||
@@ -304,7 +335,7 @@ uint32_t aft_async_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity,
         }
     }
     if (load_bias) *load_bias = bias;
-    return aft_async_build_id_in_notes(aft_async_read_memory, bias, ph, phnum, out, capacity);
+    return aft_async_image_id(aft_async_read_memory, bias, ph, phnum, out, capacity, flags);
 }
 
 /* The loader's list of loaded objects (struct link_map, reached from _r_debug): a count and a

@@ -141,9 +141,10 @@ uint32_t aft_images_from_maps_fd(int fd, aft_image *images, uint32_t capacity, i
                                     main_executable_path, truncated);
 }
 
-uint32_t aft_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity, uint64_t *load_bias) {
+uint32_t aft_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity, uint64_t *load_bias,
+                         uint32_t *flags) {
     aft_memory_reader_prepare();
-    return aft_async_build_id_at(base, out, capacity, load_bias);
+    return aft_async_build_id_at(base, out, capacity, load_bias, flags);
 }
 
 uint32_t aft_current_stack(uint64_t *frames, uint32_t capacity, uint32_t skip) {
@@ -186,6 +187,9 @@ static void aft_prepare_images(aft_context *context) {
         if (aft_g_known_images[i].flags & AFT_IMAGE_MAIN_EXECUTABLE) {
             memcpy(context->app_build_id, aft_g_known_images[i].build_id, AFT_BUILD_ID_CAPACITY);
             context->app_build_id_size = aft_g_known_images[i].build_id_size;
+            if (aft_g_known_images[i].flags & AFT_IMAGE_BUILD_ID_TEXT_HASH)
+                memcpy(context->app_build_id + AFT_TEXT_HASH_SIZE, AFT_TEXT_HASH_MARKER,
+                       sizeof(AFT_TEXT_HASH_MARKER));
             break;
         }
     }

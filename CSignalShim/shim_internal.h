@@ -114,13 +114,20 @@ typedef struct aft_maps_scratch {
 uint32_t aft_async_images_from_fd(aft_maps_scratch *scratch, int fd, aft_image *images,
                                   uint32_t capacity, int read_build_ids, const char *main_path,
                                   uint32_t *truncated);
-uint32_t aft_async_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity, uint64_t *load_bias);
+/* The flags that say where an image's build id came from. */
+#define AFT_IMAGE_ID_FLAGS (AFT_IMAGE_BUILD_ID_FROM_MEMORY | AFT_IMAGE_BUILD_ID_TEXT_HASH)
+uint32_t aft_async_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity, uint64_t *load_bias,
+                               uint32_t *flags);
 /* Reads the build id, load bias and machine of the ELF image mapped at img->start. */
 void aft_async_read_image_identity(aft_image *img);
 /* The GNU build id in the PT_NOTE segments of an image loaded with load_bias, given its
  * program headers; read through read. Returns its size, 0 when there is none. */
 uint32_t aft_async_build_id_in_notes(aft_memory_read_fn read, uint64_t load_bias, const void *phdrs,
                                      uint32_t phnum, uint8_t *out, uint32_t capacity);
+/* The GNU build id, else (capacity permitting) the text hash of the first executable PT_LOAD
+ * segment, with AFT_IMAGE_BUILD_ID_TEXT_HASH added to *flags (flags may be NULL). */
+uint32_t aft_async_image_id(aft_memory_read_fn read, uint64_t load_bias, const void *phdrs,
+                            uint32_t phnum, uint8_t *out, uint32_t capacity, uint32_t *flags);
 /* A signature of the loader's list of objects; 0 when it cannot be read or is changing. */
 int aft_async_link_map_signature(uint64_t *count, uint64_t *hash);
 /* The same, reading through read (normal time: directly, with the loader's lock held). */
@@ -138,6 +145,7 @@ typedef struct aft_loaded_object {
     uint64_t start; /* page of its lowest PT_LOAD: the image's start in maps */
     uint64_t load_bias;
     uint32_t build_id_size;
+    uint32_t flags; /* AFT_IMAGE_BUILD_ID_TEXT_HASH when build_id is the text hash */
     uint8_t build_id[AFT_BUILD_ID_CAPACITY];
 } aft_loaded_object;
 /* The loaded objects, and the link map's signature read under the loader's lock. */

@@ -63,15 +63,17 @@ uint64_t aft_gettid(void);
 uint32_t aft_crc32(uint32_t crc, const void *data, size_t size);
 
 /* Parses a /proc/<pid>/maps stream from fd into images (executable file mappings and the
- * vdso, segments merged). When read_build_ids is non-zero the GNU build id of each image is
- * read from this process's memory, so only pass it for this process's own maps.
+ * vdso, segments merged). When read_build_ids is non-zero the GNU build id of each image (or
+ * its text hash) is read from this process's memory, so only pass it for this process's own maps.
  * Returns the number of images written; *truncated is set when more did not fit. */
 uint32_t aft_images_from_maps_fd(int fd, aft_image *images, uint32_t capacity, int read_build_ids,
                                  const char *main_executable_path, uint32_t *truncated);
 
-/* Reads the GNU build id of the ELF image loaded at base from this process's memory.
+/* Reads the GNU build id of the ELF image loaded at base from this process's memory; without
+ * one, its text hash, and AFT_IMAGE_BUILD_ID_TEXT_HASH is added to *flags (flags may be NULL).
  * Returns its size (0 when there is none or it cannot be read). */
-uint32_t aft_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity, uint64_t *load_bias);
+uint32_t aft_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity, uint64_t *load_bias,
+                         uint32_t *flags);
 
 /* The calling thread's stack (libunwind; frame pointers as fallback), skipping `skip` frames
  * of its own callers. Returns the number of frames written. */

@@ -82,6 +82,17 @@
 #define AFT_IMAGE_BUILD_ID_FROM_MEMORY 0x8u
 #define AFT_IMAGE_VDSO 0x10u
 #define AFT_IMAGE_ANONYMOUS 0x20u /* memfd or other non-file mapping */
+/* No GNU build id: build_id is the image's text hash, AFT_TEXT_HASH_SIZE bytes: the first
+ * min(4096, p_filesz) bytes of its first executable PT_LOAD segment, XOR-folded in 16-byte
+ * chunks (byte i goes into build_id[i % 16]). The file's bytes at that segment's p_offset
+ * give the same hash. */
+#define AFT_IMAGE_BUILD_ID_TEXT_HASH 0x40u
+#define AFT_TEXT_HASH_SIZE 16u
+#define AFT_TEXT_HASH_LENGTH 4096u
+/* aft_context.app_build_id is the main executable's text hash when app_build_id_size is
+ * AFT_TEXT_HASH_SIZE and the bytes after the hash begin with this marker (its NUL included);
+ * after a GNU build id the rest of app_build_id is zero. */
+#define AFT_TEXT_HASH_MARKER "text_hash"
 
 typedef struct aft_file_header {
     uint32_t magic;           /* AFT_MAGIC */
@@ -118,7 +129,8 @@ typedef struct aft_context {
     char os_name[AFT_SHORT_STRING];
     char os_version[AFT_SHORT_STRING];
     char kernel_release[AFT_SHORT_STRING];
-    uint8_t app_build_id[AFT_BUILD_ID_CAPACITY]; /* GNU build id of the main executable */
+    uint8_t app_build_id[AFT_BUILD_ID_CAPACITY]; /* GNU build id of the main executable, or
+                                                    its text hash (AFT_TEXT_HASH_MARKER) */
     uint32_t app_build_id_size;
     uint32_t arch; /* AFT_ARCH_* */
     char executable_path[AFT_PATH_CAPACITY];
@@ -209,6 +221,8 @@ _Static_assert(sizeof(aft_hang_info) == 176, "aft_hang_info size");
 _Static_assert(offsetof(aft_hang_info, previous_session_id) == 144, "previous_session_id offset");
 _Static_assert(sizeof(aft_image) == 328, "aft_image size");
 _Static_assert(offsetof(aft_image, path) == 72, "aft_image path offset");
+_Static_assert(AFT_TEXT_HASH_SIZE + sizeof(AFT_TEXT_HASH_MARKER) <= AFT_BUILD_ID_CAPACITY,
+               "the text hash and its marker fit app_build_id");
 #endif
 
 /* ---- run files and handled-error files ----

@@ -71,7 +71,10 @@ public enum Aftermath {
         }
         // The build id the handler read from memory is the one records carry.
         var installed = context
-        installed.appBuildID = currentAppBuildID() ?? context.appBuildID
+        if let id = currentAppBuildID() {
+            installed.appBuildID = id.value
+            installed.isAppBuildIDTextHash = id.isTextHash
+        }
         state.withLock { $0 = Running(configuration: configuration, directory: directory, context: installed) }
         startRun(configuration, directory: directory, context: installed)
         // Crash capture is on by now: a watchdog that cannot start must not undo that, nor
@@ -204,6 +207,11 @@ public enum Aftermath {
                 let bytes = buildID.prefix(raw.count)
                 raw.copyBytes(from: bytes)
                 out.app_build_id_size = UInt32(bytes.count)
+                if c.isAppBuildIDTextHash && bytes.count == Int(AFT_TEXT_HASH_SIZE) {
+                    let marker = ReportContext.textHashMarker
+                    UnsafeMutableRawBufferPointer(rebasing: raw[bytes.count..<bytes.count + marker.count])
+                        .copyBytes(from: marker)
+                }
             }
         }
         return out
@@ -219,11 +227,12 @@ public enum Aftermath {
         return String(decoding: buffer[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    /// The main executable's GNU build id, as the handler read it from memory at install.
-    static func currentAppBuildID() -> String? {
+    /// The main executable's GNU build id (or its text hash, without one), as the handler read
+    /// it from memory at install.
+    static func currentAppBuildID() -> (value: String, isTextHash: Bool)? {
         var context = aft_context()
         aft_installed_context(&context)
-        let id = ReportContext(context).appBuildID
-        return id.isEmpty ? nil : id
+        let c = ReportContext(context)
+        return c.appBuildID.isEmpty ? nil : (c.appBuildID, c.isAppBuildIDTextHash)
     }
 }

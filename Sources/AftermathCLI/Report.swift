@@ -124,7 +124,8 @@ extension Report {
                 name: image.name,
                 path: image.isVDSO || image.isAnonymous || image.isPathTruncated ? nil : image.path,
                 buildID: image.buildID, loadAddress: image.start,
-                isInApp: inApp[image.name + "/" + image.buildID] ?? image.isMainExecutable)
+                isInApp: inApp[image.name + "/" + image.buildID] ?? image.isMainExecutable,
+                isTextHash: image.isBuildIDTextHash)
         }
         let frameImages = frames.map { address in sorted.firstIndex { $0.contains(address) } }
         return Stack(
@@ -135,6 +136,7 @@ extension Report {
     struct ImageEntry: Decodable {
         var name: String
         var build_id: String?
+        var build_id_type: String?
         var load_address: String?
         var in_app: Bool?
     }
@@ -159,7 +161,8 @@ extension Report {
         let images = entries.map { e in
             ImageReference(
                 name: e.name, path: nil, buildID: e.build_id ?? "",
-                loadAddress: parseHex(e.load_address ?? "") ?? 0, isInApp: e.in_app ?? false)
+                loadAddress: parseHex(e.load_address ?? "") ?? 0, isInApp: e.in_app ?? false,
+                isTextHash: e.build_id_type == "text_hash")
         }
         var frames: [UInt64] = [], frameImages: [Int?] = []
         for line in text.split(separator: "\n") {

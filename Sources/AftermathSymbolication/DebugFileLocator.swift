@@ -9,15 +9,21 @@ package struct ImageReference: Sendable, Hashable {
     package var path: String?
     /// The GNU build id, lowercase hex; empty when the image had none.
     package var buildID: String
+    /// `buildID` is the image's text hash (it had no GNU build id): files are matched by the
+    /// same hash computed from them, and build-id indexes are not asked.
+    package var isTextHash: Bool
     /// Start of its lowest mapping.
     package var loadAddress: UInt64
     /// The app's own code rather than a system library.
     package var isInApp: Bool
 
-    package init(name: String, path: String?, buildID: String, loadAddress: UInt64, isInApp: Bool) {
+    package init(
+        name: String, path: String?, buildID: String, loadAddress: UInt64, isInApp: Bool, isTextHash: Bool = false
+    ) {
         self.name = name
         self.path = path
         self.buildID = buildID.lowercased()
+        self.isTextHash = isTextHash
         self.loadAddress = loadAddress
         self.isInApp = isInApp
     }
@@ -89,6 +95,8 @@ package struct DebugFileLocator: Sendable {
         var found = DebugFiles()
         var checked: [String: Bool] = [:]
         let id = image.buildID
+        // What build-id indexes (.build-id directories, debuginfod) are asked for: a text hash is not indexed.
+        let indexed = image.isTextHash ? "" : id
         if id.isEmpty { found.problems.append("the report has no build id for \(image.name): files used unverified") }
 
         /// Whether `path` is an ELF file with the report's build id (mismatches are noted).
@@ -101,13 +109,15 @@ package struct DebugFileLocator: Sendable {
         }
         func check(_ path: String) -> Bool {
             guard FileManager.default.fileExists(atPath: path) else { return false }
-            guard let actual = Self.buildID(of: path) else {
-                found.problems.append("\(path): not a readable ELF file, not used")
+            let kind = image.isTextHash ? "text hash" : "build id"
+            guard let actual = image.isTextHash ? Self.textHash(of: path) : Self.buildID(of: path) else {
+                found.problems.append(
+                    "\(path): not a readable ELF file\(image.isTextHash ? " with code" : ""), not used")
                 return false
             }
             guard id.isEmpty || actual == id else {
                 found.problems.append(
-                    "\(path) has build id \(actual.isEmpty ? "(none)" : actual), the report \(id): not used")
+                    "\(path) has \(kind) \(actual.isEmpty ? "(none)" : actual), the report \(id): not used")
                 return false
             }
             return true
@@ -123,7 +133,9 @@ package struct DebugFileLocator: Sendable {
         // The binary: where it was loaded from, else a copy by build id or name.
         var binaryCandidates: [String] = []
         if let path = image.path { binaryCandidates.append(path) }
-        if id.count > 2 { binaryCandidates.append("\(systemRoot)/.build-id/\(id.prefix(2))/\(id.dropFirst(2))") }
+        if indexed.count > 2 {
+            binaryCandidates.append("\(systemRoot)/.build-id/\(indexed.prefix(2))/\(indexed.dropFirst(2))")
+        }
         binaryCandidates += debugDirectories.map { "\($0)/\(image.name)" }
         for candidate in binaryCandidates where matches(candidate) {
             found.binary = candidate
@@ -144,14 +156,15 @@ package struct DebugFileLocator: Sendable {
                 ]
             }
         }
-        if id.count > 2 {
-            candidates.append(("\(systemRoot)/.build-id/\(id.prefix(2))/\(id.dropFirst(2)).debug", .systemBuildID))
+        if indexed.count > 2 {
+            candidates.append(
+                ("\(systemRoot)/.build-id/\(indexed.prefix(2))/\(indexed.dropFirst(2)).debug", .systemBuildID))
         }
         for dir in debugDirectories {
-            if id.count > 2 {
+            if indexed.count > 2 {
                 candidates += [
-                    ("\(dir)/.build-id/\(id.prefix(2))/\(id.dropFirst(2)).debug", .debugDirectory),
-                    ("\(dir)/\(id.prefix(2))/\(id.dropFirst(2)).debug", .debugDirectory),
+                    ("\(dir)/.build-id/\(indexed.prefix(2))/\(indexed.dropFirst(2)).debug", .debugDirectory),
+                    ("\(dir)/\(indexed.prefix(2))/\(indexed.dropFirst(2)).debug", .debugDirectory),
                 ]
             }
             candidates += [("\(dir)/\(image.name).debug", .debugDirectory), ("\(dir)/\(image.name)", .debugDirectory)]
@@ -159,7 +172,7 @@ package struct DebugFileLocator: Sendable {
         }
         for (path, source) in candidates where useDWARF(path, source) { return found }
 
-        if debuginfod && id.count > 2 {
+        if debuginfod && indexed.count > 2 {
             switch Self.debuginfodFind(buildID: id) {
             case .success(let path):
                 if useDWARF(path, .debuginfod) { return found }
@@ -187,6 +200,14 @@ package struct DebugFileLocator: Sendable {
         let n = aftsym_elf_build_id(path, &bytes, bytes.count)
         guard n >= 0 else { return nil }
         return bytes.prefix(Int(n)).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// The text hash of the ELF file at `path` (lowercase hex), as Aftermath records it for an
+    /// image without a GNU build id; nil when it cannot be computed.
+    package static func textHash(of path: String) -> String? {
+        var bytes = [UInt8](repeating: 0, count: 16)
+        guard aftsym_elf_text_hash(path, &bytes) != 0 else { return nil }
+        return bytes.map { String(format: "%02x", $0) }.joined()
     }
 
     /// The file name in `path`'s .gnu_debuglink section.

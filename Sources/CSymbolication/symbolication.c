@@ -459,6 +459,34 @@ int aftsym_elf_build_id(const char *path, uint8_t *out, size_t capacity) {
     return result;
 }
 
+int aftsym_elf_text_hash(const char *path, uint8_t out[16]) {
+    int fd = -1;
+    Elf *elf = open_elf(path, &fd);
+    if (elf == NULL) return 0;
+    size_t phnum = 0, file_size = 0;
+    const uint8_t *file = (const uint8_t *)elf_rawfile(elf, &file_size);
+    int found = 0;
+    if (file != NULL && elf_getphdrnum(elf, &phnum) == 0) {
+        for (size_t i = 0; i < phnum; i++) {
+            GElf_Phdr ph;
+            if (gelf_getphdr(elf, (int)i, &ph) == NULL || ph.p_type != PT_LOAD ||
+                !(ph.p_flags & PF_X))
+                continue;
+            uint64_t size = ph.p_filesz < 4096 ? ph.p_filesz : 4096;
+            if ((ph.p_flags & PF_R) && size > 0 && ph.p_offset <= file_size &&
+                size <= file_size - ph.p_offset) {
+                memset(out, 0, 16);
+                for (uint64_t k = 0; k < size; k++) out[k % 16] ^= file[ph.p_offset + k];
+                found = 1;
+            }
+            break;
+        }
+    }
+    elf_end(elf);
+    close(fd);
+    return found;
+}
+
 int aftsym_elf_debuglink(const char *path, char *out, size_t capacity) {
     int fd = -1;
     Elf *elf = open_elf(path, &fd);

@@ -75,7 +75,7 @@ struct MemoryReaderTests {
         }
         var out = [UInt8](repeating: 0, count: Int(AFT_BUILD_ID_CAPACITY))
         var bias: UInt64 = 0
-        let size = Int(aft_build_id_at(libc.start, &out, UInt32(out.count), &bias))
+        let size = Int(aft_build_id_at(libc.start, &out, UInt32(out.count), &bias, nil))
         return (Array(out.prefix(size)), Hex.decode(libc.buildID) ?? [])
     }
 

@@ -13,7 +13,10 @@ package enum RecordMapper {
             Attribute("os.version", .string(c.osVersion)),
         ]
         if let previousSessionID { a.append(Attribute("session.previous_id", .string(previousSessionID.lowercased))) }
-        if !c.appBuildID.isEmpty { a.append(Attribute("app.build_id", .string(c.appBuildID))) }
+        if !c.appBuildID.isEmpty {
+            a.append(Attribute("app.build_id", .string(c.appBuildID)))
+            if c.isAppBuildIDTextHash { a.append(Attribute("apsio.app.build_id_type", .string("text_hash"))) }
+        }
         if !c.kernelRelease.isEmpty { a.append(Attribute("apsio.os.kernel_release", .string(c.kernelRelease))) }
         return a
     }

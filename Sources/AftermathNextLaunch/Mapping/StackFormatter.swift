@@ -17,7 +17,8 @@ package enum StackFormatter {
     }
 
     /// The images the frames refer to, plus the main executable: apsio.crash.images, a JSON
-    /// array of {name, build_id, load_address, arch, in_app}.
+    /// array of {name, build_id, load_address, arch, in_app}, plus build_id_type "text_hash"
+    /// when build_id is an image's text hash rather than its GNU build id.
     package static func imagesJSON(frames: [UInt64], images: [LoadedImage], appRoot: String) -> String {
         let sorted = images.sorted { $0.start < $1.start }
         var used = Set<UInt64>()
@@ -25,7 +26,8 @@ package enum StackFormatter {
         let classifier = InAppClassifier(appRoot: appRoot)
         let entries = sorted.filter { used.contains($0.start) || $0.isMainExecutable }.map { image in
             ImageEntry(
-                name: image.name, build_id: image.buildID, load_address: Hex.address(image.start),
+                name: image.name, build_id: image.buildID,
+                build_id_type: image.isBuildIDTextHash ? "text_hash" : nil, load_address: Hex.address(image.start),
                 arch: image.architecture.rawValue,
                 in_app: image.isAnonymous
                     ? false
@@ -41,6 +43,7 @@ package enum StackFormatter {
     private struct ImageEntry: Encodable {
         var name: String
         var build_id: String
+        var build_id_type: String?  // encodeIfPresent: absent for GNU build ids
         var load_address: String
         var arch: String
         var in_app: Bool

@@ -11,7 +11,10 @@ package struct LoadedImage: Sendable, Hashable {
     /// The path it was mapped from, without a trailing " (deleted)".
     package var path: String
     /// The GNU build id read from the image in memory, lowercase hex; empty when it has none.
+    /// For an image linked without one, its text hash (see `isBuildIDTextHash`).
     package var buildID: String
+    /// `buildID` is the text hash of the image's first executable segment, not a GNU build id.
+    package var isBuildIDTextHash: Bool
     /// "x86_64", "arm64" or "unknown".
     package var architecture: Architecture
     /// The process's main executable.
@@ -46,5 +49,6 @@ extension LoadedImage {
         isPathTruncated = i.flags & UInt32(AFT_IMAGE_PATH_TRUNCATED) != 0
         isVDSO = i.flags & UInt32(AFT_IMAGE_VDSO) != 0
         isAnonymous = i.flags & UInt32(AFT_IMAGE_ANONYMOUS) != 0
+        isBuildIDTextHash = i.flags & UInt32(AFT_IMAGE_BUILD_ID_TEXT_HASH) != 0
     }
 }

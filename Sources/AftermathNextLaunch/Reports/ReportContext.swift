@@ -19,6 +19,8 @@ package struct ReportContext: Sendable, Hashable {
     package var serviceVersion: String
     /// app.build_id of that run: the GNU build id of its main executable, lowercase hex.
     package var appBuildID: String
+    /// `appBuildID` is the text hash of the main executable, which has no GNU build id.
+    package var isAppBuildIDTextHash: Bool
     /// os.name of that run (from /etc/os-release).
     package var osName: String
     /// os.version of that run (from /etc/os-release).
@@ -36,7 +38,7 @@ package struct ReportContext: Sendable, Hashable {
         reportID: UUID, sessionID: UUID, runID: UUID, pid: Int64, startTimeUnixNano: UInt64,
         serviceName: String, serviceVersion: String, appBuildID: String, osName: String,
         osVersion: String, kernelRelease: String, architecture: Architecture,
-        executablePath: String, appRoot: String
+        executablePath: String, appRoot: String, isAppBuildIDTextHash: Bool = false
     ) {
         self.reportID = reportID
         self.sessionID = sessionID
@@ -46,6 +48,7 @@ package struct ReportContext: Sendable, Hashable {
         self.serviceName = serviceName
         self.serviceVersion = serviceVersion
         self.appBuildID = appBuildID
+        self.isAppBuildIDTextHash = isAppBuildIDTextHash
         self.osName = osName
         self.osVersion = osVersion
         self.kernelRelease = kernelRelease
@@ -70,8 +73,19 @@ extension ReportContext {
         osVersion = CString.read(&c.os_version)
         kernelRelease = CString.read(&c.kernel_release)
         appBuildID = Hex.encode(&c.app_build_id, count: Int(min(c.app_build_id_size, AFT_BUILD_ID_CAPACITY)))
+        isAppBuildIDTextHash = Self.hasTextHashMarker(c)
         architecture = Architecture(code: c.arch)
         executablePath = CString.read(&c.executable_path)
         appRoot = CString.read(&c.app_root)
+    }
+
+    /// The marker after the hash in app_build_id: a GNU build id leaves those bytes zero.
+    package static let textHashMarker = Array(AFT_TEXT_HASH_MARKER.utf8) + [0]
+
+    static func hasTextHashMarker(_ c: aft_context) -> Bool {
+        guard c.app_build_id_size == AFT_TEXT_HASH_SIZE else { return false }
+        return withUnsafeBytes(of: c.app_build_id) { raw in
+            Array(raw.dropFirst(Int(AFT_TEXT_HASH_SIZE)).prefix(textHashMarker.count)) == textHashMarker
+        }
     }
 }

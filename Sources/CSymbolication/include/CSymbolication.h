@@ -42,6 +42,11 @@ void aftsym_frames_free(aftsym_frame *frames, int count);
 /// 0 if it has none, -1 if the file cannot be read as ELF.
 int aftsym_elf_build_id(const char *path, uint8_t *out, size_t capacity);
 
+/// The text hash Aftermath records for an image without a GNU build id: the first
+/// min(4096, p_filesz) bytes at p_offset of the file's first executable (readable) PT_LOAD
+/// segment, XOR-folded into `out` (byte i into out[i % 16]). 1 when computed, else 0.
+int aftsym_elf_text_hash(const char *path, uint8_t out[16]);
+
 /// The file name in the `.gnu_debuglink` section of `path`: 1 if written to `out`, else 0.
 int aftsym_elf_debuglink(const char *path, char *out, size_t capacity);
 
