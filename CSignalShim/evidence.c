@@ -52,19 +52,18 @@ uint64_t aft_read_counter(const char *path, const char *key) {
     return AFT_RUN_UNREAD;
 }
 
-uint32_t aft_read_psi_avg10(const char *path, const char *prefix) {
-    char buf[1024];
-    if (aft_run_read_file(path, buf, sizeof(buf)) <= 0) return UINT32_MAX;
+/* The avg10 of the line that begins with prefix in a pressure file's text, in hundredths. */
+static uint32_t aft_psi_avg10_in(const char *buf, const char *prefix) {
     size_t plen = strlen(prefix);
-    for (char *line = buf; line && *line;) {
-        char *next = strchr(line, '\n');
-        if (next) *next++ = '\0';
+    for (const char *line = buf; line && *line;) {
+        const char *next = strchr(line, '\n');
+        if (next) next++;
         if (strncmp(line, prefix, plen) == 0 && line[plen] == ' ') {
-            char *a = strstr(line, "avg10=");
+            const char *a = strstr(line, "avg10="); /* the first field after the prefix */
             if (!a) return UINT32_MAX;
             uint64_t whole = 0, frac = 0;
             if (!aft_run_parse_u64(a + 6, &whole) || whole > 100) return UINT32_MAX;
-            char *dot = strchr(a + 6, '.');
+            const char *dot = strchr(a + 6, '.');
             if (dot && dot[1] >= '0' && dot[1] <= '9') {
                 frac = (uint64_t)(dot[1] - '0') * 10;
                 if (dot[2] >= '0' && dot[2] <= '9') frac += (uint64_t)(dot[2] - '0');
@@ -74,6 +73,21 @@ uint32_t aft_read_psi_avg10(const char *path, const char *prefix) {
         line = next;
     }
     return UINT32_MAX;
+}
+
+uint32_t aft_read_psi_avg10(const char *path, const char *prefix) {
+    char buf[1024];
+    if (aft_run_read_file(path, buf, sizeof(buf)) <= 0) return UINT32_MAX;
+    return aft_psi_avg10_in(buf, prefix);
+}
+
+/* Both lines of a pressure file, from one read. */
+static void aft_read_psi_both(const char *path, uint32_t *some, uint32_t *full) {
+    char buf[1024];
+    *some = *full = UINT32_MAX;
+    if (aft_run_read_file(path, buf, sizeof(buf)) <= 0) return;
+    *some = aft_psi_avg10_in(buf, "some");
+    *full = aft_psi_avg10_in(buf, "full");
 }
 
 int aft_read_line(const char *path, char *out, size_t capacity) {
@@ -249,6 +263,11 @@ void aft_run_read_oom_now(const aft_run_info *info, uint64_t *out) {
 }
 
 void aft_run_sample(const char *proc_root, const aft_run_info *info, aft_run_live *l) {
+    aft_run_sample_with(proc_root, info, l, 0);
+}
+
+void aft_run_sample_with(const char *proc_root, const aft_run_info *info, aft_run_live *l,
+                         int at_start) {
     char path[AFT_PATH_CAPACITY + 64];
     l->updated_realtime_ns = aft_async_now_ns(CLOCK_REALTIME);
     l->updated_monotonic_ns = aft_async_now_ns(CLOCK_MONOTONIC);
@@ -259,11 +278,15 @@ void aft_run_sample(const char *proc_root, const aft_run_info *info, aft_run_liv
         l->debugger_seen = 1;
         l->tracer_pid = tracer;
     }
-    aft_run_read_oom_now(info, l->oom);
-    aft_run_path_in(path, sizeof(path), proc_root, "vmstat");
-    l->vmstat_oom_kill = aft_read_counter(path, "oom_kill");
+    if (at_start) { /* the counters were read for the run's baseline a moment ago */
+        memcpy(l->oom, info->oom_at_start, sizeof(l->oom));
+        l->vmstat_oom_kill = info->vmstat_oom_kill_at_start;
+    } else {
+        aft_run_read_oom_now(info, l->oom);
+        aft_run_path_in(path, sizeof(path), proc_root, "vmstat");
+        l->vmstat_oom_kill = aft_read_counter(path, "oom_kill");
+    }
     aft_run_path_in(path, sizeof(path), proc_root, "pressure/memory");
-    l->psi_some_avg10_centi = aft_read_psi_avg10(path, "some");
-    l->psi_full_avg10_centi = aft_read_psi_avg10(path, "full");
+    aft_read_psi_both(path, &l->psi_some_avg10_centi, &l->psi_full_avg10_centi);
     l->update_count++;
 }

@@ -92,6 +92,35 @@ uint32_t aft_loaded_objects(aft_loaded_object *objects, uint32_t capacity,
     return scan.count;
 }
 
+typedef struct aft_main_scan {
+    uint8_t *out;
+    uint32_t capacity, size, flags, objects;
+} aft_main_scan;
+
+static int aft_scan_main(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    aft_main_scan *scan = data;
+    if (scan->objects++ > 0 || scan->out == NULL) return 0; /* the others are only counted */
+    for (uint32_t i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_NOTE &&
+            !aft_in_readable_load(info, info->dlpi_addr + ph->p_vaddr, ph->p_memsz))
+            return 0;
+    }
+    scan->size = aft_async_image_id(aft_read_mapped, info->dlpi_addr, info->dlpi_phdr,
+                                    info->dlpi_phnum, scan->out, scan->capacity, &scan->flags);
+    return 0;
+}
+
+uint32_t aft_main_executable_id(uint8_t *out, uint32_t capacity, uint32_t *flags,
+                                uint32_t *object_count) {
+    aft_main_scan scan = {.out = out, .capacity = capacity};
+    dl_iterate_phdr(aft_scan_main, &scan);
+    if (flags) *flags = scan.flags;
+    if (object_count) *object_count = scan.objects;
+    return scan.size;
+}
+
 int aft_link_map_signature_now(aft_link_map_snapshot *signature) {
     aft_object_scan scan = {.signature_only = 1};
     dl_iterate_phdr(aft_scan_object, &scan);

@@ -23,6 +23,11 @@
 #include "shim_internal.h"
 
 #define AFT_MIN_ALT_STACK (64u * 1024u)
+#ifdef MADV_POPULATE_WRITE
+#define AFT_MADV_POPULATE_WRITE MADV_POPULATE_WRITE
+#else
+#define AFT_MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
 
 aft_state aft_g_state = {.crash_dir_fd = -1, .timing_fd = -1, .reserved_fd = -1};
 const int aft_g_signals[AFT_SIGNAL_COUNT] = {SIGSEGV, SIGBUS,  SIGILL, SIGTRAP,
@@ -64,12 +69,9 @@ void aft_unwind_helpers_prepare(int in_forked_child) {
             munmap(stack, AFT_UNWIND_HELPER_STACK + (size_t)page);
             continue;
         }
-        /* The stack grows down from its top, 16-byte aligned. Its top pages and the first of
-         * the shared buffer are touched now, so a crash takes no page faults there. */
+        /* The stack grows down from its top, 16-byte aligned. */
         slot->stack_top = stack + (size_t)page + AFT_UNWIND_HELPER_STACK;
         slot->shared = shared;
-        memset((uint8_t *)slot->stack_top - 32 * 1024, 0, 32 * 1024);
-        memset(shared, 0, (size_t)page);
     }
 }
 
@@ -180,6 +182,7 @@ static void aft_prepare_images(aft_context *context) {
         !truncated && n > 0) {
         aft_g_known_link_map.count = after.count;
         aft_g_known_link_map.hash = after.hash;
+        atomic_thread_fence(memory_order_release); /* a crash that sees valid sees the rest */
         aft_g_known_link_map.valid = 1;
     }
     if (context->app_build_id_size > 0) return;
@@ -214,7 +217,9 @@ static void aft_reserve_crash_space(int fd, uint32_t image_count) {
  * names are not the child's. Give the child its own report id, derived from the parent's and
  * its pid, and let a crash create its file by name. Only async-signal-safe calls: the parent
  * may have had other threads. */
+static void aft_completion_after_fork_in_child(void);
 static void aft_after_fork_in_child(void) {
+    aft_completion_after_fork_in_child();
     if (!aft_g_state.installed) return;
     if (aft_g_state.reserved_fd >= 0) close(aft_g_state.reserved_fd);
     aft_g_state.reserved_fd = -1;
@@ -235,6 +240,51 @@ static void aft_after_fork_in_child(void) {
 static pthread_once_t aft_g_atfork_once = PTHREAD_ONCE_INIT;
 static void aft_register_atfork(void) { pthread_atfork(NULL, NULL, aft_after_fork_in_child); }
 
+/* ---- what start leaves to a thread of its own ---- */
+/* aft_install returns once a crash is reported (its handlers, the reserved file, the main
+ * executable's build id); the rest is done on a thread of ours right after, or by the first
+ * caller that needs it: every image's build id and the link map's signature (until then a
+ * crash reads /proc/self/maps itself), the unwinding helpers' first pages, and libunwind's
+ * warm-up. */
+static pthread_mutex_t aft_g_completion_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t aft_g_install_generation, aft_g_completed_generation;
+
+void aft_install_complete(void) {
+    pthread_mutex_lock(&aft_g_completion_lock);
+    if (aft_g_completed_generation == aft_g_install_generation) {
+        pthread_mutex_unlock(&aft_g_completion_lock);
+        return;
+    }
+    aft_prepare_images(&aft_g_state.context);
+    long page = sysconf(_SC_PAGESIZE);
+    for (uint32_t i = 0; i < AFT_UNWIND_SLOTS; i++) {
+        aft_unwind_slot *slot = &aft_g_unwind_slots[i];
+        if (slot->shared == NULL) continue;
+        /* Faulted in now, so a crash takes no page faults there. MADV_POPULATE_WRITE leaves
+         * the bytes as they are: a crash's helper may already be running on them. Kernels
+         * before 5.14 refuse it; the pages are then faulted in at the crash. */
+        (void)madvise((uint8_t *)slot->stack_top - 32 * 1024, 32 * 1024, AFT_MADV_POPULATE_WRITE);
+        (void)madvise(slot->shared, page > 0 ? (size_t)page : 4096, AFT_MADV_POPULATE_WRITE);
+    }
+    /* Warm libunwind up (its one-time set-up, unwind tables), so the helper walks fast. */
+    uint64_t warm[16];
+    (void)aft_current_stack(warm, 16, 0);
+    aft_g_completed_generation = aft_g_install_generation;
+    pthread_mutex_unlock(&aft_g_completion_lock);
+}
+
+static void *aft_install_completion_thread(void *arg) {
+    (void)arg;
+    aft_install_complete();
+    return NULL;
+}
+
+/* In a forked child the lock may have been held by a thread the child does not have. */
+static void aft_completion_after_fork_in_child(void) {
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    aft_g_completion_lock = fresh;
+}
+
 int aft_install(const aft_install_options *options, char *error, size_t error_capacity) {
     if (!options || !options->crash_directory) {
         aft_set_error(error, error_capacity, "aft_install", EINVAL);
@@ -247,11 +297,13 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
         aft_set_error(error, error_capacity, "opening the crash directory", err);
         return err;
     }
+    pthread_mutex_lock(&aft_g_completion_lock); /* a completion still running finishes first */
     aft_memory_reader_prepare();
     aft_unwind_helpers_prepare(0);
     int err = aft_prepare_thread();
     if (err != 0) {
         close(dir_fd);
+        pthread_mutex_unlock(&aft_g_completion_lock);
         aft_set_error(error, error_capacity, "sigaltstack", err);
         return err;
     }
@@ -287,10 +339,20 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
 
     int old_fd = aft_g_state.crash_dir_fd;
     aft_g_state.context = options->context;
-    aft_g_known_link_map.valid = 0; /* first: the crash path reads maps while this is rebuilt */
+    aft_g_known_link_map.valid = 0; /* first: the crash path reads maps until it is rebuilt */
     aft_g_known_image_count = 0;
-    aft_prepare_images(&aft_g_state.context);
-    aft_reserve_crash_space(reserved, atomic_load(&aft_g_known_image_count));
+    uint32_t objects = 0, main_flags = 0;
+    if (aft_g_state.context.app_build_id_size == 0) {
+        aft_context *c = &aft_g_state.context;
+        c->app_build_id_size =
+            aft_main_executable_id(c->app_build_id, AFT_BUILD_ID_CAPACITY, &main_flags, &objects);
+        if (main_flags & AFT_IMAGE_BUILD_ID_TEXT_HASH)
+            memcpy(c->app_build_id + AFT_TEXT_HASH_SIZE, AFT_TEXT_HASH_MARKER,
+                   sizeof(AFT_TEXT_HASH_MARKER));
+    } else {
+        (void)aft_main_executable_id(NULL, 0, NULL, &objects);
+    }
+    aft_reserve_crash_space(reserved, objects);
     aft_g_state.crash_dir_fd = dir_fd;
     aft_g_state.reserved_fd = reserved;
     aft_g_state.fsync_reports = options->fsync_reports;
@@ -327,13 +389,22 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
     }
     if (old_fd >= 0 && old_fd != dir_fd) close(old_fd);
 
-    /* Warm libunwind up (unwind tables, caches) so the first crash walks fast. */
-    uint64_t warm[16];
-    (void)aft_current_stack(warm, 16, 0);
+    aft_g_install_generation++;
+    pthread_mutex_unlock(&aft_g_completion_lock);
+    pthread_t completion;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (aft_thread_create(&completion, &attr, aft_install_completion_thread, NULL) == 0)
+        pthread_setname_np(completion, "aftermath.start");
+    else
+        aft_install_complete();
+    pthread_attr_destroy(&attr);
     return 0;
 }
 
 uint32_t aft_installed_images(aft_image *images, uint32_t capacity) {
+    aft_install_complete();
     uint32_t n = atomic_load(&aft_g_known_image_count);
     if (n > capacity) n = capacity;
     memcpy(images, aft_g_known_images, (size_t)n * sizeof(aft_image));

@@ -155,7 +155,9 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
     uint32_t image_count = 0, images_truncated = 0;
     const aft_image *images = spec->images;
     uint64_t link_count = 0, link_hash = 0;
-    if (aft_g_known_link_map.valid && aft_async_link_map_signature(&link_count, &link_hash) &&
+    int known = aft_g_known_link_map.valid;
+    atomic_thread_fence(memory_order_acquire); /* images written before valid are seen */
+    if (known && aft_async_link_map_signature(&link_count, &link_hash) &&
         link_count == aft_g_known_link_map.count && link_hash == aft_g_known_link_map.hash) {
         /* No library loaded or unloaded since install: the images read then still hold. */
         images = aft_g_known_images;

@@ -37,6 +37,8 @@ static int aft_g_run_thread_running;
 static int aft_g_run_thread_stop;
 static int aft_g_run_hooks_registered;
 static _Atomic int aft_g_run_exited; /* set by on_exit while the updater may run */
+/* The OOM and vmstat baseline is read by the updater thread, not by start (see aft_run_start). */
+static int aft_g_run_baseline_pending;
 
 static void aft_run_set_error(char *error, size_t capacity, const char *what, int err) {
     if (error && capacity > 0) snprintf(error, capacity, "%s: %s", what, strerror(err));
@@ -101,10 +103,29 @@ void aft_run_set_session(const uint8_t session_id[AFT_ID_SIZE],
     pthread_mutex_unlock(&aft_g_run_lock);
 }
 
+/* The run's baseline (its cgroups' OOM counters, vmstat's oom_kill) read now, and the run
+ * file's info block rewritten with it, then a first full sample. Caller holds the lock. */
+static void aft_run_complete_baseline(void) {
+    aft_g_run_baseline_pending = 0;
+    aft_run_read_baseline(aft_g_run_proc, aft_g_run_sys, &aft_g_run_info);
+    if (aft_g_run.fd < 0 || aft_g_run_exited) return;
+    struct {
+        aft_file_header header;
+        aft_run_info info;
+    } head;
+    aft_run_header(&head.header, &aft_g_run_info);
+    head.info = aft_g_run_info;
+    _Static_assert(offsetof(aft_run_file, info) == sizeof(aft_file_header), "info follows");
+    if (aft_async_pwrite_all(aft_g_run.fd, &head, sizeof(head), 0) != 0) return;
+    aft_run_sample(aft_g_run_proc, &aft_g_run_info, &aft_g_run_live);
+    aft_run_write_live();
+}
+
 static void *aft_run_updater(void *arg) {
     (void)arg;
     aft_thread_set_own_mask();
     pthread_mutex_lock(&aft_g_run_lock);
+    if (aft_g_run_baseline_pending) aft_run_complete_baseline();
     while (!aft_g_run_thread_stop) {
         uint32_t ms = aft_g_run_info.update_interval_ms;
         struct timespec until;
@@ -221,7 +242,30 @@ void aft_run_stop(void) {
     pthread_mutex_unlock(&aft_g_run_lock);
 }
 
+void aft_run_read_baseline(const char *proc_root, const char *sys_root, aft_run_info *info) {
+    char path[AFT_PATH_CAPACITY + 64];
+    aft_find_cgroup_dirs(proc_root, sys_root, info->cgroup_dirs);
+    aft_run_read_oom_now(info, info->oom_at_start);
+    snprintf(path, sizeof(path), "%s/vmstat", proc_root);
+    info->vmstat_oom_kill_at_start = aft_read_counter(path, "oom_kill");
+}
+
+void aft_run_header(aft_file_header *h, const aft_run_info *info) {
+    memset(h, 0, sizeof(*h));
+    h->magic = AFT_MAGIC;
+    h->version = AFT_FORMAT_VERSION;
+    h->header_size = sizeof(aft_file_header);
+    h->kind = AFT_KIND_RUN;
+    h->body_size = sizeof(aft_run_info);
+    h->body_crc = aft_crc32(0, info, sizeof(aft_run_info));
+    h->commit = AFT_COMMIT_MARKER;
+}
+
 int aft_run_prepare(const aft_run_options *o, aft_run_file *file) {
+    return aft_run_prepare_with(o, file, 0);
+}
+
+int aft_run_prepare_with(const aft_run_options *o, aft_run_file *file, int defer_baseline) {
     memset(file, 0, sizeof(*file));
     aft_run_info *info = &file->info;
     info->context = o->context;
@@ -235,24 +279,24 @@ int aft_run_prepare(const aft_run_options *o, aft_run_file *file) {
     char path[AFT_PATH_CAPACITY + 64];
     snprintf(path, sizeof(path), "%s/sys/kernel/random/boot_id", o->proc_root);
     aft_read_line(path, info->boot_id, AFT_BOOT_ID_CAPACITY);
-    aft_find_cgroup_dirs(o->proc_root, o->sys_root, info->cgroup_dirs);
-    aft_run_read_oom_now(info, info->oom_at_start);
-    snprintf(path, sizeof(path), "%s/vmstat", o->proc_root);
-    info->vmstat_oom_kill_at_start = aft_read_counter(path, "oom_kill");
-
-    aft_file_header *h = &file->header;
-    h->magic = AFT_MAGIC;
-    h->version = AFT_FORMAT_VERSION;
-    h->header_size = sizeof(aft_file_header);
-    h->kind = AFT_KIND_RUN;
-    h->body_size = sizeof(aft_run_info);
-    h->body_crc = aft_crc32(0, info, sizeof(aft_run_info));
-    h->commit = AFT_COMMIT_MARKER;
-
     aft_run_live *l = &file->live[1];
     memcpy(l->session_id, o->context.session_id, AFT_ID_SIZE);
     l->foreground = o->foreground ? 1 : 0;
-    aft_run_sample(o->proc_root, info, l);
+    if (defer_baseline) {
+        /* Unread until the updater reads them, moments later: a run that dies before has
+         * no OOM evidence, the same as where the counters cannot be read. */
+        for (uint32_t i = 0; i < AFT_OOM_COUNTERS; i++)
+            info->oom_at_start[i] = l->oom[i] = AFT_RUN_UNREAD;
+        info->vmstat_oom_kill_at_start = l->vmstat_oom_kill = AFT_RUN_UNREAD;
+        l->psi_some_avg10_centi = l->psi_full_avg10_centi = UINT32_MAX;
+        l->updated_realtime_ns = aft_async_now_ns(CLOCK_REALTIME);
+        l->updated_monotonic_ns = aft_async_now_ns(CLOCK_MONOTONIC);
+        l->updated_boottime_ns = aft_async_now_ns(CLOCK_BOOTTIME);
+    } else {
+        aft_run_read_baseline(o->proc_root, o->sys_root, info);
+        aft_run_sample_with(o->proc_root, info, l, 1);
+    }
+    aft_run_header(&file->header, info);
     l->sequence = 1;
     l->check = aft_run_check(l, offsetof(aft_run_live, check));
     file->term.check = aft_run_check(&file->term, offsetof(aft_run_term, check));
@@ -270,8 +314,9 @@ int aft_run_start(const aft_run_options *o, char *error, size_t error_capacity) 
     aft_run_mark_clean_exit(0);
     aft_run_stop();
 
+    /* With an updater thread, the OOM baseline is left to it: start reads less. */
     aft_run_file file;
-    aft_run_prepare(o, &file);
+    aft_run_prepare_with(o, &file, o->start_updater);
 
     char name[AFT_FILE_NAME_CAPACITY], tmp[AFT_FILE_NAME_CAPACITY];
     aft_async_id_file_name(name, sizeof(name), o->context.run_id, ".run");
@@ -296,6 +341,7 @@ int aft_run_start(const aft_run_options *o, char *error, size_t error_capacity) 
     file.live[1].check = aft_run_check(&file.live[1], offsetof(aft_run_live, check));
     snprintf(aft_g_run_proc, sizeof(aft_g_run_proc), "%s", o->proc_root);
     snprintf(aft_g_run_sys, sizeof(aft_g_run_sys), "%s", o->sys_root);
+    aft_g_run_baseline_pending = o->start_updater;
     aft_g_run_exited = 0;
     if (!err) {
         aft_g_run.fd = fd;

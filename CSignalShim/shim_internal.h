@@ -151,6 +151,11 @@ typedef struct aft_loaded_object {
 /* The loaded objects, and the link map's signature read under the loader's lock. */
 uint32_t aft_loaded_objects(aft_loaded_object *objects, uint32_t capacity,
                             aft_link_map_snapshot *signature);
+/* The main executable's build id (or text hash, AFT_IMAGE_BUILD_ID_TEXT_HASH in *flags), read
+ * directly from its notes, and the number of loaded objects: one pass over the loader's list,
+ * without the other objects' ids. Returns the id's size, 0 when there is none. */
+uint32_t aft_main_executable_id(uint8_t *out, uint32_t capacity, uint32_t *flags,
+                                uint32_t *object_count);
 /* The link map's signature now, read under the loader's lock; 0 when it is changing. */
 int aft_link_map_signature_now(aft_link_map_snapshot *signature);
 /* Gives each image the build id, load bias and arch of the object that starts where it does;

@@ -34,6 +34,9 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
 
 /* The images read at install (with build ids), in address order; returns their number. */
 uint32_t aft_installed_images(aft_image *images, uint32_t capacity);
+/* Finishes what aft_install leaves to a thread of its own (every image's build id, libunwind's
+ * warm-up); returns at once when that is done. aft_installed_images calls it first. */
+void aft_install_complete(void);
 
 /* The context the handler writes (with the app build id read at install). */
 void aft_installed_context(aft_context *context);
@@ -242,9 +245,22 @@ void aft_run_read_oom_now(const aft_run_info *info, uint64_t *out);
  * aft_run_start writes it (header, info, live slot with sequence 1, empty term and exit). No
  * global state: tests build crafted run files with it. Returns 0. */
 int aft_run_prepare(const aft_run_options *options, aft_run_file *file);
+/* The same; defer_baseline != 0 leaves the OOM counters and vmstat's oom_kill unread
+ * (AFT_RUN_UNREAD) for aft_run_read_baseline to fill later, as aft_run_start does when its
+ * updater thread runs. */
+int aft_run_prepare_with(const aft_run_options *options, aft_run_file *file, int defer_baseline);
+/* Reads a run's baseline into info: its cgroup directories, their OOM counters, vmstat's
+ * oom_kill. */
+void aft_run_read_baseline(const char *proc_root, const char *sys_root, aft_run_info *info);
+/* The header of a run file whose info block is info (CRC and commit set). */
+void aft_run_header(aft_file_header *header, const aft_run_info *info);
 /* Reads the evidence under proc_root into live (times, TracerPid, OOM counters of the run's
  * cgroups, vmstat, PSI) and counts the update. The check is not computed. */
 void aft_run_sample(const char *proc_root, const aft_run_info *info, aft_run_live *live);
+/* The same; at_start != 0 takes the OOM and vmstat counters from the run's baseline in info,
+ * read a moment before, instead of reading them again. */
+void aft_run_sample_with(const char *proc_root, const aft_run_info *info, aft_run_live *live,
+                         int at_start);
 /* The check value of a run block: CRC-32 of its bytes before the check field, never 0. */
 uint32_t aft_run_check(const void *block, size_t size_before_check);
 

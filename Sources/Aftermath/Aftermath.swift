@@ -86,16 +86,20 @@ public enum Aftermath {
             hangDetectionProblem.withLock { $0 = error.description }
         }
 
-        let collector = self.collector(configuration, directory: directory, context: installed)
-        let resource = self.resource(for: configuration, environment: environment)
         if configuration.deliverPendingReportsSynchronously {
-            deliver(collector, to: configuration.exporter, resource: resource)
+            let collector = self.collector(configuration, directory: directory, context: installed)
+            deliver(
+                collector, to: configuration.exporter, resource: resource(for: configuration, environment: environment))
         } else {
-            let thread = Thread {
-                deliver(collector, to: configuration.exporter, resource: resource)
+            // The collector and the resource are made on the delivery thread: start does not pay.
+            let installed = installed
+            let body: @Sendable () -> Void = {
+                let collector = self.collector(configuration, directory: directory, context: installed)
+                deliver(
+                    collector, to: configuration.exporter,
+                    resource: resource(for: configuration, environment: environment))
             }
-            thread.name = "aftermath.deliver"
-            thread.start()
+            if !StartHelpers.detachedThread(named: "aftermath.deliver", body) { body() }
         }
     }
 
@@ -178,7 +182,8 @@ public enum Aftermath {
         // not look like an update).
         func clip(_ s: String, _ capacity: UInt32) -> String { CString.clipped(s, capacity: Int(capacity)) }
         return ReportContext(
-            reportID: UUID(), sessionID: UUID(), runID: UUID(), pid: Int64(getpid()),
+            reportID: StartHelpers.randomUUID(), sessionID: StartHelpers.randomUUID(),
+            runID: StartHelpers.randomUUID(), pid: Int64(getpid()),
             startTimeUnixNano: Clock.realtimeNanoseconds(), serviceName: clip(c.serviceName, AFT_NAME_STRING),
             serviceVersion: clip(c.serviceVersion, AFT_SHORT_STRING), appBuildID: "",
             osName: clip(os.name, AFT_SHORT_STRING), osVersion: clip(os.version, AFT_SHORT_STRING),

@@ -4,8 +4,9 @@ import Foundation
 import Synchronization
 
 /// Writes handled errors to errors/ before ``Aftermath/record(error:fingerprint:)`` returns:
-/// one small file each, written to a .tmp and renamed. The loaded images are read once at
-/// start and again only when a frame falls outside all of them (a library loaded later).
+/// one small file each, written to a .tmp and renamed. The loaded images are taken at the first
+/// error (those the crash handler read at start) and read again only when a frame falls outside
+/// all of them (a library loaded later).
 enum HandledErrorRecorder {
     struct State: @unchecked Sendable {  // aft_context and aft_image are plain C values
         var directory: String?
@@ -18,10 +19,11 @@ enum HandledErrorRecorder {
 
     static let state = Mutex(State())
 
-    /// Prepares the recorder for a run: its directory, context and the loaded images.
+    /// Prepares the recorder for a run: its directory and context. The images wait for the
+    /// first error: start does not pay for them.
     static func prepare(directory: String, context: ReportContext, maxPending: Int) {
         let c = Aftermath.cContext(context)
-        let images = installedImages()
+        let images: [aft_image] = []
         let pending = countPending(directory, upTo: maxPending)
         state.withLock {
             $0.directory = directory
@@ -70,10 +72,16 @@ enum HandledErrorRecorder {
 
         var used = usedImages(frames, snapshot.images)
         if used == nil {
-            let fresh = loadImages()
+            // The run's first error takes the images read at start; a frame outside them (a
+            // library loaded since) reads /proc/self/maps again.
+            var fresh = snapshot.images.isEmpty ? installedImages() : loadImages()
+            used = usedImages(frames, fresh)
+            if used == nil, snapshot.images.isEmpty {
+                fresh = loadImages()
+                used = usedImages(frames, fresh)
+            }
             state.withLock { $0.images = fresh }
             snapshot.images = fresh
-            used = usedImages(frames, fresh)
         }
         let run = RunRecorder.state.withLock { $0 }
         var info = aft_error_info()

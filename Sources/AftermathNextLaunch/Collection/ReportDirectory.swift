@@ -70,15 +70,16 @@ package struct ReportDirectory: Sendable, Hashable {
                 guard mkdir(dir, 0o700) == 0 || errno == EEXIST else {
                     throw .cannotCreate(path: dir, reason: String(cString: strerror(errno)))
                 }
+                guard lstat(dir, &st) == 0 else {
+                    throw .cannotCreate(path: dir, reason: String(cString: strerror(errno)))
+                }
             }
-            try Self.checkOwnDirectory(dir)
+            try Self.checkOwnDirectory(dir, st)
         }
     }
 
-    /// lstat-checks dir: a directory, ours, 0700 (repaired when wider or narrower).
-    static func checkOwnDirectory(_ dir: String) throws(ReportDirectoryError) {
-        var st = stat()
-        guard lstat(dir, &st) == 0 else { throw .cannotCreate(path: dir, reason: String(cString: strerror(errno))) }
+    /// Checks dir, whose lstat is st: a directory, ours, 0700 (repaired when wider or narrower).
+    static func checkOwnDirectory(_ dir: String, _ st: stat) throws(ReportDirectoryError) {
         guard st.st_mode & S_IFMT == S_IFDIR else {
             throw .cannotCreate(path: dir, reason: "not a directory (\(StoreFiles.describe(st.st_mode & S_IFMT)))")
         }

@@ -1,0 +1,62 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// What `start` needs done quickly: random ids without opening /dev/urandom, and a thread
+/// without Foundation's set-up.
+enum StartHelpers {
+    /// A version-4 UUID from the system's generator (getrandom(2): no file to open).
+    static func randomUUID() -> UUID {
+        var generator = SystemRandomNumberGenerator()
+        var bytes = [UInt8](repeating: 0, count: 16)
+        withUnsafeBytes(of: generator.next() as UInt64) { bytes.replaceSubrange(0..<8, with: $0) }
+        withUnsafeBytes(of: generator.next() as UInt64) { bytes.replaceSubrange(8..<16, with: $0) }
+        bytes[6] = (bytes[6] & 0x0F) | 0x40  // version 4
+        bytes[8] = (bytes[8] & 0x3F) | 0x80  // RFC 4122 variant
+        return UUID(
+            uuid: (
+                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
+            ))
+    }
+
+    /// Runs body on a new detached thread named name (at most 15 bytes show); false when no
+    /// thread could be made.
+    @discardableResult
+    static func detachedThread(named name: String, _ body: @escaping @Sendable () -> Void) -> Bool {
+        final class Box: @unchecked Sendable {  // handed to the new thread once, then released
+            let name: String
+            let body: @Sendable () -> Void
+            init(name: String, body: @escaping @Sendable () -> Void) {
+                self.name = name
+                self.body = body
+            }
+        }
+        let box = Unmanaged.passRetained(Box(name: name, body: body)).toOpaque()
+        var attributes = pthread_attr_t()
+        pthread_attr_init(&attributes)
+        defer { pthread_attr_destroy(&attributes) }
+        pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
+        var thread = pthread_t()
+        let status = pthread_create(
+            &thread, &attributes,
+            { argument in
+                let box = Unmanaged<Box>.fromOpaque(argument!).takeRetainedValue()
+                // pthread_setname_np is not visible to Swift: the name goes where it writes it.
+                let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+                if fd >= 0 {
+                    let name = Array(box.name.utf8.prefix(15))
+                    _ = name.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+                    close(fd)
+                }
+                box.body()
+                return nil
+            }, box)
+        if status != 0 { Unmanaged<Box>.fromOpaque(box).release() }
+        return status == 0
+    }
+}
