@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -164,11 +165,37 @@ uint32_t aft_current_stack(uint64_t *frames, uint32_t capacity, uint32_t skip) {
  * (dl_iterate_phdr), the images' extents and paths from one read of /proc/self/maps. */
 static aft_loaded_object aft_g_loaded_objects[AFT_MAX_IMAGES];
 
+/* /proc/self/maps, opened by aft_install and read by the completion: an app that loses /proc
+ * after start (a sandbox, an unmounted /proc) still gets its images read. */
+static int aft_g_maps_fd = -1;
+static uint64_t aft_g_maps_ino;
+
+/* The inode of fd when it is an open regular file, else 0. */
+static uint64_t aft_regular_file_inode(int fd) {
+    struct stat st;
+    return fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? (uint64_t)st.st_ino : 0;
+}
+
+static void aft_open_maps(void) {
+    if (aft_g_maps_fd >= 0) return;
+    aft_g_maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    aft_g_maps_ino = aft_regular_file_inode(aft_g_maps_fd);
+}
+
+/* The descriptor aft_open_maps opened, when it is still that file (an app may have closed it
+ * and reused the number), else /proc/self/maps opened now. */
+static int aft_take_maps(void) {
+    int fd = aft_g_maps_fd;
+    aft_g_maps_fd = -1;
+    if (fd >= 0 && aft_g_maps_ino != 0 && aft_regular_file_inode(fd) == aft_g_maps_ino) return fd;
+    return open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+}
+
 static void aft_prepare_images(aft_context *context) {
     aft_g_known_link_map.valid = 0;
     aft_link_map_snapshot before = {0}, after = {0};
     uint32_t objects = aft_loaded_objects(aft_g_loaded_objects, AFT_MAX_IMAGES, &before);
-    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    int fd = aft_take_maps();
     if (fd < 0) return;
     uint32_t truncated = 0;
     uint32_t n = aft_images_from_maps_fd(fd, aft_g_known_images, AFT_MAX_IMAGES, 0,
@@ -275,6 +302,7 @@ void aft_install_complete(void) {
 
 static void *aft_install_completion_thread(void *arg) {
     (void)arg;
+    prctl(PR_SET_NAME, "aftermath.start", 0, 0, 0); /* here: one call, no file for the creator */
     aft_install_complete();
     return NULL;
 }
@@ -283,6 +311,10 @@ static void *aft_install_completion_thread(void *arg) {
 static void aft_completion_after_fork_in_child(void) {
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     aft_g_completion_lock = fresh;
+    /* The parent's maps, not the child's: the child opens its own. */
+    if (aft_g_maps_fd >= 0 && aft_regular_file_inode(aft_g_maps_fd) == aft_g_maps_ino)
+        close(aft_g_maps_fd);
+    aft_g_maps_fd = -1;
 }
 
 int aft_install(const aft_install_options *options, char *error, size_t error_capacity) {
@@ -299,6 +331,7 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
     }
     pthread_mutex_lock(&aft_g_completion_lock); /* a completion still running finishes first */
     aft_memory_reader_prepare();
+    aft_open_maps();
     aft_unwind_helpers_prepare(0);
     int err = aft_prepare_thread();
     if (err != 0) {
@@ -391,13 +424,13 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
 
     aft_g_install_generation++;
     pthread_mutex_unlock(&aft_g_completion_lock);
+    if (options->complete_later) return 0;
     pthread_t completion;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (aft_thread_create(&completion, &attr, aft_install_completion_thread, NULL) == 0)
-        pthread_setname_np(completion, "aftermath.start");
-    else
+    pthread_attr_setstacksize(&attr, 512 * 1024);
+    if (aft_thread_create(&completion, &attr, aft_install_completion_thread, NULL) != 0)
         aft_install_complete();
     pthread_attr_destroy(&attr);
     return 0;

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,6 +125,7 @@ static void aft_run_complete_baseline(void) {
 static void *aft_run_updater(void *arg) {
     (void)arg;
     aft_thread_set_own_mask();
+    prctl(PR_SET_NAME, "aftermath.run", 0, 0, 0); /* here: one call, no file for the creator */
     pthread_mutex_lock(&aft_g_run_lock);
     if (aft_g_run_baseline_pending) aft_run_complete_baseline();
     while (!aft_g_run_thread_stop) {
@@ -375,10 +377,8 @@ int aft_run_start(const aft_run_options *o, char *error, size_t error_capacity) 
     if (o->catch_termination) aft_run_install_handlers();
     if (o->start_updater) {
         aft_g_run_thread_stop = 0;
-        if (aft_thread_create(&aft_g_run_thread, NULL, aft_run_updater, NULL) == 0) {
-            pthread_setname_np(aft_g_run_thread, "aftermath.run");
+        if (aft_thread_create(&aft_g_run_thread, NULL, aft_run_updater, NULL) == 0)
             aft_g_run_thread_running = 1;
-        }
     }
     return 0;
 }

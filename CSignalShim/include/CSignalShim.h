@@ -24,7 +24,9 @@ typedef struct aft_install_options {
     int32_t fsync_reports;       /* fsync a crash file before renaming it into place */
     int32_t timing_fd;           /* benchmark only: the handler writes its duration here; -1 */
     uint32_t alt_stack_size;     /* 0 = 64 KiB */
-    uint32_t _reserved;
+    /* Non-zero: aft_install starts no thread to finish its work; the caller has one of its own
+     * call aft_install_complete soon after. */
+    uint32_t complete_later;
 } aft_install_options;
 
 /* Installs the crash handlers (SIGSEGV, SIGBUS, SIGILL, SIGTRAP, SIGFPE, SIGABRT, SIGSYS) on an
@@ -34,8 +36,9 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
 
 /* The images read at install (with build ids), in address order; returns their number. */
 uint32_t aft_installed_images(aft_image *images, uint32_t capacity);
-/* Finishes what aft_install leaves to a thread of its own (every image's build id, libunwind's
- * warm-up); returns at once when that is done. aft_installed_images calls it first. */
+/* Finishes what aft_install leaves to a thread of its own, or to the caller's thread with
+ * complete_later (every image's build id, libunwind's warm-up); returns at once when that is
+ * done. aft_installed_images calls it first. */
 void aft_install_complete(void);
 
 /* The context the handler writes (with the app build id read at install). */

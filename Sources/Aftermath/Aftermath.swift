@@ -60,6 +60,7 @@ public enum Aftermath {
         options.fsync_reports = configuration.fsyncReports ? 1 : 0
         options.timing_fd = configuration.handlerTimingFileDescriptor
         options.context = cContext(context)
+        options.complete_later = 1  // by the delivery below: start does not pay for it
         var error = [CChar](repeating: 0, count: 256)
         let status = directory.crashes.withCString { dir in
             options.crash_directory = dir
@@ -90,10 +91,13 @@ public enum Aftermath {
             let collector = self.collector(configuration, directory: directory, context: installed)
             deliver(
                 collector, to: configuration.exporter, resource: resource(for: configuration, environment: environment))
+            aft_install_complete()
         } else {
-            // The collector and the resource are made on the delivery thread: start does not pay.
+            // The install's completion, the collector and the resource are the delivery thread's
+            // work: start does not pay for them.
             let installed = installed
             let body: @Sendable () -> Void = {
+                aft_install_complete()  // every image's build id, libunwind's warm-up
                 let collector = self.collector(configuration, directory: directory, context: installed)
                 deliver(
                     collector, to: configuration.exporter,
