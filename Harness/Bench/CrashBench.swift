@@ -91,6 +91,10 @@ enum CrashBench {
                 reportsDirectory: dir, fsyncReports: fsync)
             config.handlerTimingFileDescriptor = 3
             do { try Aftermath.start(config) } catch { exit(3) }
+            // The handler as an app meets it: after start's background work (every image's
+            // build id, the delivery of pending reports) has finished.
+            aft_install_complete()
+            for _ in 0..<1000 where Aftermath.lastDelivery == nil { usleep(1000) }
         }
         // Frames already on the stack: main, the bench's dispatch, libc start; the fault adds
         // two (Fault.trigger and its body). Recurse the rest.
