@@ -34,6 +34,7 @@ make_root() { # name arch variant packages
   mirror=$(debian_mirror)
   [ -n "$mirror" ] || die "no Debian mirror found in this machine's apt sources"
   rm -rf "$dir.tmp"
+  mkdir -p "$CACHE" # mmdebstrap needs the target's parent directory
   say "making $1 (trixie, $arch, $variant: $packages)..."
   $SUDO mmdebstrap --quiet --variant="$variant" --architectures="$arch" --include="$packages" trixie "$dir.tmp" \
     "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror trixie main" \
