@@ -305,12 +305,13 @@ done
 declare -A PROBE_EFFECT=(
   [ptrace]="no strace can attach: hang-harness tracer runs on x86-64 only"
   [seccomp]="no filter can be installed: crash-harness seccomp-kill and seccomp-eperm run on x86-64 only"
-  [proc-syscall]="the emulator's x86-64 syscall and stack pointer: hang-harness sleep and the watchdog's /proc capture are checked on x86-64"
+  [proc-syscall]="the emulator's x86-64 syscall and stack pointer: hang-harness sleep, dmsleep and asyncsleep (the watchdog's /proc capture) are checked on x86-64"
   [sigblk-numbering]="host signal numbers: the watchdog misreads the capture signal as blocked (hang-harness dispatchmain, dmbusy, asyncbusy, asyncblock); checked on x86-64"
   [extra-task]="the emulator's own thread, which runs no guest handler: the Swift backtracer cannot pause it (crash-harness swift bt column); checked on x86-64"
   [rt-signals]="the hang watchdog checks at start that its capture signal can be sent and skips these"
   [clone-exit-signal]="the unwinding helper is started as a copy of the process with SIGCHLD as exit signal here (unwinder libunwind checked above)"
   [sigill-code]="crash-harness illegal-instruction records ILL_ILLOPN, as the signal said"
+  [proc-fsize]="qemu writes its emulated /proc files into a memory file, which RLIMIT_FSIZE limits: under ulimit -f 8 the maps are cut and SIGXFSZ ends the unwinding helper (crash-harness file-size-limit); checked on x86-64"
   [exec-start-time]="an exec is not recognised by its unchanged start time: exit-harness execv row runs on x86-64 only"
 )
 t=$(now)

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -139,6 +140,30 @@ int main(int argc, char **argv) {
     snprintf(evidence, sizeof(evidence), "clone(CLONE_UNTRACED, no exit signal): %s",
              pid > 0 ? "a child" : strerror(clone_errno));
     report("clone-exit-signal", pid < 0 && clone_errno == EINVAL, evidence);
+
+    /* /proc/self/maps read under a file-size limit smaller than it, in a child. */
+    pid = fork();
+    if (pid == 0) {
+        sigset_t xfsz, pending;
+        sigemptyset(&xfsz);
+        sigaddset(&xfsz, SIGXFSZ);
+        sigprocmask(SIG_BLOCK, &xfsz, NULL);
+        struct rlimit limit = {.rlim_cur = 1024, .rlim_max = 1024};
+        setrlimit(RLIMIT_FSIZE, &limit);
+        char chunk[4096];
+        ssize_t got, total = 0;
+        int maps = open("/proc/self/maps", O_RDONLY);
+        while (maps >= 0 && (got = read(maps, chunk, sizeof(chunk))) > 0) total += got;
+        if (maps >= 0) close(maps);
+        int raised = sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ) == 1;
+        _exit(total == 1024 || raised ? 1 : 0);
+    }
+    int status = 0;
+    if (pid > 0) waitpid(pid, &status, 0);
+    int cut = pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 1;
+    snprintf(evidence, sizeof(evidence), "/proc/self/maps under a 1 KiB file-size limit: %s",
+             cut ? "cut at 1 KiB, SIGXFSZ raised" : "whole");
+    report("proc-fsize", cut, evidence);
 
 #if defined(__aarch64__)
     struct sigaction action_ill;

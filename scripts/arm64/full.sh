@@ -169,12 +169,16 @@ fi
 # what covers them instead. Each reason was checked under qemu-user 7.2 with a small arm64 program
 # and, where the row has one, by its run without Aftermath failing the same way.
 SIGBLK="under qemu-user /proc/<tid>/status SigBlk holds host signal numbers, and qemu maps guest real-time signals to other host ones (guest 62 is host 64), so the watchdog reads the wrong bit, finds the capture signal blocked and takes the stack from /proc, whose registers are the emulator's. Runs with the signal on x86-64 (hang-harness 17/17); the signal capture on arm64 is checked by live1s, lock, busy, heartbeat, urgowner, first and --quick's hang row"
+PROCREGS="a sleep on a main queue served by a worker thread is captured through /proc/<tid>/syscall and the stack it names; under qemu-user those are the emulator's x86-64 syscall, stack pointer and pc, so the scan finds no app frames. Runs on x86-64 (hang-harness 17/17)"
 declare -A HARNESS_LIMIT=(
   [tracer]="qemu-user implements no ptrace (ENOSYS), so no strace for arm64 can attach and none is in the root. Runs on x86-64 (hang-harness)"
   [dispatchmain]="$SIGBLK"
   [dmbusy]="$SIGBLK"
   [asyncbusy]="$SIGBLK"
   [asyncblock]="$SIGBLK"
+  [dmsleep]="$PROCREGS"
+  [asyncsleep]="$PROCREGS"
+  [file-size-limit]="qemu-user builds its emulated /proc/self/maps in a memory file, which RLIMIT_FSIZE limits: under ulimit -f 8 the maps are cut (no libc entry) and SIGXFSZ ends the unwinding helper, which reads them (frame-pointer stack, helper_failed). The kernel's /proc files are not limited. Runs on x86-64 (crash-harness)"
   [sleep]="the watchdog reads /proc/<tid>/syscall to see that a thread sleeps in a call a handler would cut short; under qemu-user it holds the emulator's x86-64 syscall number and stack pointer, so the capture signal is sent and ends usleep early. Runs on x86-64"
   [pid1-abort]="as PID 1 of a PID namespace qemu-user hangs in its own abort path once the guest takes a default-action signal (the kernel drops the signal qemu sends itself), with or without Aftermath: a plain C abort() does the same. Runs on x86-64 (crash-harness)"
   [seccomp-kill]="qemu-user implements no seccomp (installing the filter fails with ENOSYS, without Aftermath too). Runs on x86-64 (crash-harness)"
