@@ -232,7 +232,7 @@ for harness in crash-harness hang-harness exit-harness; do
     done < <(sed -n 's/^\([a-z0-9-]*\) *|.*| *FAIL$/\1/p' "$CACHE/$harness.log")
   fi
   PASSED=$((PASSED + hp)); FAILED=$((FAILED + hf))
-  ROWS+=("$(printf '%-22s %-6s %s' "$harness" "$([ "$hf" = 0 ] && echo ok || echo FAIL)" "$line ($took emulated)")")
+  ROWS+=("$(printf '%-22s %-6s %s' "$harness" "$([ "$hf" = 0 ] && echo ok || echo FAIL)" "its own line: $line; $hf failed that are not limits ($took emulated)")")
 done
 
 print_table "arm64 (full): Swift $SWIFT_VERSION cross-built, run under qemu-user $(qemu-aarch64-static --version | head -1 | awk '{ print $3 }') in a trixie arm64 root"
