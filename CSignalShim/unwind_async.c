@@ -226,6 +226,10 @@ static pid_t aft_async_helper_start(uint32_t slot_index, void *ucontext, uint32_
     void *stack = (uint8_t *)slot->stack_top - AFT_UNWIND_FRAME_ROOM;
     pid_t pid = clone(aft_unwind_helper_main, stack, CLONE_VM | CLONE_VFORK | CLONE_UNTRACED, slot);
     if (pid < 0) pid = clone(aft_unwind_helper_main, stack, CLONE_UNTRACED, slot);
+    /* qemu-user refuses both (EINVAL): a copy of the process there must have SIGCHLD as its
+     * exit signal and no CLONE_UNTRACED. A kernel never refuses them, so only an emulator
+     * comes here; the app may then see one SIGCHLD for the helper. */
+    if (pid < 0 && errno == EINVAL) pid = clone(aft_unwind_helper_main, stack, SIGCHLD, slot);
     return pid;
 }
 

@@ -13,6 +13,8 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "CSignalShim.h"
@@ -290,9 +292,27 @@ static int aft_watchdog_signal_free(int signo) {
     return !(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_DFL;
 }
 
-/* A real-time signal nobody uses, from the top down (libraries that take one take SIGRTMIN + n),
- * or 0. One the starting thread blocks while others are let through is skipped: an app waiting
- * for a signal with sigwait() blocks it first. */
+/* Whether signo can be sent to this thread. qemu-user accepts a handler for every real-time
+ * signal but has fewer host signals to map them to: sending the highest fails with EINVAL. Sent
+ * here while blocked and taken back with sigtimedwait, it runs neither a handler nor its default
+ * action. */
+static int aft_watchdog_signal_deliverable(int signo) {
+    sigset_t one, old;
+    sigemptyset(&one);
+    sigaddset(&one, signo);
+    if (pthread_sigmask(SIG_BLOCK, &one, &old) != 0) return 0;
+    int taken = 0;
+    if (syscall(SYS_tgkill, (long)getpid(), (long)aft_async_gettid(), (long)signo) == 0) {
+        struct timespec zero = {0, 0};
+        taken = sigtimedwait(&one, NULL, &zero) == signo;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return taken;
+}
+
+/* A real-time signal nobody uses that can be sent, from the top down (libraries that take one
+ * take SIGRTMIN + n), or 0. One the starting thread blocks while others are let through is
+ * skipped: an app waiting for a signal with sigwait() blocks it first. */
 static int aft_watchdog_choose_signal(void) {
     if (aft_g_watchdog_handler_installed) return aft_g_watchdog_handler_installed; /* kept */
     sigset_t blocked;
@@ -300,7 +320,8 @@ static int aft_watchdog_choose_signal(void) {
     for (int pass = 0; pass < 2; pass++) {
         for (int signo = SIGRTMAX; signo >= SIGRTMIN; signo--) {
             if (pass == 0 && sigismember(&blocked, signo)) continue;
-            if (aft_watchdog_signal_free(signo)) return signo;
+            if (aft_watchdog_signal_free(signo) && aft_watchdog_signal_deliverable(signo))
+                return signo;
         }
     }
     return 0;

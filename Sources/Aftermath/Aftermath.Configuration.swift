@@ -39,7 +39,7 @@ extension Aftermath {
         /// The watched thread blocked longer than this is a hang (default 250 ms).
         public var hangThreshold: Duration = .milliseconds(250)
         /// Signal sent to the blocked thread to take its stack. The default, 0, takes the highest
-        /// real-time signal nobody handles at start (SIGURG if none is free). The watched thread
+        /// real-time signal nobody handles at start that can be sent (SIGURG if none is free). The watched thread
         /// lets it through at each ping, even on libdispatch's workers, which block all others.
         /// Never used when the app has its own handler for it; the stack then comes from /proc.
         public var hangCaptureSignal: Int32 = HangMonitor.defaultCaptureSignal

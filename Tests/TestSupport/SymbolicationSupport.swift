@@ -119,7 +119,9 @@ package struct SwiftTrapFixture: Sendable {
         let dir = try Tool.temporaryDirectory("swift-trap")
         let binary = dir + "/swift-trap"
         guard let swiftc = Tool.which("swiftc") else { throw Tool.Failure(description: "swiftc is not on PATH") }
-        let built = try Tool.run(swiftc, ["-O", "-g", sourcePath, "-module-name", "fixture", "-o", binary])
+        // The note asked for: Swift 6.0's driver links without one, later ones with one.
+        let built = try Tool.run(
+            swiftc, ["-O", "-g", sourcePath, "-module-name", "fixture", "-o", binary, "-Xlinker", "--build-id=sha1"])
         guard built.status == 0 else { throw Tool.Failure(description: "swiftc failed: \(built.stderr)") }
         let debugFile = dir + "/swift-trap.debug"
         let stripped = dir + "/stripped/swift-trap"

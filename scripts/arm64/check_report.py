@@ -56,7 +56,10 @@ else:
             why.append("not the second thread 'overflower': %s" % thread)
     elif not thread.get("main"):
         why.append("not the main thread: %s" % thread)
-    detail = signal
+    # The helper's stack, not the frame-pointer fallback (which misses a leaf's caller on arm64).
+    if thread.get("unwinder") != "libunwind":
+        why.append("unwinder '%s', expected libunwind" % thread.get("unwinder"))
+    detail = "%s, unwinder %s" % (signal, thread.get("unwinder"))
     registers = "34 (pc = frame 0, sp aligned)"
 print(("fail|" + "; ".join(why)) if why else
       "ok|%s; %d frames, %s..%s; registers %s" % (detail, len(frames), chain[0], chain[-1], registers))
