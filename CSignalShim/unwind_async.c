@@ -1,19 +1,20 @@
 /*
  * unwind_async.c: CRASH-TIME CODE, under the crash-time contract of CSignalShim/README.md
  * (async-signal-safe calls only, no malloc, no locks, no stdio, no Swift; checked by
- * AsyncSafetyTests). The crashing (or blocked) thread's stack, in two steps.
+ * AsyncSafetyTests). The crashing (or blocked) thread's stack, one of two ways.
  *
- * 1. Lock free, always: the frame-pointer walk from the signal context, every read through
- *    aft_async_read_memory, so a corrupt chain ends the walk instead of faulting.
- * 2. Better, within a deadline: libunwind reads unwind tables through dl_iterate_phdr (the
+ * 1. libunwind, within a deadline. It reads unwind tables through dl_iterate_phdr (the
  *    loader's lock) and takes mutexes of its own, so it never runs in the handler. A helper
  *    process that shares our memory (clone(2) with CLONE_VM and CLONE_VFORK, its own stack
  *    and signal dispositions, prepared at install) unwinds from the same context into a
  *    buffer prepared at install. Its first act is a timer that sends it SIGKILL at the
  *    deadline: a helper stuck on a lock another thread holds, or faulting on a corrupt stack,
- *    ends alone, and the frame-pointer stack stands. Where CLONE_VM is refused (qemu-user
- *    accepts it only with the thread flags) the helper is a copy of the process instead,
- *    writing into a shared mapping, and the handler waits for it with the same deadline.
+ *    ends alone. Where CLONE_VM is refused (qemu-user accepts it only with the thread flags)
+ *    the helper is a copy of the process instead, writing into a shared mapping, and the
+ *    handler waits for it with the same deadline.
+ * 2. Without libunwind's stack, lock free: the frame-pointer walk from the signal context,
+ *    every read through aft_async_read_memory, so a corrupt chain ends the walk instead of
+ *    faulting. The report never waits on a lock longer than the deadline.
  */
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
@@ -282,20 +283,9 @@ uint32_t aft_async_unwind_context(void *ucontext, uint64_t *frames, uint32_t cap
     if (capacity == 0 || slot >= AFT_UNWIND_SLOTS) return 0;
     uint64_t deadline = aft_async_now_ns(CLOCK_MONOTONIC) + budget_ns;
 
-    /* 1. Lock free: frame pointers from the signal context (without one, from here). */
-    uint64_t pc = 0, fp = 0;
-    if (ucontext != NULL) {
-        aft_async_arch_pc_fp(ucontext, &pc, &fp);
-    } else {
-        fp = (uint64_t)(uintptr_t)__builtin_frame_address(0);
-    }
-    uint32_t n = aft_async_frame_pointer_walk(slot, pc, fp, frames, capacity, truncated);
-    *unwinder = n > 1    ? AFT_UNWINDER_FRAME_POINTER
-                : n == 1 ? AFT_UNWINDER_PC_ONLY
-                         : AFT_UNWINDER_NONE;
-
-    /* 2. libunwind's stack, when it comes within the budget: it reads unwind tables, so it
-     * also finds the frames of code built without frame pointers. */
+    /* libunwind's stack, when it comes within the budget: it reads unwind tables, so it also
+     * finds the frames of code built without frame pointers. The helper cannot change the
+     * crashed thread's stack, so the walk below reads the same stack after it. */
     pid_t helper = aft_async_helper_start(slot, ucontext, capacity, deadline);
     const uint64_t *better = NULL;
     uint32_t better_truncated = 0;
@@ -307,5 +297,17 @@ uint32_t aft_async_unwind_context(void *ucontext, uint64_t *frames, uint32_t cap
         *unwinder = AFT_UNWINDER_LIBUNWIND;
         return m;
     }
+
+    /* Without it, lock free: frame pointers from the signal context (without one, from here). */
+    uint64_t pc = 0, fp = 0;
+    if (ucontext != NULL) {
+        aft_async_arch_pc_fp(ucontext, &pc, &fp);
+    } else {
+        fp = (uint64_t)(uintptr_t)__builtin_frame_address(0);
+    }
+    uint32_t n = aft_async_frame_pointer_walk(slot, pc, fp, frames, capacity, truncated);
+    *unwinder = n > 1    ? AFT_UNWINDER_FRAME_POINTER
+                : n == 1 ? AFT_UNWINDER_PC_ONLY
+                         : AFT_UNWINDER_NONE;
     return n;
 }
