@@ -152,7 +152,22 @@ uint32_t aft_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity, uint64_
 
 uint32_t aft_current_stack(uint64_t *frames, uint32_t capacity, uint32_t skip) {
     uint64_t scratch[AFT_MAX_FRAMES + AFT_UNWIND_SLACK];
-    int n = unw_backtrace((void **)scratch, (int)(AFT_MAX_FRAMES + AFT_UNWIND_SLACK));
+    int n = 0;
+    if (!atomic_load(&aft_g_libunwind_abandoned)) {
+        n = unw_backtrace((void **)scratch, (int)(AFT_MAX_FRAMES + AFT_UNWIND_SLACK));
+    } else {
+        /* libunwind may hold a lock for good (a helper killed at its deadline): frame
+         * pointers, with this function as frame 0 like libunwind's. */
+        uint64_t fp = (uint64_t)(uintptr_t)__builtin_frame_address(0);
+        scratch[n++] = 0;
+        while (fp != 0 && (fp & 7) == 0 && n < (int)(AFT_MAX_FRAMES + AFT_UNWIND_SLACK)) {
+            uint64_t pair[2]; /* saved fp, return address */
+            if (aft_async_read_memory(fp, pair, sizeof(pair)) != 0 || pair[1] == 0) break;
+            scratch[n++] = aft_async_arch_code_address(pair[1]);
+            if (pair[0] <= fp) break;
+            fp = pair[0];
+        }
+    }
     /* Frame 0 is this function: skip it too. */
     uint32_t out = 0;
     for (int i = (int)skip + 1; i < n && out < capacity; i++) frames[out++] = scratch[i];
@@ -295,7 +310,7 @@ void aft_install_complete(void) {
     }
     /* Warm libunwind up (its one-time set-up, unwind tables), so the helper walks fast. */
     uint64_t warm[16];
-    (void)aft_current_stack(warm, 16, 0);
+    if (!atomic_load(&aft_g_libunwind_abandoned)) (void)aft_current_stack(warm, 16, 0);
     aft_g_completed_generation = aft_g_install_generation;
     pthread_mutex_unlock(&aft_g_completion_lock);
 }

@@ -200,11 +200,16 @@ typedef struct aft_unwind_shared {
     uint32_t _pad;
     uint64_t frames[AFT_MAX_FRAMES + AFT_UNWIND_SLACK];
 } aft_unwind_shared;
+/* Set when a helper that shared our memory was killed at its deadline: it may have died holding
+ * one of libunwind's locks, so this process calls libunwind no more (no helper is started,
+ * aft_current_stack walks frame pointers). */
+extern _Atomic int aft_g_libunwind_abandoned;
 typedef struct aft_unwind_slot {
     aft_unwind_shared *shared; /* NULL: not prepared, the frame-pointer stack only */
     void *stack_top;           /* the helper's stack (a guard page below it) */
     void *context;             /* where the helper starts: a signal context, or our own */
     int context_is_signal;
+    int shares_memory; /* the running helper is CLONE_VM, not a copy */
     uint32_t capacity;
     uint64_t budget_ns; /* the helper's own deadline, from its start */
 } aft_unwind_slot;

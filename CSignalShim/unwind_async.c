@@ -86,6 +86,8 @@ uint32_t aft_async_frame_pointer_walk(uint32_t slot, uint64_t pc, uint64_t fp, u
 
 /* ---- the unwinding helper ---- */
 
+_Atomic int aft_g_libunwind_abandoned;
+
 /* The helper's side: frames, then the done word. A shared (not private) futex: in the
  * copy-of-the-process mode the word is in a mapping the two processes share. */
 static void aft_unwind_finish(aft_unwind_shared *out, uint32_t count, uint32_t truncated) {
@@ -225,7 +227,12 @@ static pid_t aft_async_helper_start(uint32_t slot_index, void *ucontext, uint32_
      * thread sleeps until the helper has ended (its timer bounds that), so the helper runs at
      * once on this CPU; emulators that turn it into a copy of the process return at once. */
     void *stack = (uint8_t *)slot->stack_top - AFT_UNWIND_FRAME_ROOM;
-    pid_t pid = clone(aft_unwind_helper_main, stack, CLONE_VM | CLONE_VFORK | CLONE_UNTRACED, slot);
+    /* CLONE_FILES: descriptors libunwind opens (its memory-validation pipe, whose numbers it
+     * keeps in the memory we share) are then ours too. */
+    slot->shares_memory = 1;
+    pid_t pid = clone(aft_unwind_helper_main, stack,
+                      CLONE_VM | CLONE_VFORK | CLONE_FILES | CLONE_UNTRACED, slot);
+    if (pid < 0) slot->shares_memory = 0;
     if (pid < 0) pid = clone(aft_unwind_helper_main, stack, CLONE_UNTRACED, slot);
     /* qemu-user refuses both (EINVAL): a copy of the process there must have SIGCHLD as its
      * exit signal and no CLONE_UNTRACED. A kernel never refuses them, so only an emulator
@@ -266,6 +273,9 @@ static uint32_t aft_async_helper_finish(uint32_t slot_index, pid_t pid, uint64_t
     }
     if (!done) {
         *status = reaped && !killed ? AFT_UNWIND_STATUS_HELPER_FAILED : AFT_UNWIND_STATUS_TIMED_OUT;
+        /* Killed while it shared our memory: it may have held one of libunwind's locks. */
+        if (*status == AFT_UNWIND_STATUS_TIMED_OUT && slot->shares_memory)
+            atomic_store(&aft_g_libunwind_abandoned, 1);
         return 0;
     }
     *status = AFT_UNWIND_STATUS_COMPLETE;
@@ -286,11 +296,14 @@ uint32_t aft_async_unwind_context(void *ucontext, uint64_t *frames, uint32_t cap
     /* libunwind's stack, when it comes within the budget: it reads unwind tables, so it also
      * finds the frames of code built without frame pointers. The helper cannot change the
      * crashed thread's stack, so the walk below reads the same stack after it. */
-    pid_t helper = aft_async_helper_start(slot, ucontext, capacity, deadline);
     const uint64_t *better = NULL;
-    uint32_t better_truncated = 0;
-    uint32_t m =
-        aft_async_helper_finish(slot, helper, deadline, &better, &better_truncated, status);
+    uint32_t better_truncated = 0, m = 0;
+    if (atomic_load(&aft_g_libunwind_abandoned)) {
+        *status = AFT_UNWIND_STATUS_SKIPPED;
+    } else {
+        pid_t helper = aft_async_helper_start(slot, ucontext, capacity, deadline);
+        m = aft_async_helper_finish(slot, helper, deadline, &better, &better_truncated, status);
+    }
     if (better != NULL && m >= 2) {
         aft_async_memcpy(frames, better, (size_t)m * sizeof(uint64_t));
         *truncated = better_truncated;

@@ -74,6 +74,7 @@
 #define AFT_UNWIND_STATUS_COMPLETE 1u      /* finished: its stack is used when it has 2+ frames */
 #define AFT_UNWIND_STATUS_TIMED_OUT 2u     /* not finished in time (a lock another thread held) */
 #define AFT_UNWIND_STATUS_HELPER_FAILED 3u /* its helper could not start, or died */
+#define AFT_UNWIND_STATUS_SKIPPED 4u       /* not tried: an earlier helper was killed */
 
 /* Image flags */
 #define AFT_IMAGE_MAIN_EXECUTABLE 0x1u

@@ -139,13 +139,20 @@ int aft_test_install_chaining_handler(int slot, int signo, int null_arguments) {
 #include <time.h>
 
 static _Atomic int aft_g_loader_lock_held;
+static uint32_t aft_g_loader_lock_ms; /* 0: for good */
 
 static int aft_hold_in_callback(struct dl_phdr_info *info, size_t size, void *data) {
     (void)info;
     (void)size;
     (void)data;
     atomic_store(&aft_g_loader_lock_held, 1);
-    for (;;) pause(); /* dl_iterate_phdr holds the loader's lock around every callback */
+    /* dl_iterate_phdr holds the loader's lock around every callback */
+    if (aft_g_loader_lock_ms == 0)
+        for (;;) pause();
+    struct timespec hold = {.tv_sec = aft_g_loader_lock_ms / 1000,
+                            .tv_nsec = (long)(aft_g_loader_lock_ms % 1000) * 1000000L};
+    while (nanosleep(&hold, &hold) != 0) {
+    }
     return 1;
 }
 
@@ -153,6 +160,12 @@ static void *aft_hold_loader_lock_thread(void *arg) {
     (void)arg;
     dl_iterate_phdr(aft_hold_in_callback, NULL);
     return NULL;
+}
+
+int aft_test_hold_loader_lock_for(uint32_t ms) {
+    atomic_store(&aft_g_loader_lock_held, 0);
+    aft_g_loader_lock_ms = ms;
+    return aft_test_hold_loader_lock();
 }
 
 int aft_test_hold_loader_lock(void) {

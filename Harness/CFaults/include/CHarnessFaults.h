@@ -32,6 +32,8 @@ int aft_test_install_chaining_handler(int slot, int signo, int null_arguments);
  * lock, as a thread does that is stopped there when another crashes. Returns once the lock is
  * held: 0, or errno. */
 int aft_test_hold_loader_lock(void);
+/* The same for ms milliseconds only, then the lock is released and the thread ends. */
+int aft_test_hold_loader_lock_for(uint32_t ms);
 
 /* The watchdog's /proc parsers (proc_parse_async.c), for the tests (proc_parse.c). */
 /* Parses the state letter of a /proc/<pid>/task/<tid>/stat text ('?' when malformed). */

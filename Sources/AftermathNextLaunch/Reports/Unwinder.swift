@@ -33,6 +33,9 @@ package enum UnwindStatus: String, Sendable, Hashable {
     /// libunwind's helper process could not start (refused by a seccomp filter or a process
     /// limit) or died (a fault on a corrupt stack).
     case helperFailed = "helper_failed"
+    /// Not tried: an earlier helper was killed at its deadline, and may have left one of
+    /// libunwind's locks held, so the process no longer calls libunwind.
+    case skipped
 
     /// The status of an AFT_UNWIND_STATUS_* value.
     package init(code: UInt32) {
@@ -40,6 +43,7 @@ package enum UnwindStatus: String, Sendable, Hashable {
         case UInt32(AFT_UNWIND_STATUS_COMPLETE): self = .complete
         case UInt32(AFT_UNWIND_STATUS_TIMED_OUT): self = .timedOut
         case UInt32(AFT_UNWIND_STATUS_HELPER_FAILED): self = .helperFailed
+        case UInt32(AFT_UNWIND_STATUS_SKIPPED): self = .skipped
         default: self = .notRecorded
         }
     }
@@ -47,7 +51,7 @@ package enum UnwindStatus: String, Sendable, Hashable {
     /// The reason a record gives for a stack that is not libunwind's; nil when there is none.
     package var fallbackReason: String? {
         switch self {
-        case .timedOut, .helperFailed: rawValue
+        case .timedOut, .helperFailed, .skipped: rawValue
         case .notRecorded, .complete: nil
         }
     }
