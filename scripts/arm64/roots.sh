@@ -139,10 +139,11 @@ test_rows() {
   fi
 }
 
-# A harness's closing line `N passed, N failed` from its log: sets line, hp and hf.
+# A harness's closing line `N passed, N failed` from its log: sets line, hp and hf. (Each number
+# is taken as a whole: a greedy `.*` before an optional digit run would leave it empty.)
 harness_line() {
   line=$(grep -E '^[A-Za-z-]*:? ?[0-9]+ passed, [0-9]+ failed' "$1" | tail -1)
-  hp=$(sed -n 's/.*\b\([0-9]*\) passed.*/\1/p' <<<"$line"); hf=$(sed -n 's/.* \([0-9]*\) failed.*/\1/p' <<<"$line")
+  hp=$(grep -oE '[0-9]+ passed' <<<"$line" | cut -d' ' -f1); hf=$(grep -oE '[0-9]+ failed' <<<"$line" | cut -d' ' -f1)
 }
 
 # The limit reasons of a crash-harness row, when each of its failure lines (the harness's
