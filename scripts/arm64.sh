@@ -10,8 +10,15 @@
 #                                   Swift decoder (the aftermath CLI) and checked. About a minute.
 #   bash scripts/arm64.sh           the whole package: Debian trixie roots (amd64 with swiftlang
 #                                   6.0.3 as the cross compiler, arm64 as the sysroot), the test
-#                                   suite and the three harnesses run on arm64 under qemu.
+#                                   suite and the three harnesses run on arm64 under qemu,
+#                                   then the same natively on amd64 (below).
 #                                   See scripts/arm64/full.sh.
+#   bash scripts/arm64.sh --swift60-amd64
+#                                   only the native step: the package built with the same Swift
+#                                   6.0.3 for amd64 in the trixie-amd64 root, its test suite and
+#                                   the three harnesses at native speed (no emulator), to tell
+#                                   Swift 6.0.3 differences from qemu ones. A few minutes once the
+#                                   root is made. See scripts/arm64/native.sh.
 #
 # Roots and downloads are kept in $AFTERMATH_ARM64_CACHE (default /var/cache/aftermath-arm64)
 # and reused. Times printed are emulated (qemu-user), not those of an arm64 machine.
@@ -21,8 +28,9 @@ REPO=$(pwd)
 MODE=full
 case "${1:-}" in
   --quick) MODE=quick ;;
+  --swift60-amd64) MODE=swift60-amd64 ;;
   "") ;;
-  *) echo "usage: scripts/arm64.sh [--quick]" >&2; exit 2 ;;
+  *) echo "usage: scripts/arm64.sh [--quick | --swift60-amd64]" >&2; exit 2 ;;
 esac
 CACHE=${AFTERMATH_ARM64_CACHE:-/var/cache/aftermath-arm64}
 export DEBIAN_FRONTEND=noninteractive
@@ -107,9 +115,24 @@ print_table() {
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f s", b - a }'; }
 
+if [ "$MODE" != quick ]; then
+  # shellcheck source=scripts/arm64/roots.sh
+  . scripts/arm64/roots.sh
+  # shellcheck source=scripts/arm64/native.sh
+  . scripts/arm64/native.sh
+fi
 if [ "$MODE" = full ]; then
   # shellcheck source=scripts/arm64/full.sh
   . scripts/arm64/full.sh
+  exit $?
+fi
+if [ "$MODE" = swift60-amd64 ]; then
+  t0=$(now)
+  need_packages mmdebstrap
+  native_amd64
+  print_table "swift60-amd64: the package built with Debian's Swift 6.0.3 and run natively on x86-64 in a trixie amd64 root"
+  say "times: total $(elapsed "$t0")"
+  [ "$FAILED" = 0 ]
   exit $?
 fi
 
