@@ -54,15 +54,4 @@ int aft_async_arch_follows_call(uint64_t address) {
     return 0;
 }
 
-/* Not yet on arm64 (the frame holds siginfo before the ucontext, and the trampoline is the
- * vDSO's): the helper steps with unw_step from the context instead. */
-int aft_async_arch_run_on_signal_frame(const void *ucontext, void *stack_top, void (*fn)(void *),
-                                       void *arg) {
-    (void)ucontext;
-    (void)stack_top;
-    (void)fn;
-    (void)arg;
-    return 0;
-}
-
 #endif

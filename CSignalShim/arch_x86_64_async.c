@@ -113,6 +113,11 @@ int aft_async_arch_follows_call(uint64_t address) {
     return 1;
 }
 
+#endif
+
+#if !defined(__x86_64__)
+/* Elsewhere, arm64 included (its frame holds siginfo before the ucontext, and its trampoline is
+ * the vDSO's), the helper steps with unw_step from the context instead. */
 int aft_async_arch_run_on_signal_frame(const void *ucontext, void *stack_top, void (*fn)(void *),
                                        void *arg) {
     (void)ucontext;
@@ -121,5 +126,4 @@ int aft_async_arch_run_on_signal_frame(const void *ucontext, void *stack_top, vo
     (void)arg;
     return 0;
 }
-
 #endif

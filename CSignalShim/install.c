@@ -157,16 +157,13 @@ uint32_t aft_current_stack(uint64_t *frames, uint32_t capacity, uint32_t skip) {
         n = unw_backtrace((void **)scratch, (int)(AFT_MAX_FRAMES + AFT_UNWIND_SLACK));
     } else {
         /* libunwind may hold a lock for good (a helper killed at its deadline): frame
-         * pointers, with this function as frame 0 like libunwind's. */
-        uint64_t fp = (uint64_t)(uintptr_t)__builtin_frame_address(0);
-        scratch[n++] = 0;
-        while (fp != 0 && (fp & 7) == 0 && n < (int)(AFT_MAX_FRAMES + AFT_UNWIND_SLACK)) {
-            uint64_t pair[2]; /* saved fp, return address */
-            if (aft_async_read_memory(fp, pair, sizeof(pair)) != 0 || pair[1] == 0) break;
-            scratch[n++] = aft_async_arch_code_address(pair[1]);
-            if (pair[0] <= fp) break;
-            fp = pair[0];
-        }
+         * pointers from here, frame 0 this function's own as libunwind's would be. */
+        aft_stack_window window;
+        uint32_t truncated = 0;
+        n = (int)aft_async_frame_pointer_walk(&window, (uint64_t)(uintptr_t)aft_current_stack,
+                                              (uint64_t)(uintptr_t)__builtin_frame_address(0),
+                                              scratch, AFT_MAX_FRAMES + AFT_UNWIND_SLACK,
+                                              &truncated);
     }
     /* Frame 0 is this function: skip it too. */
     uint32_t out = 0;

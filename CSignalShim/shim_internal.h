@@ -223,9 +223,16 @@ void aft_unwind_helpers_prepare(int in_forked_child);
 uint32_t aft_async_unwind_context(void *ucontext, uint64_t *frames, uint32_t capacity,
                                   uint32_t slot, uint64_t budget_ns, uint32_t *unwinder,
                                   uint32_t *truncated, uint32_t *status);
-/* The frame-pointer walk, reading the stack through the slot's memory window. */
-uint32_t aft_async_frame_pointer_walk(uint32_t slot, uint64_t pc, uint64_t fp, uint64_t *frames,
-                                      uint32_t capacity, uint32_t *truncated);
+/* A window of stack memory, so that the walk makes one read per 16 KiB, not one per frame. Each
+ * caller that may run at the same time as another owns one. */
+typedef struct aft_stack_window {
+    uint64_t base;
+    uint64_t size;
+    uint8_t data[16384];
+} aft_stack_window;
+/* The frame-pointer walk from pc and fp, reading the stack through w: a corrupt chain ends it. */
+uint32_t aft_async_frame_pointer_walk(aft_stack_window *w, uint64_t pc, uint64_t fp,
+                                      uint64_t *frames, uint32_t capacity, uint32_t *truncated);
 
 /* ---- the report writer (report_async.c) ---- */
 /* Tests only: when non-zero, the writer stores to this (unmapped) address after its first

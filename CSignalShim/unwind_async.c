@@ -31,12 +31,6 @@
 
 #include "shim_internal.h"
 
-/* A window of stack memory, so that the walk makes one read per 16 KiB, not one per frame. */
-typedef struct aft_stack_window {
-    uint64_t base;
-    uint64_t size;
-    uint8_t data[16384];
-} aft_stack_window;
 static aft_stack_window aft_g_stack_windows[AFT_UNWIND_SLOTS];
 
 /* The 16 bytes at address, through the window: refilled from address with 16 KiB, or up to the
@@ -61,10 +55,8 @@ static int aft_async_read_pair(aft_stack_window *w, uint64_t address, uint64_t p
     return 0;
 }
 
-uint32_t aft_async_frame_pointer_walk(uint32_t slot, uint64_t pc, uint64_t fp, uint64_t *frames,
-                                      uint32_t capacity, uint32_t *truncated) {
-    if (slot >= AFT_UNWIND_SLOTS) return 0;
-    aft_stack_window *w = &aft_g_stack_windows[slot];
+uint32_t aft_async_frame_pointer_walk(aft_stack_window *w, uint64_t pc, uint64_t fp,
+                                      uint64_t *frames, uint32_t capacity, uint32_t *truncated) {
     w->base = w->size = 0;
     uint32_t n = 0;
     if (capacity == 0) return 0;
@@ -318,7 +310,8 @@ uint32_t aft_async_unwind_context(void *ucontext, uint64_t *frames, uint32_t cap
     } else {
         fp = (uint64_t)(uintptr_t)__builtin_frame_address(0);
     }
-    uint32_t n = aft_async_frame_pointer_walk(slot, pc, fp, frames, capacity, truncated);
+    uint32_t n = aft_async_frame_pointer_walk(&aft_g_stack_windows[slot], pc, fp, frames, capacity,
+                                              truncated);
     *unwinder = n > 1    ? AFT_UNWINDER_FRAME_POINTER
                 : n == 1 ? AFT_UNWINDER_PC_ONLY
                          : AFT_UNWINDER_NONE;
