@@ -75,6 +75,7 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
                                  AFT_UNWIND_CRASH_BUDGET_NS, &unwinder, &truncated, &unwind_status);
     ci->unwinder = unwinder;
     ci->unwind_status = unwind_status;
+    uint64_t link_count = 0, link_hash = 0;
 
     aft_report_spec spec = {
         .kind = AFT_KIND_CRASH,
@@ -90,6 +91,9 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
         .fsync_file = aft_g_state.fsync_reports,
         .has_reserved_fd = reserved_fd >= 0,
         .reserved_fd = reserved_fd,
+        .has_link_map = aft_async_unwind_link_map(AFT_UNWIND_SLOT_CRASH, &link_count, &link_hash),
+        .link_count = link_count,
+        .link_hash = link_hash,
         .staging = aft_g_crash_staging,
         .staging_size = sizeof(aft_g_crash_staging),
     };

@@ -5,6 +5,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <linux/falloc.h>
 #include <pthread.h>
@@ -74,6 +77,65 @@ void aft_unwind_helpers_prepare(int in_forked_child) {
         slot->stack_top = stack + (size_t)page + AFT_UNWIND_HELPER_STACK;
         slot->shared = shared;
     }
+}
+
+/* ---- the resident unwinding helper and its donor thread ---- */
+static _Atomic int aft_g_resident_started;    /* once per process (again in a forked child) */
+static _Atomic uint32_t aft_g_resident_ready; /* futex word: the donor has tried */
+
+static void *aft_unwind_donor_main(void *arg) {
+    (void)arg;
+    prctl(PR_SET_NAME, "aftermath.unw", 0, 0, 0);
+    int pid = aft_unwind_resident_spawn();
+    if (pid > 0) atomic_store(&aft_g_unwind_resident.pid, pid);
+    atomic_store(&aft_g_resident_ready, 1);
+    syscall(SYS_futex, (uint32_t *)&aft_g_resident_ready, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    if (pid <= 0) return NULL;
+    /* From here on this thread only sleeps: its thread-local storage is the helper's, and its
+     * end (the process's exit, or an exec) ends the helper. */
+    for (;;) pause();
+    return NULL;
+}
+
+/* Starts the resident helper (once per process) and waits, bounded, until it runs. Without it
+ * (no stack, no thread, clone refused: an emulator) each request starts a helper of its own. */
+static void aft_unwind_resident_start(void) {
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&aft_g_resident_started, &expected, 1)) return;
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0) page = 4096;
+    aft_unwind_resident *r = &aft_g_unwind_resident;
+    if (r->stack_top == NULL) {
+        uint8_t *stack = mmap(NULL, AFT_UNWIND_HELPER_STACK + (size_t)page, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (stack == MAP_FAILED) return;
+        if (mprotect(stack, (size_t)page, PROT_NONE) != 0) { /* the guard page */
+            munmap(stack, AFT_UNWIND_HELPER_STACK + (size_t)page);
+            return;
+        }
+        r->stack_top = stack + (size_t)page + AFT_UNWIND_HELPER_STACK;
+        (void)madvise((uint8_t *)r->stack_top - 32 * 1024, 32 * 1024, AFT_MADV_POPULATE_WRITE);
+    }
+    pthread_t donor;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    int err = aft_thread_create(&donor, &attr, aft_unwind_donor_main, NULL);
+    pthread_attr_destroy(&attr);
+    if (err != 0) return;
+    for (int i = 0; i < 100 && !atomic_load(&aft_g_resident_ready); i++) {
+        struct timespec ten_ms = {.tv_sec = 0, .tv_nsec = 10 * 1000 * 1000};
+        syscall(SYS_futex, (uint32_t *)&aft_g_resident_ready, FUTEX_WAIT, 0u, &ten_ms, NULL, 0);
+    }
+}
+
+/* In a forked child: the parent's resident helper serves the parent; the child has none. */
+static void aft_unwind_resident_after_fork_in_child(void) {
+    atomic_store(&aft_g_unwind_resident.pid, 0);
+    atomic_store(&aft_g_unwind_resident.busy, 0);
+    atomic_store(&aft_g_resident_ready, 0);
+    atomic_store(&aft_g_resident_started, 0);
 }
 
 static void aft_set_error(char *error, size_t capacity, const char *what, int err) {
@@ -270,6 +332,7 @@ static void aft_after_fork_in_child(void) {
     aft_g_state.context.pid = pid;
     aft_async_memory_reader_refresh();
     aft_unwind_helpers_prepare(1);
+    aft_unwind_resident_after_fork_in_child();
     aft_async_id_file_name(aft_g_state.tmp_name, AFT_FILE_NAME_CAPACITY,
                            aft_g_state.context.report_id, ".crash.tmp");
     aft_async_id_file_name(aft_g_state.final_name, AFT_FILE_NAME_CAPACITY,
@@ -305,6 +368,7 @@ void aft_install_complete(void) {
         (void)madvise((uint8_t *)slot->stack_top - 32 * 1024, 32 * 1024, AFT_MADV_POPULATE_WRITE);
         (void)madvise(slot->shared, page > 0 ? (size_t)page : 4096, AFT_MADV_POPULATE_WRITE);
     }
+    aft_unwind_resident_start();
     /* Warm libunwind up (its one-time set-up, unwind tables), so the helper walks fast. */
     uint64_t warm[16];
     if (!atomic_load(&aft_g_libunwind_abandoned)) (void)aft_current_stack(warm, 16, 0);

@@ -157,7 +157,12 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
     uint64_t link_count = 0, link_hash = 0;
     int known = aft_g_known_link_map.valid;
     atomic_thread_fence(memory_order_acquire); /* images written before valid are seen */
-    if (known && aft_async_link_map_signature(&link_count, &link_hash) &&
+    int taken = spec->has_link_map;
+    if (taken) {
+        link_count = spec->link_count;
+        link_hash = spec->link_hash;
+    }
+    if (known && (taken || aft_async_link_map_signature(&link_count, &link_hash)) &&
         link_count == aft_g_known_link_map.count && link_hash == aft_g_known_link_map.hash) {
         /* No library loaded or unloaded since install: the images read then still hold. */
         images = aft_g_known_images;

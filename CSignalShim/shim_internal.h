@@ -197,7 +197,9 @@ typedef struct aft_unwind_shared {
     _Atomic uint32_t done; /* futex word: 1 once count, truncated and frames are written */
     uint32_t count;
     uint32_t truncated;
-    uint32_t _pad;
+    uint32_t link_map_valid; /* 1: link_count and link_hash are the loader's list now */
+    uint64_t link_count;
+    uint64_t link_hash;
     uint64_t frames[AFT_MAX_FRAMES + AFT_UNWIND_SLACK];
 } aft_unwind_shared;
 /* Set when a helper that shared our memory was killed at its deadline: it may have died holding
@@ -209,7 +211,9 @@ typedef struct aft_unwind_slot {
     void *stack_top;           /* the helper's stack (a guard page below it) */
     void *context;             /* where the helper starts: a signal context, or our own */
     int context_is_signal;
-    int shares_memory; /* the running helper is CLONE_VM, not a copy */
+    int shares_memory;  /* the running helper is CLONE_VM, not a copy */
+    int wants_link_map; /* the helper also takes the link map's signature, by plain loads */
+    int resident;       /* served by the resident helper, not a helper of its own */
     uint32_t capacity;
     uint64_t budget_ns; /* the helper's own deadline, from its start */
 } aft_unwind_slot;
@@ -217,12 +221,37 @@ extern aft_unwind_slot aft_g_unwind_slots[AFT_UNWIND_SLOTS];
 /* Normal time: maps the helpers' stacks and shared buffers (once; again in a forked child,
  * so that a parent and its child never share a buffer). */
 void aft_unwind_helpers_prepare(int in_forked_child);
+/* The resident helper: one helper process per process, started at install's completion and
+ * waiting for requests, so that a crash or a hang capture does not pay for creating and ending
+ * a process. It shares our memory and descriptors (CLONE_VM, CLONE_FILES) and runs on the
+ * thread-local storage of a thread of ours that does nothing but sleep (its donor), blocks
+ * every signal, and dies with that thread (PR_SET_PDEATHSIG): when the process exits or execs.
+ * A request it does not finish by the deadline gets it killed, as a helper of its own would
+ * be; a process without it (a forked child, a helper that died) starts a helper per request. */
+typedef struct aft_unwind_resident {
+    _Atomic uint32_t request;      /* futex word: one more for each request */
+    uint32_t request_at_spawn;     /* its value when the helper started */
+    _Atomic int busy;              /* a requester holds the helper */
+    _Atomic int pid;               /* the helper, 0: none */
+    int owner;                     /* the process it serves (getpid() of its creator) */
+    aft_unwind_slot *_Atomic slot; /* the request */
+    void *stack_top;               /* its own stack */
+    int affinity_ok;               /* it may be moved to the requester's CPU */
+    int last_cpu;                  /* the CPU it was moved to, -1: none */
+    void *back[5];                 /* __builtin_setjmp: back from the copy of a signal frame */
+} aft_unwind_resident;
+extern aft_unwind_resident aft_g_unwind_resident;
+/* Normal time, on the donor thread: starts the resident helper; its pid or -1. */
+int aft_unwind_resident_spawn(void);
 /* The stack from a signal context (NULL: from the caller): frame pointers first, then
  * libunwind in a helper (slot) for at most budget_ns. frames needs capacity entries.
  * *status is AFT_UNWIND_STATUS_*: how libunwind's attempt ended. */
 uint32_t aft_async_unwind_context(void *ucontext, uint64_t *frames, uint32_t capacity,
                                   uint32_t slot, uint64_t budget_ns, uint32_t *unwinder,
                                   uint32_t *truncated, uint32_t *status);
+/* The link map's signature the last helper of slot took (it reads the list with plain loads,
+ * where a fault ends the helper alone): 1 with *count and *hash, 0 when it took none. */
+int aft_async_unwind_link_map(uint32_t slot, uint64_t *count, uint64_t *hash);
 /* A window of stack memory, so that the walk makes one read per 16 KiB, not one per frame. Each
  * caller that may run at the same time as another owns one. */
 typedef struct aft_stack_window {
@@ -255,6 +284,10 @@ typedef struct aft_report_spec {
     int keep_open;       /* return the committed file's fd instead of closing it */
     int has_reserved_fd; /* write into reserved_fd (open, empty) instead of opening */
     int reserved_fd;
+    /* The link map's signature, already taken (by the unwinding helper): the writer then
+     * compares it instead of walking the list through /proc/self/mem, one read per library. */
+    int has_link_map;
+    uint64_t link_count, link_hash;
     uint8_t *staging; /* optional buffer that gathers small writes; NULL = none */
     size_t staging_size;
 } aft_report_spec;

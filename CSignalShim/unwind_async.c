@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -89,6 +90,21 @@ static void aft_unwind_finish(aft_unwind_shared *out, uint32_t count, uint32_t t
     syscall(SYS_futex, (uint32_t *)&out->done, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
 }
 
+/* Plain loads: only the helper reads this way, where a fault ends the helper alone. */
+static int aft_unwind_plain_read(uint64_t address, void *out, size_t size) {
+    aft_async_memcpy(out, (const void *)(uintptr_t)address, size);
+    return 0;
+}
+
+int aft_async_unwind_link_map(uint32_t slot_index, uint64_t *count, uint64_t *hash) {
+    if (slot_index >= AFT_UNWIND_SLOTS) return 0;
+    aft_unwind_shared *out = aft_g_unwind_slots[slot_index].shared;
+    if (out == NULL || !atomic_load(&out->done) || !out->link_map_valid) return 0;
+    *count = out->link_count;
+    *hash = out->link_hash;
+    return 1;
+}
+
 /* unw_step from the context, frame by frame. */
 static uint32_t aft_unwind_step_all(aft_unwind_slot *slot, uint64_t *frames, uint32_t *truncated) {
     uint32_t n = 0;
@@ -131,22 +147,54 @@ __attribute__((noreturn)) static void aft_unwind_trace_on_frame(void *arg) {
     }
     if (count < 2) count = aft_unwind_step_all(slot, out->frames, &truncated);
     aft_unwind_finish(out, count, truncated);
+#if defined(__x86_64__)
+    if (slot->resident) __builtin_longjmp(aft_g_unwind_resident.back, 1); /* to its loop */
+#endif
     syscall(SYS_exit, 0);
     __builtin_unreachable();
 }
 
-/* Runs in the helper process, never in a signal handler. */
-static int aft_unwind_helper_main(void *arg) {
-    aft_unwind_slot *slot = arg;
-    /* A fault in libunwind ends this helper alone, by the default action, whatever the app
-     * installed: the helper has its own copy of the dispositions. */
+/* One request, in a helper: the loader's list, then the stack. */
+static void aft_unwind_serve(aft_unwind_slot *slot) {
+    /* The loader's list, before libunwind can wait on the loader's lock: one load per library
+     * here instead of one read of /proc/self/mem each in the handler. */
+    if (slot->wants_link_map)
+        slot->shared->link_map_valid = (uint32_t)aft_async_link_map_signature_with(
+            aft_unwind_plain_read, &slot->shared->link_count, &slot->shared->link_hash);
+    if (slot->context_is_signal) {
+#if defined(__x86_64__)
+        /* The resident helper comes back here from the copy of the frame, and waits again. */
+        if (slot->resident && __builtin_setjmp(aft_g_unwind_resident.back) != 0) return;
+#endif
+        /* Does not return where the architecture has it. */
+        aft_async_arch_run_on_signal_frame(slot->context, slot->stack_top,
+                                           aft_unwind_trace_on_frame, slot);
+    }
+    uint32_t truncated = 0;
+    uint32_t n = aft_unwind_step_all(slot, slot->shared->frames, &truncated);
+    aft_unwind_finish(slot->shared, n, truncated);
+}
+
+/* A helper's signals: a fault in libunwind ends the helper alone, by the default action,
+ * whatever the app installed (the helper has its own copy of the dispositions). */
+static void aft_unwind_helper_signals(int block_all) {
     struct sigaction dfl;
     aft_async_memset(&dfl, 0, sizeof(dfl));
     dfl.sa_handler = SIG_DFL;
     for (int i = 0; i < AFT_SIGNAL_COUNT; i++) sigaction(aft_g_signals[i], &dfl, NULL);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
+    sigset_t mask;
+    if (block_all) {
+        sigfillset(&mask); /* a fault still ends it: the kernel forces a blocked fault's default */
+    } else {
+        sigemptyset(&mask);
+    }
+    sigprocmask(SIG_SETMASK, &mask, NULL);
+}
+
+/* Runs in a helper process of its own, never in a signal handler. */
+static int aft_unwind_helper_main(void *arg) {
+    aft_unwind_slot *slot = arg;
+    aft_unwind_helper_signals(0);
     /* The deadline, enforced on the helper itself: a timer that sends it SIGKILL, which no
      * mask blocks (libunwind blocks every other signal around dl_iterate_phdr). Without the
      * timer, no unwinding: the handler waits for this process. */
@@ -161,14 +209,86 @@ static int aft_unwind_helper_main(void *arg) {
         syscall(SYS_timer_create, (long)CLOCK_MONOTONIC, &kill_at, &timer) != 0 ||
         syscall(SYS_timer_settime, (long)timer, 0L, &budget, NULL) != 0)
         return 1;
-
-    if (slot->context_is_signal) /* does not return where the architecture has it */
-        aft_async_arch_run_on_signal_frame(slot->context, slot->stack_top,
-                                           aft_unwind_trace_on_frame, slot);
-    uint32_t truncated = 0;
-    uint32_t n = aft_unwind_step_all(slot, slot->shared->frames, &truncated);
-    aft_unwind_finish(slot->shared, n, truncated);
+    aft_unwind_serve(slot);
     return 0;
+}
+
+/* ---- the resident helper ---- */
+
+aft_unwind_resident aft_g_unwind_resident;
+
+/* The resident helper's life: requests, one at a time, until the process ends. Its deadline is
+ * the requester's, who kills it then. */
+static int aft_unwind_resident_main(void *arg) {
+    aft_unwind_resident *r = arg;
+    aft_unwind_helper_signals(1);
+    /* Dies with the thread that created it, which lives as long as the process image. */
+    if (syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0L, 0L, 0L) != 0 || getppid() != r->owner)
+        return 0;
+    syscall(SYS_prctl, PR_SET_NAME, "aftermath.unw", 0L, 0L, 0L);
+    /* libunwind's first walk on this thread-local storage sets up its caches: now, not at a
+     * crash. */
+    void *warm[8];
+    (void)unw_backtrace(warm, 8);
+    /* Whether it may be moved (a seccomp filter that kills on sched_setaffinity kills this
+     * helper alone, now): a request then moves it to the requester's CPU, where it runs as
+     * soon as the requester waits, without waking another CPU. */
+    cpu_set_t mask;
+    r->last_cpu = -1;
+    r->affinity_ok = syscall(SYS_sched_getaffinity, 0, sizeof(mask), &mask) > 0 &&
+                     syscall(SYS_sched_setaffinity, 0, sizeof(mask), &mask) == 0;
+    uint32_t handled = r->request_at_spawn;
+    for (;;) {
+        uint32_t now = atomic_load(&r->request);
+        if (now == handled) {
+            syscall(SYS_futex, (uint32_t *)&r->request, FUTEX_WAIT, handled, NULL, NULL, 0);
+            continue;
+        }
+        handled = now;
+        aft_unwind_slot *slot = atomic_load(&r->slot);
+        if (slot != NULL) aft_unwind_serve(slot);
+    }
+}
+
+int aft_unwind_resident_spawn(void) {
+    aft_unwind_resident *r = &aft_g_unwind_resident;
+    if (r->stack_top == NULL) return -1;
+    r->owner = (int)getpid();
+    r->request_at_spawn = atomic_load(&r->request);
+    /* No exit signal: the app sees no SIGCHLD, and its waitpid(-1) does not see the helper. */
+    return clone(aft_unwind_resident_main, r->stack_top, CLONE_VM | CLONE_FILES | CLONE_UNTRACED,
+                 r);
+}
+
+/* Hands slot's request to the resident helper: 1 with its pid when it took it, 0 when there is
+ * none for this process, it is busy with another request, or it has died. */
+static int aft_async_resident_take(aft_unwind_slot *slot, pid_t *pid) {
+    aft_unwind_resident *r = &aft_g_unwind_resident;
+    pid_t p = (pid_t)atomic_load(&r->pid);
+    if (p <= 0 || r->owner != (int)getpid()) return 0; /* none, or the parent's (a fork) */
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&r->busy, &expected, 1)) return 0;
+    int status = 0;
+    if (waitpid(p, &status, __WALL | WNOHANG) != 0) { /* it died (reaped now), or is not ours */
+        atomic_store(&r->pid, 0);
+        atomic_store(&r->busy, 0);
+        return 0;
+    }
+    slot->resident = 1;
+    slot->shares_memory = 1;
+    unsigned int cpu = 0;
+    if (r->affinity_ok && syscall(SYS_getcpu, &cpu, NULL, NULL) == 0 && cpu < CPU_SETSIZE &&
+        (int)cpu != r->last_cpu) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        if (syscall(SYS_sched_setaffinity, p, sizeof(one), &one) == 0) r->last_cpu = (int)cpu;
+    }
+    atomic_store(&r->slot, slot);
+    atomic_fetch_add(&r->request, 1);
+    syscall(SYS_futex, (uint32_t *)&r->request, FUTEX_WAKE, 1, NULL, NULL, 0);
+    *pid = p;
+    return 1;
 }
 
 /* Waits on the helper's done word until deadline_ns (CLOCK_MONOTONIC), or until it exited. */
@@ -205,6 +325,8 @@ static pid_t aft_async_helper_start(uint32_t slot_index, void *ucontext, uint32_
     atomic_store(&out->done, 0);
     out->count = 0;
     out->truncated = 0;
+    out->link_map_valid = 0;
+    slot->wants_link_map = slot_index == AFT_UNWIND_SLOT_CRASH;
     slot->capacity = capacity < AFT_MAX_FRAMES ? capacity : AFT_MAX_FRAMES;
     uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC);
     slot->budget_ns = deadline_ns > now ? deadline_ns - now : 0;
@@ -214,7 +336,10 @@ static pid_t aft_async_helper_start(uint32_t slot_index, void *ucontext, uint32_
         unw_getcontext(&own_contexts[slot_index]);
         slot->context = &own_contexts[slot_index];
     }
-    /* The top of the helper's stack is left for a copy of the signal frame. No exit signal:
+    slot->resident = 0;
+    pid_t resident = -1;
+    if (aft_async_resident_take(slot, &resident)) return resident;
+    /* A helper of its own. The top of its stack is left for a copy of the signal frame. No exit signal:
      * the app sees no SIGCHLD, and its waitpid(-1) does not see the helper. CLONE_VFORK: this
      * thread sleeps until the helper has ended (its timer bounds that), so the helper runs at
      * once on this CPU; emulators that turn it into a copy of the process return at once. */
@@ -247,12 +372,12 @@ static uint32_t aft_async_helper_finish(uint32_t slot_index, pid_t pid, uint64_t
     aft_unwind_shared *out = slot->shared;
     int reaped = 0, killed = 0;
     int done = aft_async_wait_helper(out, pid, deadline_ns, &reaped, &killed);
-    if (!reaped && done) {
+    if (!reaped && done && !slot->resident) {
         /* It has finished and is exiting: reap it. */
         int st = 0;
         while (waitpid(pid, &st, __WALL) < 0 && errno == EINTR) {
         }
-    } else if (!reaped) {
+    } else if (!reaped && !done) {
         kill(pid, SIGKILL);
         /* Reap it (bounded: a helper in uninterruptible sleep is left behind). */
         struct timespec pause = {.tv_sec = 0, .tv_nsec = 50 * 1000};
@@ -262,6 +387,11 @@ static uint32_t aft_async_helper_finish(uint32_t slot_index, pid_t pid, uint64_t
             if (r == pid || (r < 0 && errno != EINTR)) break;
             nanosleep(&pause, NULL);
         }
+    }
+    if (slot->resident) {
+        /* Dead or killed: later requests start helpers of their own. */
+        if (!done || reaped) atomic_store(&aft_g_unwind_resident.pid, 0);
+        atomic_store(&aft_g_unwind_resident.busy, 0);
     }
     if (!done) {
         *status = reaped && !killed ? AFT_UNWIND_STATUS_HELPER_FAILED : AFT_UNWIND_STATUS_TIMED_OUT;
