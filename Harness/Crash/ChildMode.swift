@@ -52,6 +52,18 @@ enum ChildMode {
             if scenario.setup == .reinstallAroundChainingHandler { installAppHandler() }
             say("\(contextPrefix) none\n")
         }
+        if scenario.setup == .unwindHelperKilled && withAftermath {
+            let helpers = UnwindHelperProcess.waitForHelpers(of: getpid())
+            guard helpers.count == 1 else {
+                say("crash-harness: \(helpers.count) unwinding helpers, expected 1\n", fd: 2)
+                _exit(setupFailureStatus)
+            }
+            kill(helpers[0], SIGKILL)
+            guard UnwindHelperProcess.ended(helpers[0], formerParent: getpid(), within: 2) else {
+                say("crash-harness: the unwinding helper outlived SIGKILL\n", fd: 2)
+                _exit(setupFailureStatus)
+            }
+        }
         if scenario.setup == .loaderLockHeld {
             let status = aft_test_hold_loader_lock()
             guard status == 0 else {
@@ -75,7 +87,7 @@ enum ChildMode {
     /// Puts the child into the scenario's conditions before Aftermath starts.
     static func prepare(_ setup: Setup) {
         switch setup {
-        case .none, .reinstallAroundChainingHandler, .loaderLockHeld:
+        case .none, .reinstallAroundChainingHandler, .loaderLockHeld, .unwindHelperKilled:
             break
         case .seccompKillProcessVMReadv, .seccompRefuseProcessVMReadv:
             let status = aft_test_refuse_process_vm_readv(setup == .seccompKillProcessVMReadv ? 1 : 0)

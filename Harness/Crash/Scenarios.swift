@@ -57,6 +57,9 @@ enum Setup: Sendable {
     /// Another thread stays inside a dl_iterate_phdr callback, holding the loader's lock, from
     /// after start until the crash: the report must not wait for it (the death within 1 s).
     case loaderLockHeld
+    /// The resident unwinding helper is killed after start: the crash's stack is still
+    /// libunwind's, from a helper of its own.
+    case unwindHelperKilled
 }
 
 extension Scenario {
@@ -124,6 +127,10 @@ extension Scenario {
                 "loader-lock", "null dereference while another thread holds the loader's lock",
                 fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
                 setup: .loaderLockHeld),
+            Scenario(
+                "helper-killed", "null dereference after the resident unwinding helper was killed",
+                fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
+                setup: .unwindHelperKilled),
         ]
         #if arch(x86_64)
         // arm64 integer division by zero does not trap (sdiv returns 0): x86-64 only.

@@ -2,6 +2,7 @@ import Aftermath
 import AftermathNextLaunch
 import AftermathOTLP
 import AftermathTesting
+import CSignalShim
 import HarnessSupport
 import Foundation
 #if canImport(Glibc)
@@ -70,6 +71,20 @@ enum ExitChild {
                 ?? CommandLine.arguments[0]
             let argv: [UnsafeMutablePointer<CChar>?] = [
                 strdup(exe), strdup("child"), strdup("report"), strdup(dir), nil,
+            ]
+            execv(exe, argv)
+            say("EXEC-FAILED \(errno)")
+            exit(4)
+        case "exec-wait":
+            // Replaces its image, once its unwinding helper runs, with a waiting app.
+            aft_install_complete()
+            let helpers = UnwindHelperProcess.waitForHelpers(of: getpid()).map { String($0) }
+            say("HELPER-READY \(getpid()) " + helpers.joined(separator: " "))
+            let exe =
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+                ?? CommandLine.arguments[0]
+            let argv: [UnsafeMutablePointer<CChar>?] = [
+                strdup(exe), strdup("child"), strdup("wait"), strdup(dir), nil,
             ]
             execv(exe, argv)
             say("EXEC-FAILED \(errno)")

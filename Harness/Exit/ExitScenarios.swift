@@ -205,6 +205,7 @@ enum ExitScenarios {
                 during.isEmpty && after.isEmpty && status == .exited(0)
             )
         },
+        Row(name: "unwinding helper: exec, then SIGKILL", expected: "one per image, none left") { helperRow() },
         Row(name: "OOM kill in a 50M cgroup (v1)", expected: "memory/platform") { oomRow() },
         Row(name: "unfinished hang, then SIGKILL", expected: "anr/inferred + apsio.hang") { hangRow(watchdog: false) },
         Row(name: "unfinished hang, systemd watchdog", expected: "watchdog/inferred") { hangRow(watchdog: true) },
@@ -245,6 +246,34 @@ enum ExitScenarios {
             "\(status); \(describe(a[0])) \"\(evidence)\"",
             status == .signaled(SIGKILL) && describe(a[0]) == "memory/platform"
                 && evidence.contains("memory.oom_control")
+        )
+    }
+
+    /// The resident unwinding helper lives as long as the image that started it: an exec ends
+    /// it (the new image starts its own), and so does a SIGKILL of the app.
+    static func helperRow() -> (got: String, ok: Bool?) {
+        let dir = tempDir("helper")
+        // The child names its helpers before it execs (the exec can come before we look).
+        guard let c = child(["exec-wait", dir]), let line = c.waitForLine("HELPER-READY") else {
+            return ("child not ready", false)
+        }
+        let pid = c.pid
+        let before = line.split(separator: " ").dropFirst(2).compactMap { pid_t($0) }
+        guard c.waitForLine("READY") != nil else {
+            c.signal(SIGKILL)
+            _ = c.finish()
+            return ("exec'd image not ready", false)
+        }
+        let oldEnded = before.allSatisfy { UnwindHelperProcess.ended($0, formerParent: pid) }
+        let after = UnwindHelperProcess.waitForHelpers(of: pid).filter { !before.contains($0) }
+        c.signal(SIGKILL)
+        let status = c.finish().termination
+        let afterEnded = after.allSatisfy { UnwindHelperProcess.ended($0, formerParent: pid) }
+        let ok = before.count == 1 && oldEnded && after.count == 1 && afterEnded && status == .signaled(SIGKILL)
+        return (
+            "\(before.count) helper, \(oldEnded ? "ended" : "LEFT") at exec; \(after.count) new, "
+                + "\(afterEnded ? "ended" : "LEFT") at \(status)",
+            ok
         )
     }
 
