@@ -230,6 +230,9 @@ struct DispositionTests {
         #expect(crashes.allSatisfy { !$0.isPartial })
         #expect(Set(crashes.map(\.context.reportID)).count == 2)
         #expect(Set(crashes.map(\.context.pid)).count == 2, "each report names the process that crashed")
+        // The parent's stack from its resident unwinding helper, the child's (which has none:
+        // the helper serves the process that started it) from a helper of its own.
+        #expect(crashes.allSatisfy { $0.unwinder == .libunwind && $0.unwindStatus == .complete })
         try? FileManager.default.removeItem(atPath: directory)
     }
 
