@@ -40,6 +40,10 @@ static int aft_g_run_hooks_registered;
 static _Atomic int aft_g_run_exited; /* set by on_exit while the updater may run */
 /* The OOM and vmstat baseline is read by the updater thread, not by start (see aft_run_start). */
 static int aft_g_run_baseline_pending;
+/* Guards the updater thread's creation (by the caller of aft_run_start_updater, another thread
+ * than start's) against its end. */
+static pthread_mutex_t aft_g_run_thread_lock = PTHREAD_MUTEX_INITIALIZER;
+static int aft_g_run_updater_pending; /* aft_run_start left it to aft_run_start_updater */
 
 static void aft_run_set_error(char *error, size_t capacity, const char *what, int err) {
     if (error && capacity > 0) snprintf(error, capacity, "%s: %s", what, strerror(err));
@@ -184,8 +188,10 @@ static void aft_run_atfork_child(void) {
     if (aft_g_run.fd >= 0) close(aft_g_run.fd);
     aft_g_run.fd = -1;
     aft_g_run_thread_running = 0;
+    aft_g_run_updater_pending = 0;
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     aft_g_run_lock = fresh;
+    aft_g_run_thread_lock = fresh;
 }
 
 /* ---- start and stop ---- */
@@ -224,14 +230,33 @@ static void aft_run_restore_handlers(void) {
     aft_g_run.handlers_installed = 0;
 }
 
+int aft_run_start_updater(void) {
+    pthread_mutex_lock(&aft_g_run_thread_lock);
+    int err = 0;
+    if (aft_g_run_updater_pending && !aft_g_run_thread_running) {
+        aft_g_run_updater_pending = 0;
+        aft_g_run_thread_stop = 0;
+        err = aft_thread_create(&aft_g_run_thread, NULL, aft_run_updater, NULL);
+        if (err == 0) aft_g_run_thread_running = 1;
+    }
+    pthread_mutex_unlock(&aft_g_run_thread_lock);
+    return err;
+}
+
 static void aft_run_stop_thread(void) {
-    if (!aft_g_run_thread_running) return;
+    pthread_mutex_lock(&aft_g_run_thread_lock);
+    aft_g_run_updater_pending = 0;
+    if (!aft_g_run_thread_running) {
+        pthread_mutex_unlock(&aft_g_run_thread_lock);
+        return;
+    }
     pthread_mutex_lock(&aft_g_run_lock);
     aft_g_run_thread_stop = 1;
     pthread_cond_broadcast(&aft_g_run_wake);
     pthread_mutex_unlock(&aft_g_run_lock);
     pthread_join(aft_g_run_thread, NULL);
     aft_g_run_thread_running = 0;
+    pthread_mutex_unlock(&aft_g_run_thread_lock);
 }
 
 void aft_run_stop(void) {
@@ -318,7 +343,7 @@ int aft_run_start(const aft_run_options *o, char *error, size_t error_capacity) 
 
     /* With an updater thread, the OOM baseline is left to it: start reads less. */
     aft_run_file file;
-    aft_run_prepare_with(o, &file, o->start_updater);
+    aft_run_prepare_with(o, &file, o->start_updater != 0);
 
     char name[AFT_FILE_NAME_CAPACITY], tmp[AFT_FILE_NAME_CAPACITY];
     aft_async_id_file_name(name, sizeof(name), o->context.run_id, ".run");
@@ -343,7 +368,7 @@ int aft_run_start(const aft_run_options *o, char *error, size_t error_capacity) 
     file.live[1].check = aft_run_check(&file.live[1], offsetof(aft_run_live, check));
     snprintf(aft_g_run_proc, sizeof(aft_g_run_proc), "%s", o->proc_root);
     snprintf(aft_g_run_sys, sizeof(aft_g_run_sys), "%s", o->sys_root);
-    aft_g_run_baseline_pending = o->start_updater;
+    aft_g_run_baseline_pending = o->start_updater != 0;
     aft_g_run_exited = 0;
     if (!err) {
         aft_g_run.fd = fd;
@@ -376,9 +401,10 @@ int aft_run_start(const aft_run_options *o, char *error, size_t error_capacity) 
     }
     if (o->catch_termination) aft_run_install_handlers();
     if (o->start_updater) {
-        aft_g_run_thread_stop = 0;
-        if (aft_thread_create(&aft_g_run_thread, NULL, aft_run_updater, NULL) == 0)
-            aft_g_run_thread_running = 1;
+        pthread_mutex_lock(&aft_g_run_thread_lock);
+        aft_g_run_updater_pending = 1;
+        pthread_mutex_unlock(&aft_g_run_thread_lock);
+        if (o->start_updater != AFT_RUN_UPDATER_LATER) aft_run_start_updater();
     }
     return 0;
 }

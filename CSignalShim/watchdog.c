@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,7 +26,24 @@ uint64_t aft_g_heartbeat_beats;
 uint32_t aft_g_heartbeat_attention;
 
 static pthread_t aft_g_watchdog_thread;
-static int aft_g_watchdog_running;
+static int aft_g_watchdog_running;    /* started: directory, capture signal, first ping */
+static int aft_g_watchdog_has_thread; /* and its thread created */
+/* Guards the thread's creation (aft_watchdog_start_thread, from another thread than start's)
+ * against its end. */
+static pthread_mutex_t aft_g_watchdog_thread_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A forked child has no watchdog thread (fork copies only the caller), and the lock may have
+ * been held by a thread the child does not have. */
+static void aft_watchdog_atfork_child(void) {
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    aft_g_watchdog_thread_lock = fresh;
+    aft_g_watchdog_has_thread = 0;
+    aft_g_watchdog_running = 0;
+}
+static pthread_once_t aft_g_watchdog_atfork_once = PTHREAD_ONCE_INIT;
+static void aft_watchdog_register_atfork(void) {
+    pthread_atfork(NULL, NULL, aft_watchdog_atfork_child);
+}
 static int aft_g_watchdog_handler_installed;
 
 enum { AFT_STRETCH_NONE, AFT_STRETCH_HANG, AFT_STRETCH_IGNORED };
@@ -143,6 +161,7 @@ static void aft_watchdog_finish(aft_watchdog *w, uint64_t end_ns) {
 
 static void *aft_watchdog_main(void *arg) {
     aft_watchdog *w = arg;
+    prctl(PR_SET_NAME, "aftermath.hang", 0, 0, 0); /* here: one call, no file for the creator */
     aft_thread_set_own_mask();
     atomic_store(&w->watchdog_tid, aft_async_gettid());
 
@@ -356,6 +375,7 @@ int aft_watchdog_start(const aft_watchdog_options *options, char *error, size_t 
         aft_watchdog_set_error(error, error_capacity, "aft_watchdog_start", EINVAL);
         return EINVAL;
     }
+    pthread_once(&aft_g_watchdog_atfork_once, aft_watchdog_register_atfork);
     aft_watchdog_stop();
     aft_watchdog *w = &aft_g_watchdog;
     int dir_fd = open(options->hang_directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -392,30 +412,45 @@ int aft_watchdog_start(const aft_watchdog_options *options, char *error, size_t 
     /* The first ping now, from the caller: queued before any job the app adds after start, it
      * arms detection as soon as the main queue is served, so a first job that hangs is seen. */
     aft_watchdog_post_ping(w);
+    pthread_mutex_lock(&aft_g_watchdog_thread_lock);
+    aft_g_watchdog_running = 1;
+    pthread_mutex_unlock(&aft_g_watchdog_thread_lock);
+    return options->thread_later ? 0 : aft_watchdog_start_thread(error, error_capacity);
+}
 
+int aft_watchdog_start_thread(char *error, size_t error_capacity) {
+    pthread_mutex_lock(&aft_g_watchdog_thread_lock);
+    if (!aft_g_watchdog_running || aft_g_watchdog_has_thread) {
+        pthread_mutex_unlock(&aft_g_watchdog_thread_lock);
+        return 0;
+    }
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 256u * 1024u);
-    int err = aft_thread_create(&aft_g_watchdog_thread, &attr, aft_watchdog_main, w);
+    int err = aft_thread_create(&aft_g_watchdog_thread, &attr, aft_watchdog_main, &aft_g_watchdog);
     pthread_attr_destroy(&attr);
+    if (err == 0) aft_g_watchdog_has_thread = 1;
+    pthread_mutex_unlock(&aft_g_watchdog_thread_lock);
     if (err != 0) {
-        close(dir_fd);
-        w->dir_fd = -1;
+        aft_watchdog_stop();
         aft_watchdog_set_error(error, error_capacity, "creating the watchdog thread", err);
-        return err;
     }
-    pthread_setname_np(aft_g_watchdog_thread, "aftermath.hang");
-    aft_g_watchdog_running = 1;
-    return 0;
+    return err;
 }
 
 void aft_watchdog_stop(void) {
     aft_watchdog *w = &aft_g_watchdog;
-    if (!aft_g_watchdog_running) return;
+    pthread_mutex_lock(&aft_g_watchdog_thread_lock);
+    if (!aft_g_watchdog_running) {
+        pthread_mutex_unlock(&aft_g_watchdog_thread_lock);
+        return;
+    }
     atomic_store(&w->stop, 1);
     aft_watchdog_wake(w);
-    pthread_join(aft_g_watchdog_thread, NULL);
+    if (aft_g_watchdog_has_thread) pthread_join(aft_g_watchdog_thread, NULL);
+    aft_g_watchdog_has_thread = 0;
     aft_g_watchdog_running = 0;
+    pthread_mutex_unlock(&aft_g_watchdog_thread_lock);
     if (w->hang_fd >= 0) { /* unfinished: the next launch reports its last duration */
         close(w->hang_fd);
         w->hang_fd = -1;

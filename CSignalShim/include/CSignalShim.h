@@ -112,12 +112,12 @@ uint32_t aft_current_stack(uint64_t *frames, uint32_t capacity, uint32_t skip);
 #define AFT_ATTENTION_HANG 0x2u /* a hang is in progress: record its end, wake the watchdog */
 
 typedef struct aft_watchdog_options {
-    const char *hang_directory; /* existing directory for hang files */
-    uint32_t threshold_ms;      /* 0 = 250 */
-    int32_t capture_signal;     /* 0 = a free real-time signal (else SIGURG); never used
+    const char *hang_directory;     /* existing directory for hang files */
+    uint32_t threshold_ms;          /* 0 = 250 */
+    int32_t capture_signal;         /* 0 = a free real-time signal (else SIGURG); never used
                                        when the app handles it */
-    uint32_t heartbeat_mode;    /* AFT_HEARTBEAT_* */
-    uint32_t _reserved;
+    uint32_t heartbeat_mode;        /* AFT_HEARTBEAT_* */
+    uint32_t thread_later;          /* 1: the thread is started by aft_watchdog_start_thread */
     void (*notify)(uint32_t event); /* called on the watchdog thread; may be NULL */
 } aft_watchdog_options;
 
@@ -142,6 +142,10 @@ typedef struct aft_watchdog_stats {
  * a message in error (NUL-terminated). The crash handler must be installed first (aft_install):
  * hang files copy its prepared context. */
 int aft_watchdog_start(const aft_watchdog_options *options, char *error, size_t error_capacity);
+
+/* Starts the thread aft_watchdog_start left for later (options.thread_later), from any
+ * thread. Returns 0, or an errno value with a message in error; the watchdog is then stopped. */
+int aft_watchdog_start_thread(char *error, size_t error_capacity);
 
 /* Stops the watchdog thread and restores the capture signal's previous action. An unfinished
  * hang is left on disk as it is (the next launch reports it unfinished). */
@@ -197,14 +201,19 @@ typedef struct aft_run_options {
                                      watchdog's state (Aftermath.setForeground), one place */
     uint32_t update_interval_ms; /* 0: AFT_RUN_DEFAULT_INTERVAL_MS */
     uint32_t catch_termination;  /* record SIGTERM, SIGINT, SIGHUP, then chain */
-    uint32_t start_updater;      /* run the background updater thread */
+    uint32_t start_updater;      /* run the background updater thread: 0 no, 1 now,
+                                     AFT_RUN_UPDATER_LATER at aft_run_start_updater */
 } aft_run_options;
+#define AFT_RUN_UPDATER_LATER 2u
 
 /* Creates runs/<run id>.run, locks it, writes it whole, records clean exits (on_exit) and,
  * when asked, termination signals, and starts the updater. Calling it again ends the previous
  * run record (closes its file without a clean-exit mark; tests only). Returns 0 or an errno
  * value with a message in error. */
 int aft_run_start(const aft_run_options *options, char *error, size_t error_capacity);
+/* Starts the updater aft_run_start left for later (AFT_RUN_UPDATER_LATER), from any thread;
+ * it reads the OOM baseline first. 0, or the errno of its thread's creation. */
+int aft_run_start_updater(void);
 /* Sets app.screen.name (NULL or "" clears it) and writes the live block now. */
 void aft_run_set_screen(const char *name);
 /* Sets the current and previous session and writes the live block now. */

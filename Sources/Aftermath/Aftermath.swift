@@ -39,12 +39,23 @@ public enum Aftermath {
     /// With `OTEL_SDK_DISABLED=true` in the environment it returns at once: nothing installed,
     /// created or sent.
     public static func start(_ configuration: Configuration) throws(StartError) {
-        try start(configuration, environment: OTelEnvironment(ProcessInfo.processInfo.environment))
+        // Only OTEL_SDK_DISABLED is read on the caller's thread: the whole environment as a
+        // dictionary costs a third of start, and only the delivery needs it.
+        guard !OTelEnvironment.disables(getenv("OTEL_SDK_DISABLED").map { String(cString: $0) }) else { return }
+        try start(configuration) { OTelEnvironment(ProcessInfo.processInfo.environment) }
     }
 
     /// ``start(_:)`` reading environment instead of the process's.
     package static func start(_ configuration: Configuration, environment: OTelEnvironment) throws(StartError) {
         guard !environment.sdkDisabled else { return }
+        try start(configuration) { environment }
+    }
+
+    /// ``start(_:)`` once OTEL_SDK_DISABLED is known to be unset; environment is called when the
+    /// delivery needs the rest.
+    private static func start(
+        _ configuration: Configuration, environment: @escaping @Sendable () -> OTelEnvironment
+    ) throws(StartError) {
         let hold = FileSizeSignalHold()  // a write past ulimit -f fails; it never ends the app
         defer { hold.release() }
         let directory = ReportDirectory(root: configuration.reportsDirectory)
@@ -88,23 +99,38 @@ public enum Aftermath {
         }
 
         if configuration.deliverPendingReportsSynchronously {
+            startBackgroundThreads()
             let collector = self.collector(configuration, directory: directory, context: installed)
             deliver(
-                collector, to: configuration.exporter, resource: resource(for: configuration, environment: environment))
+                collector, to: configuration.exporter,
+                resource: resource(for: configuration, environment: environment()))
             aft_install_complete()
         } else {
             // The install's completion, the collector and the resource are the delivery thread's
             // work: start does not pay for them.
             let installed = installed
             let body: @Sendable () -> Void = {
+                startBackgroundThreads()
                 aft_install_complete()  // every image's build id, libunwind's warm-up
                 let collector = self.collector(configuration, directory: directory, context: installed)
                 deliver(
                     collector, to: configuration.exporter,
-                    resource: resource(for: configuration, environment: environment))
+                    resource: resource(for: configuration, environment: environment()))
             }
             if !StartHelpers.detachedThread(named: "aftermath.deliver", body) { body() }
         }
+    }
+
+    /// The threads start leaves to its delivery thread (creating one holds the caller a tenth
+    /// of a millisecond or more, and each competes with it for the CPU at once): the hang
+    /// watchdog's and the run record's updater, which reads the OOM counters' baseline first.
+    static func startBackgroundThreads() {
+        var error = [CChar](repeating: 0, count: 256)
+        if aft_watchdog_start_thread(&error, error.count) != 0 {
+            let message = String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            hangDetectionProblem.withLock { $0 = StartError.hangWatchdogNotStarted(message).description }
+        }
+        _ = aft_run_start_updater()
     }
 
     /// Collects and exports what is pending now, synchronously; nil before ``start(_:)``.

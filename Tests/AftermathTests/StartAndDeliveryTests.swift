@@ -84,4 +84,31 @@ struct StartAndDeliveryTests {
         #expect(ReportContext(Aftermath.cContext(context)).serviceVersion == context.serviceVersion)
         #expect(ReportContext(Aftermath.cContext(context)).serviceName == context.serviceName)
     }
+
+    #if compiler(>=6.2)  // exit tests (#expect(processExitsWith:)) need Swift 6.2
+    @Test(
+        "Delivery in the background (the default): start creates one thread; the hang watchdog, the run updater and the unwinding helper come from it"
+    )
+    func backgroundThreads() async {
+        await #expect(processExitsWith: .success) {
+            let config = Aftermath.Configuration(
+                serviceName: "background-threads", serviceVersion: "1", exporter: InMemoryExporter(),
+                reportsDirectory: TestSupport.childDirectory("background-threads"))
+            do { try Aftermath.start(config) } catch { exit(10) }
+            for _ in 0..<500 where Aftermath.lastDelivery == nil { usleep(10_000) }
+            guard Aftermath.lastDelivery != nil else { exit(11) }
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+            let names = Set(
+                tasks.map {
+                    (try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8))?
+                        .trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+                })
+            guard names.isSuperset(of: ["aftermath.hang", "aftermath.run", "aftermath.unw"]) else { exit(12) }
+            guard Aftermath.hangDetectionError == nil else { exit(13) }
+            var stats = aft_watchdog_stats()
+            aft_watchdog_get_stats(&stats)
+            exit(stats.watchdog_tid != 0 ? 0 : 14)
+        }
+    }
+    #endif
 }

@@ -6,9 +6,12 @@ extension Aftermath {
     /// Starts this run's record and the handled-error recorder (called by ``start(_:)``
     /// before it returns, after the crash handler is installed).
     static func startRun(_ configuration: Configuration, directory: ReportDirectory, context: ReportContext) {
-        RunRecorder.start(configuration, directory: directory, context: context)
+        // The context as the crash handler holds it (its build id included): no conversion.
+        var installed = aft_context()
+        aft_installed_context(&installed)
+        RunRecorder.start(configuration, directory: directory, context: context, cContext: installed)
         HandledErrorRecorder.prepare(
-            directory: directory.errors, context: context,
+            directory: directory.errors, context: installed,
             maxPending: configuration.maxPendingErrors)
     }
 

@@ -13,7 +13,7 @@ enum HandledErrorRecorder {
         var context = aft_context()
         var images: [aft_image] = []  // sorted by start
         var maxPending = 256
-        var pending = 0
+        var pending = -1  // not counted yet: counted at the first error, not by start
         var dropped = 0
     }
 
@@ -21,16 +21,14 @@ enum HandledErrorRecorder {
 
     /// Prepares the recorder for a run: its directory and context. The images wait for the
     /// first error: start does not pay for them.
-    static func prepare(directory: String, context: ReportContext, maxPending: Int) {
-        let c = Aftermath.cContext(context)
+    static func prepare(directory: String, context: aft_context, maxPending: Int) {
         let images: [aft_image] = []
-        let pending = countPending(directory, upTo: maxPending)
         state.withLock {
             $0.directory = directory
-            $0.context = c
+            $0.context = context
             $0.images = images
             $0.maxPending = maxPending
-            $0.pending = pending
+            $0.pending = -1
         }
     }
 
@@ -58,7 +56,7 @@ enum HandledErrorRecorder {
         guard
             var snapshot = state.withLock({ s -> State? in
                 guard s.directory != nil else { return nil }
-                if s.pending >= s.maxPending {
+                if s.pending < 0 || s.pending >= s.maxPending {
                     s.pending = countPending(s.directory!, upTo: s.maxPending)
                     if s.pending >= s.maxPending {
                         s.dropped += 1

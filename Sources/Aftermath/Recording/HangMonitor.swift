@@ -31,6 +31,7 @@ enum HangMonitor {
         options.heartbeat_mode =
             configuration.hangHeartbeat == .manual ? AFT_HEARTBEAT_MANUAL : AFT_HEARTBEAT_MAIN_QUEUE
         options.notify = { event in HangMonitor.handle(event) }
+        options.thread_later = 1  // started by Aftermath.startBackgroundThreads()
         var error = [CChar](repeating: 0, count: 256)
         let status = directory.hangs.withCString { dir in
             options.hang_directory = dir

@@ -7,7 +7,7 @@ import Synchronization
 /// the session, the previous session, the screen and the foreground state.
 enum RunRecorder {
     struct State: Sendable {
-        var sessionID = UUID()
+        var sessionID = StartHelpers.randomUUID()
         var previousSessionID: UUID?
         var screen: String?
         /// Why the run file could not be written, when it could not.
@@ -19,7 +19,10 @@ enum RunRecorder {
     /// Creates and locks this run's file before ``Aftermath/start(_:)`` returns, installs the
     /// termination-signal recorder and starts the once-a-second updater. Never throws: a
     /// reports directory that cannot hold it leaves the app running without a run record.
-    static func start(_ configuration: Aftermath.Configuration, directory: ReportDirectory, context: ReportContext) {
+    static func start(
+        _ configuration: Aftermath.Configuration, directory: ReportDirectory, context: ReportContext,
+        cContext: aft_context
+    ) {
         let screen = state.withLock { s -> String? in
             s.sessionID = context.sessionID
             s.previousSessionID = nil
@@ -27,11 +30,11 @@ enum RunRecorder {
         }
         aft_watchdog_set_previous_session(nil)
         var options = aft_run_options()
-        options.context = Aftermath.cContext(context)
+        options.context = cContext
         options.watchdog_usec = watchdogMicroseconds()
         options.update_interval_ms = configuration.runUpdateInterval.clampedMilliseconds
         options.catch_termination = configuration.recordTerminationSignals ? 1 : 0
-        options.start_updater = 1
+        options.start_updater = AFT_RUN_UPDATER_LATER  // by Aftermath.startBackgroundThreads()
         var error = [CChar](repeating: 0, count: 256)
         let status = directory.runs.withCString { runs in
             configuration.procRoot.withCString { proc in
@@ -51,9 +54,11 @@ enum RunRecorder {
 
     /// systemd's WATCHDOG_USEC when it is meant for this process (WATCHDOG_PID absent or ours).
     static func watchdogMicroseconds() -> UInt64 {
-        let env = ProcessInfo.processInfo.environment
-        guard let usec = env["WATCHDOG_USEC"].flatMap(UInt64.init) else { return 0 }
-        if let pid = env["WATCHDOG_PID"].flatMap(Int32.init), pid != getpid() { return 0 }
+        // getenv, not ProcessInfo's environment: start runs this on the app's thread, and the
+        // whole environment as a dictionary costs a tenth of a millisecond or more.
+        func variable(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
+        guard let usec = variable("WATCHDOG_USEC").flatMap(UInt64.init) else { return 0 }
+        if let pid = variable("WATCHDOG_PID").flatMap(Int32.init), pid != getpid() { return 0 }
         return usec
     }
 

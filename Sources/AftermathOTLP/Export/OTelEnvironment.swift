@@ -12,7 +12,11 @@ package struct OTelEnvironment: Sendable {
     }
 
     /// OTEL_SDK_DISABLED: only `true` (any case) disables.
-    package var sdkDisabled: Bool { self["OTEL_SDK_DISABLED"]?.lowercased() == "true" }
+    package var sdkDisabled: Bool { Self.disables(variables["OTEL_SDK_DISABLED"]) }
+
+    /// Whether a value of OTEL_SDK_DISABLED disables the SDK: only `true` (any case, blanks
+    /// around it ignored).
+    package static func disables(_ value: String?) -> Bool { value?.trimmingBlanks().lowercased() == "true" }
 
     /// OTEL_RESOURCE_ATTRIBUTES, then OTEL_SERVICE_NAME as service.name (it wins over the list).
     package var resourceAttributes: [Attribute] {
