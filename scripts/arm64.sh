@@ -333,6 +333,7 @@ declare -A PROBE_EFFECT=(
   [extra-task]="the emulator's own thread, which runs no guest handler: the Swift backtracer cannot pause it (crash-harness swift bt column); checked on x86-64"
   [rt-signals]="the hang watchdog checks at start that its capture signal can be sent and skips these"
   [clone-exit-signal]="the unwinding helper is started as a copy of the process with SIGCHLD as exit signal here (unwinder libunwind checked above)"
+  [clone-vm-process]="no resident unwinding helper can be started: each request starts a helper of its own (crash-harness helper-killed and exit-harness 'unwinding helper: exec, then SIGKILL' run on x86-64 only)"
   [sigill-code]="crash-harness illegal-instruction records ILL_ILLOPN, as the signal said"
   [proc-fsize]="qemu writes its emulated /proc files into a memory file, which RLIMIT_FSIZE limits: under ulimit -f 8 the maps are cut and SIGXFSZ ends the unwinding helper (crash-harness file-size-limit); checked on x86-64"
   [exec-start-time]="an exec is not recognised by its unchanged start time: exit-harness execv row runs on x86-64 only"

@@ -141,6 +141,14 @@ int main(int argc, char **argv) {
              pid > 0 ? "a child" : strerror(clone_errno));
     report("clone-exit-signal", pid < 0 && clone_errno == EINVAL, evidence);
 
+    /* A process that shares our memory without being a thread: the resident unwinding helper. */
+    pid = clone(child_main, stack + sizeof(stack), CLONE_VM | CLONE_FILES | CLONE_UNTRACED, NULL);
+    clone_errno = errno;
+    if (pid > 0) waitpid(pid, NULL, __WALL);
+    snprintf(evidence, sizeof(evidence), "clone(CLONE_VM|CLONE_FILES|CLONE_UNTRACED): %s",
+             pid > 0 ? "a child" : strerror(clone_errno));
+    report("clone-vm-process", pid < 0 && clone_errno == EINVAL, evidence);
+
     /* /proc/self/maps read under a file-size limit smaller than it, in a child. */
     pid = fork();
     if (pid == 0) {

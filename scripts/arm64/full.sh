@@ -73,6 +73,8 @@ declare -A HARNESS_LIMIT=(
   [pid1-abort]="as PID 1 of a PID namespace qemu-user hangs in its own abort path once the guest takes a default-action signal (the kernel drops the signal qemu sends itself), with or without Aftermath: a plain C abort() does the same. Runs on x86-64 (crash-harness)"
   [seccomp-kill]="qemu-user implements no seccomp (installing the filter fails with ENOSYS, without Aftermath too). Runs on x86-64 (crash-harness)"
   [seccomp-eperm]="qemu-user implements no seccomp (installing the filter fails with ENOSYS, without Aftermath too). Runs on x86-64 (crash-harness)"
+  [helper-killed]="qemu-user accepts clone with CLONE_VM only together with the thread flags (EINVAL otherwise: emulator probe clone-vm-process), so no resident unwinding helper is started and there is none to kill; every request starts a helper of its own. Runs on x86-64 (crash-harness)"
+  ["unwinding helper: exec, then SIGKILL"]="qemu-user accepts clone with CLONE_VM only together with the thread flags (EINVAL otherwise: emulator probe clone-vm-process), so no resident unwinding helper is started. Runs on x86-64 (exit-harness)"
   ["execv of its own binary"]="qemu-user emulates /proc/self/stat and /proc/<pid>/stat, and its start time field is the emulator's own start, new after an exec (the kernel's stays), so the exec is not recognised. Runs on x86-64 (exit-harness)"
 )
 # Checks of crash-harness rows that qemu-user cannot pass, by the text of the harness's failure
