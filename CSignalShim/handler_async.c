@@ -259,6 +259,8 @@ void aft_async_handler(int signo, siginfo_t *info, void *ucontext) {
         atomic_store(&aft_g_crash_written, 1);
         atomic_store(&aft_g_crash_rounds, 0);
         atomic_store(&aft_g_crash_signal, signo);
+        /* Before what comes next (the Swift runtime's backtracer pauses every thread). */
+        aft_async_unwind_resident_retire();
     } else if (expected == tid) {
         if (atomic_load(&aft_g_writing)) {
             /* A fault inside our own writer (another signal than the crash's): abandon the

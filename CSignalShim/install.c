@@ -85,15 +85,27 @@ static _Atomic uint32_t aft_g_resident_ready; /* futex word: the donor has tried
 
 static void *aft_unwind_donor_main(void *arg) {
     (void)arg;
+    /* Every signal blocked: no handler of the app's may run on the thread-local storage the
+     * helper uses (the loader's recursive lock, for one, knows its owner by it). The Swift
+     * backtracer, which pauses threads with signals, never meets this thread: a crash ends it
+     * first (aft_async_unwind_resident_retire). */
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, NULL);
     prctl(PR_SET_NAME, "aftermath.unw", 0, 0, 0);
+    aft_unwind_resident *r = &aft_g_unwind_resident;
+    atomic_store(&r->retire, 0);
     int pid = aft_unwind_resident_spawn();
-    if (pid > 0) atomic_store(&aft_g_unwind_resident.pid, pid);
+    if (pid > 0) atomic_store(&r->pid, pid);
     atomic_store(&aft_g_resident_ready, 1);
     syscall(SYS_futex, (uint32_t *)&aft_g_resident_ready, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
     if (pid <= 0) return NULL;
     /* From here on this thread only sleeps: its thread-local storage is the helper's, and its
-     * end (the process's exit, or an exec) ends the helper. */
-    for (;;) pause();
+     * end (the process's exit, an exec, a crash) ends the helper. */
+    for (;;) {
+        syscall(SYS_futex, (uint32_t *)&r->retire, FUTEX_WAIT, 0u, NULL, NULL, 0);
+        if (atomic_load(&r->retire)) syscall(SYS_exit, 0L); /* raw: no cleanup on its storage */
+    }
     return NULL;
 }
 
@@ -106,15 +118,21 @@ static void aft_unwind_resident_start(void) {
     if (page <= 0) page = 4096;
     aft_unwind_resident *r = &aft_g_unwind_resident;
     if (r->stack_top == NULL) {
-        uint8_t *stack = mmap(NULL, AFT_UNWIND_HELPER_STACK + (size_t)page, PROT_READ | PROT_WRITE,
+        /* Two stacks, each above a guard page: its loop's, and one for the copy of a signal
+         * frame that libunwind's tracer walks from. */
+        size_t one = AFT_UNWIND_HELPER_STACK + (size_t)page;
+        uint8_t *stack = mmap(NULL, 2 * one, PROT_READ | PROT_WRITE,
                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (stack == MAP_FAILED) return;
-        if (mprotect(stack, (size_t)page, PROT_NONE) != 0) { /* the guard page */
-            munmap(stack, AFT_UNWIND_HELPER_STACK + (size_t)page);
+        if (mprotect(stack, (size_t)page, PROT_NONE) != 0 ||
+            mprotect(stack + one, (size_t)page, PROT_NONE) != 0) {
+            munmap(stack, 2 * one);
             return;
         }
-        r->stack_top = stack + (size_t)page + AFT_UNWIND_HELPER_STACK;
+        r->stack_top = stack + one;
+        r->trace_top = stack + 2 * one;
         (void)madvise((uint8_t *)r->stack_top - 32 * 1024, 32 * 1024, AFT_MADV_POPULATE_WRITE);
+        (void)madvise((uint8_t *)r->trace_top - 32 * 1024, 32 * 1024, AFT_MADV_POPULATE_WRITE);
     }
     pthread_t donor;
     pthread_attr_t attr;

@@ -197,7 +197,9 @@ typedef struct aft_unwind_shared {
     _Atomic uint32_t done; /* futex word: 1 once count, truncated and frames are written */
     uint32_t count;
     uint32_t truncated;
-    uint32_t link_map_valid; /* 1: link_count and link_hash are the loader's list now */
+    uint32_t link_map_valid;  /* 1: link_count and link_hash are the loader's list now */
+    _Atomic uint32_t started; /* the helper has begun this request (it may hold a lock) */
+    uint32_t _pad;
     uint64_t link_count;
     uint64_t link_hash;
     uint64_t frames[AFT_MAX_FRAMES + AFT_UNWIND_SLACK];
@@ -234,15 +236,33 @@ typedef struct aft_unwind_resident {
     _Atomic int busy;              /* a requester holds the helper */
     _Atomic int pid;               /* the helper, 0: none */
     int owner;                     /* the process it serves (getpid() of its creator) */
+    int donor_tid;                 /* the thread whose thread-local storage it runs on */
+    _Atomic uint32_t ready;        /* futex word: warmed up and in its sandbox */
+    _Atomic uint32_t retire;       /* futex word: the donor thread is to end (at a crash) */
     aft_unwind_slot *_Atomic slot; /* the request */
     void *stack_top;               /* its own stack */
+    void *trace_top;               /* and one for the copy of a signal frame */
     int affinity_ok;               /* it may be moved to the requester's CPU */
     int last_cpu;                  /* the CPU it was moved to, -1: none */
     void *back[5];                 /* __builtin_setjmp: back from the copy of a signal frame */
 } aft_unwind_resident;
 extern aft_unwind_resident aft_g_unwind_resident;
-/* Normal time, on the donor thread: starts the resident helper; its pid or -1. */
+/* How the last helper that was reaped ended (a waitpid status), -1 when none was: a fault ends
+ * a helper by its own handler's _exit (AFT_UNWIND_HELPER_FAULT_EXIT + signal), never by the
+ * signal's default action, whose core dump would take every process sharing the memory on
+ * kernels before 5.16. */
+extern _Atomic int aft_g_unwind_last_status;
+#define AFT_UNWIND_HELPER_FAULT_EXIT 64
+/* Tests only: when non-zero, an unwinding helper faults at the start of its next request (the
+ * resident included). Defined only by the test-only C target (Harness/CFaults). */
+extern volatile uintptr_t aft_g_test_fault_in_helper __attribute__((weak));
+/* Normal time, on the donor thread: starts the resident helper and waits (1 s at most) until it
+ * runs in its sandbox; its pid or -1. */
 int aft_unwind_resident_spawn(void);
+/* Crash time, once the report is written: ends the donor thread (so the Swift runtime's
+ * backtracer, which pauses every thread, finds none that blocks its signals) and with it the
+ * resident helper (PR_SET_PDEATHSIG). Waits until the thread is gone, 50 ms at most. */
+void aft_async_unwind_resident_retire(void);
 /* The stack from a signal context (NULL: from the caller): frame pointers first, then
  * libunwind in a helper (slot) for at most budget_ns. frames needs capacity entries.
  * *status is AFT_UNWIND_STATUS_*: how libunwind's attempt ended. */

@@ -21,6 +21,11 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <sched.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -146,9 +151,11 @@ __attribute__((noreturn)) static void aft_unwind_trace_on_frame(void *arg) {
         break;
     }
     if (count < 2) count = aft_unwind_step_all(slot, out->frames, &truncated);
+    /* Read before the answer: once it is out, the requester may reuse the slot. */
+    int resident = slot->resident;
     aft_unwind_finish(out, count, truncated);
 #if defined(__x86_64__)
-    if (slot->resident) __builtin_longjmp(aft_g_unwind_resident.back, 1); /* to its loop */
+    if (resident) __builtin_longjmp(aft_g_unwind_resident.back, 1); /* to its loop */
 #endif
     syscall(SYS_exit, 0);
     __builtin_unreachable();
@@ -156,6 +163,9 @@ __attribute__((noreturn)) static void aft_unwind_trace_on_frame(void *arg) {
 
 /* One request, in a helper: the loader's list, then the stack. */
 static void aft_unwind_serve(aft_unwind_slot *slot) {
+    atomic_store(&slot->shared->started, 1);
+    if (&aft_g_test_fault_in_helper != NULL && aft_g_test_fault_in_helper)
+        *(volatile int *)aft_g_test_fault_in_helper = 0;
     /* The loader's list, before libunwind can wait on the loader's lock: one load per library
      * here instead of one read of /proc/self/mem each in the handler. */
     if (slot->wants_link_map)
@@ -166,25 +176,49 @@ static void aft_unwind_serve(aft_unwind_slot *slot) {
         /* The resident helper comes back here from the copy of the frame, and waits again. */
         if (slot->resident && __builtin_setjmp(aft_g_unwind_resident.back) != 0) return;
 #endif
-        /* Does not return where the architecture has it. */
-        aft_async_arch_run_on_signal_frame(slot->context, slot->stack_top,
-                                           aft_unwind_trace_on_frame, slot);
+        /* Does not return where the architecture has it. The resident copies the frame onto
+         * a stack of its own: a helper of the slot's own may be on the slot's stack. */
+        void *top = slot->resident ? aft_g_unwind_resident.trace_top : slot->stack_top;
+        aft_async_arch_run_on_signal_frame(slot->context, top, aft_unwind_trace_on_frame, slot);
     }
     uint32_t truncated = 0;
     uint32_t n = aft_unwind_step_all(slot, slot->shared->frames, &truncated);
     aft_unwind_finish(slot->shared, n, truncated);
 }
 
-/* A helper's signals: a fault in libunwind ends the helper alone, by the default action,
- * whatever the app installed (the helper has its own copy of the dispositions). */
-static void aft_unwind_helper_signals(int block_all) {
-    struct sigaction dfl;
-    aft_async_memset(&dfl, 0, sizeof(dfl));
-    dfl.sa_handler = SIG_DFL;
-    for (int i = 0; i < AFT_SIGNAL_COUNT; i++) sigaction(aft_g_signals[i], &dfl, NULL);
+/* ---- a helper's faults ---- */
+
+_Atomic int aft_g_unwind_last_status = -1;
+
+/* Each helper's fault handler runs on a stack of its own: one per slot (a helper of its own),
+ * one for the resident. */
+static uint8_t aft_g_helper_fault_stacks[AFT_UNWIND_SLOTS + 1][16384] __attribute__((aligned(16)));
+
+/* A fault in libunwind (a corrupt stack, a half-changed list of objects) ends the helper alone,
+ * by _exit: never by the signal's default action, whose core dump on kernels before 5.16 kills
+ * every process that shares the memory, the app included. */
+static void aft_unwind_helper_fault(int signo) {
+    syscall(SYS_exit_group, (long)(AFT_UNWIND_HELPER_FAULT_EXIT + signo));
+}
+
+/* A helper's signals, whatever the app installed (a helper has its own copy of the
+ * dispositions): the crash signals go to aft_unwind_helper_fault on stack_index's stack; with
+ * block_all every other signal is blocked (the resident), else none. */
+static void aft_unwind_helper_signals(int block_all, uint32_t stack_index) {
+    stack_t alt = {.ss_sp = aft_g_helper_fault_stacks[stack_index],
+                   .ss_size = sizeof(aft_g_helper_fault_stacks[stack_index]),
+                   .ss_flags = 0};
+    syscall(SYS_sigaltstack, &alt, NULL);
+    struct sigaction fault;
+    aft_async_memset(&fault, 0, sizeof(fault));
+    fault.sa_handler = aft_unwind_helper_fault;
+    fault.sa_flags = SA_ONSTACK;
+    sigfillset(&fault.sa_mask);
+    for (int i = 0; i < AFT_SIGNAL_COUNT; i++) sigaction(aft_g_signals[i], &fault, NULL);
     sigset_t mask;
     if (block_all) {
-        sigfillset(&mask); /* a fault still ends it: the kernel forces a blocked fault's default */
+        sigfillset(&mask);
+        for (int i = 0; i < AFT_SIGNAL_COUNT; i++) sigdelset(&mask, aft_g_signals[i]);
     } else {
         sigemptyset(&mask);
     }
@@ -194,7 +228,7 @@ static void aft_unwind_helper_signals(int block_all) {
 /* Runs in a helper process of its own, never in a signal handler. */
 static int aft_unwind_helper_main(void *arg) {
     aft_unwind_slot *slot = arg;
-    aft_unwind_helper_signals(0);
+    aft_unwind_helper_signals(0, (uint32_t)(slot - aft_g_unwind_slots));
     /* The deadline, enforced on the helper itself: a timer that sends it SIGKILL, which no
      * mask blocks (libunwind blocks every other signal around dl_iterate_phdr). Without the
      * timer, no unwinding: the handler waits for this process. */
@@ -219,9 +253,72 @@ aft_unwind_resident aft_g_unwind_resident;
 
 /* The resident helper's life: requests, one at a time, until the process ends. Its deadline is
  * the requester's, who kills it then. */
+/* The resident's sandbox: it may only compute on the memory it shares with us and wait. Every
+ * other system call fails with EPERM (libunwind then finds less, it does not fault). The
+ * resident lives as long as the app, which may later drop privileges or sandbox itself; a
+ * process that shares its memory must never be more privileged than the app is then. */
+#if defined(__x86_64__)
+#define AFT_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define AFT_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#endif
+#define AFT_ALLOW(nr)                                                                              \
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)
+static int aft_unwind_resident_sandbox(void) {
+#ifdef AFT_AUDIT_ARCH
+    static const struct sock_filter program[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AFT_AUDIT_ARCH, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        /* waiting, answering, exiting */
+        AFT_ALLOW(__NR_futex),
+        AFT_ALLOW(__NR_exit),
+        AFT_ALLOW(__NR_exit_group),
+        AFT_ALLOW(__NR_rt_sigreturn),
+        AFT_ALLOW(__NR_restart_syscall),
+        AFT_ALLOW(__NR_getpid),
+        AFT_ALLOW(__NR_getppid),
+        AFT_ALLOW(__NR_gettid),
+        AFT_ALLOW(__NR_sched_yield),
+        AFT_ALLOW(__NR_nanosleep),
+        AFT_ALLOW(__NR_clock_nanosleep),
+        AFT_ALLOW(__NR_clock_gettime),
+        AFT_ALLOW(__NR_gettimeofday),
+        /* what libunwind calls while it walks: its signal masks around the loader's lock, its
+         * memory checks (mincore, msync, a pipe) and pools, and our reads of memory */
+        AFT_ALLOW(__NR_rt_sigprocmask),
+        AFT_ALLOW(__NR_mincore),
+        AFT_ALLOW(__NR_msync),
+        AFT_ALLOW(__NR_read),
+        AFT_ALLOW(__NR_write),
+        AFT_ALLOW(__NR_pread64),
+        AFT_ALLOW(__NR_pipe2),
+        AFT_ALLOW(__NR_close),
+        AFT_ALLOW(__NR_munmap),
+        AFT_ALLOW(__NR_madvise),
+        /* mmap, never executable */
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mmap, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
+        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, PROT_EXEC, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mmap, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+    };
+    struct sock_fprog fprog = {.len = (unsigned short)(sizeof(program) / sizeof(program[0])),
+                               .filter = (struct sock_filter *)(uintptr_t)program};
+    if (syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1L, 0L, 0L, 0L) != 0) return 0;
+    return syscall(SYS_prctl, PR_SET_SECCOMP, (long)SECCOMP_MODE_FILTER, &fprog, 0L, 0L) == 0;
+#else
+    return 0;
+#endif
+}
+
 static int aft_unwind_resident_main(void *arg) {
     aft_unwind_resident *r = arg;
-    aft_unwind_helper_signals(1);
+    aft_unwind_helper_signals(1, AFT_UNWIND_SLOTS);
     /* Dies with the thread that created it, which lives as long as the process image. */
     if (syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0L, 0L, 0L) != 0 || getppid() != r->owner)
         return 0;
@@ -237,6 +334,10 @@ static int aft_unwind_resident_main(void *arg) {
     r->last_cpu = -1;
     r->affinity_ok = syscall(SYS_sched_getaffinity, 0, sizeof(mask), &mask) > 0 &&
                      syscall(SYS_sched_setaffinity, 0, sizeof(mask), &mask) == 0;
+    /* Unsandboxed, it serves nothing: without its sandbox there is no resident. */
+    if (!aft_unwind_resident_sandbox()) return 0;
+    atomic_store(&r->ready, 1);
+    syscall(SYS_futex, (uint32_t *)&r->ready, FUTEX_WAKE, 1, NULL, NULL, 0);
     uint32_t handled = r->request_at_spawn;
     for (;;) {
         uint32_t now = atomic_load(&r->request);
@@ -252,12 +353,41 @@ static int aft_unwind_resident_main(void *arg) {
 
 int aft_unwind_resident_spawn(void) {
     aft_unwind_resident *r = &aft_g_unwind_resident;
-    if (r->stack_top == NULL) return -1;
+    if (r->stack_top == NULL || r->trace_top == NULL) return -1;
     r->owner = (int)getpid();
+    r->donor_tid = (int)aft_async_gettid();
     r->request_at_spawn = atomic_load(&r->request);
+    atomic_store(&r->ready, 0);
     /* No exit signal: the app sees no SIGCHLD, and its waitpid(-1) does not see the helper. */
-    return clone(aft_unwind_resident_main, r->stack_top, CLONE_VM | CLONE_FILES | CLONE_UNTRACED,
-                 r);
+    pid_t pid =
+        clone(aft_unwind_resident_main, r->stack_top, CLONE_VM | CLONE_FILES | CLONE_UNTRACED, r);
+    if (pid < 0) return -1;
+    /* Served only once it runs in its sandbox (its warm-up first). */
+    for (int i = 0; i < 100 && !atomic_load(&r->ready); i++) {
+        struct timespec ten_ms = {.tv_sec = 0, .tv_nsec = 10 * 1000 * 1000};
+        syscall(SYS_futex, (uint32_t *)&r->ready, FUTEX_WAIT, 0u, &ten_ms, NULL, 0);
+    }
+    if (!atomic_load(&r->ready)) {
+        kill(pid, SIGKILL);
+        while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR) {
+        }
+        return -1;
+    }
+    return pid;
+}
+
+void aft_async_unwind_resident_retire(void) {
+    aft_unwind_resident *r = &aft_g_unwind_resident;
+    pid_t self = getpid();
+    if (r->owner != (int)self || r->donor_tid <= 0 || atomic_exchange(&r->retire, 1)) return;
+    atomic_store(&r->pid, 0);
+    syscall(SYS_futex, (uint32_t *)&r->retire, FUTEX_WAKE, 1, NULL, NULL, 0);
+    /* Until the donor is gone from /proc/self/task (50 ms at most). */
+    struct timespec pause = {.tv_sec = 0, .tv_nsec = 50 * 1000};
+    for (int i = 0; i < 1000; i++) {
+        if (syscall(SYS_tgkill, (long)self, (long)r->donor_tid, 0L) != 0 && errno == ESRCH) break;
+        nanosleep(&pause, NULL);
+    }
 }
 
 /* Hands slot's request to the resident helper: 1 with its pid when it took it, 0 when there is
@@ -299,6 +429,7 @@ static int aft_async_wait_helper(aft_unwind_shared *out, pid_t pid, uint64_t dea
         int status = 0;
         if (waitpid(pid, &status, __WALL | WNOHANG) == pid) {
             *reaped = 1;
+            atomic_store(&aft_g_unwind_last_status, status);
             /* SIGKILL: its own deadline timer (or ours); another signal: it faulted. */
             *killed = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
             return atomic_load(&out->done) != 0;
@@ -326,6 +457,7 @@ static pid_t aft_async_helper_start(uint32_t slot_index, void *ucontext, uint32_
     out->count = 0;
     out->truncated = 0;
     out->link_map_valid = 0;
+    atomic_store(&out->started, 0);
     slot->wants_link_map = slot_index == AFT_UNWIND_SLOT_CRASH;
     slot->capacity = capacity < AFT_MAX_FRAMES ? capacity : AFT_MAX_FRAMES;
     uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC);
@@ -338,7 +470,9 @@ static pid_t aft_async_helper_start(uint32_t slot_index, void *ucontext, uint32_
     }
     slot->resident = 0;
     pid_t resident = -1;
-    if (aft_async_resident_take(slot, &resident)) return resident;
+    /* Not from our own context: the frame it was taken in ends before the resident reads it
+     * (a helper of its own runs while this thread waits, CLONE_VFORK). */
+    if (ucontext != NULL && aft_async_resident_take(slot, &resident)) return resident;
     /* A helper of its own. The top of its stack is left for a copy of the signal frame. No exit signal:
      * the app sees no SIGCHLD, and its waitpid(-1) does not see the helper. CLONE_VFORK: this
      * thread sleeps until the helper has ended (its timer bounds that), so the helper runs at
@@ -377,6 +511,7 @@ static uint32_t aft_async_helper_finish(uint32_t slot_index, pid_t pid, uint64_t
         int st = 0;
         while (waitpid(pid, &st, __WALL) < 0 && errno == EINTR) {
         }
+        atomic_store(&aft_g_unwind_last_status, st);
     } else if (!reaped && !done) {
         kill(pid, SIGKILL);
         /* Reap it (bounded: a helper in uninterruptible sleep is left behind). */
@@ -384,6 +519,7 @@ static uint32_t aft_async_helper_finish(uint32_t slot_index, pid_t pid, uint64_t
         for (int i = 0; i < 4000; i++) {
             int st = 0;
             pid_t r = waitpid(pid, &st, __WALL | WNOHANG);
+            if (r == pid) atomic_store(&aft_g_unwind_last_status, st);
             if (r == pid || (r < 0 && errno != EINTR)) break;
             nanosleep(&pause, NULL);
         }
@@ -396,7 +532,8 @@ static uint32_t aft_async_helper_finish(uint32_t slot_index, pid_t pid, uint64_t
     if (!done) {
         *status = reaped && !killed ? AFT_UNWIND_STATUS_HELPER_FAILED : AFT_UNWIND_STATUS_TIMED_OUT;
         /* Killed while it shared our memory: it may have held one of libunwind's locks. */
-        if (*status == AFT_UNWIND_STATUS_TIMED_OUT && slot->shares_memory)
+        if (*status == AFT_UNWIND_STATUS_TIMED_OUT && slot->shares_memory &&
+            atomic_load(&out->started))
             atomic_store(&aft_g_libunwind_abandoned, 1);
         return 0;
     }
@@ -414,6 +551,11 @@ uint32_t aft_async_unwind_context(void *ucontext, uint64_t *frames, uint32_t cap
     *status = AFT_UNWIND_STATUS_HELPER_FAILED;
     if (capacity == 0 || slot >= AFT_UNWIND_SLOTS) return 0;
     uint64_t deadline = aft_async_now_ns(CLOCK_MONOTONIC) + budget_ns;
+    aft_unwind_shared *answer = aft_g_unwind_slots[slot].shared;
+    if (answer != NULL) { /* no earlier answer may pass for this request's */
+        atomic_store(&answer->done, 0);
+        answer->link_map_valid = 0;
+    }
 
     /* libunwind's stack, when it comes within the budget: it reads unwind tables, so it also
      * finds the frames of code built without frame pointers. The helper cannot change the

@@ -39,6 +39,10 @@ static void aft_watchdog_atfork_child(void) {
     aft_g_watchdog_thread_lock = fresh;
     aft_g_watchdog_has_thread = 0;
     aft_g_watchdog_running = 0;
+    if (aft_g_watchdog.hang_fd >= 0) close(aft_g_watchdog.hang_fd); /* the parent's hang */
+    aft_g_watchdog.hang_fd = -1;
+    if (aft_g_watchdog.dir_fd >= 0) close(aft_g_watchdog.dir_fd);
+    aft_g_watchdog.dir_fd = -1;
 }
 static pthread_once_t aft_g_watchdog_atfork_once = PTHREAD_ONCE_INIT;
 static void aft_watchdog_register_atfork(void) {
@@ -418,39 +422,15 @@ int aft_watchdog_start(const aft_watchdog_options *options, char *error, size_t 
     return options->thread_later ? 0 : aft_watchdog_start_thread(error, error_capacity);
 }
 
-int aft_watchdog_start_thread(char *error, size_t error_capacity) {
-    pthread_mutex_lock(&aft_g_watchdog_thread_lock);
-    if (!aft_g_watchdog_running || aft_g_watchdog_has_thread) {
-        pthread_mutex_unlock(&aft_g_watchdog_thread_lock);
-        return 0;
-    }
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 256u * 1024u);
-    int err = aft_thread_create(&aft_g_watchdog_thread, &attr, aft_watchdog_main, &aft_g_watchdog);
-    pthread_attr_destroy(&attr);
-    if (err == 0) aft_g_watchdog_has_thread = 1;
-    pthread_mutex_unlock(&aft_g_watchdog_thread_lock);
-    if (err != 0) {
-        aft_watchdog_stop();
-        aft_watchdog_set_error(error, error_capacity, "creating the watchdog thread", err);
-    }
-    return err;
-}
-
-void aft_watchdog_stop(void) {
+/* Stops the watchdog; the caller holds aft_g_watchdog_thread_lock. */
+static void aft_watchdog_stop_locked(void) {
     aft_watchdog *w = &aft_g_watchdog;
-    pthread_mutex_lock(&aft_g_watchdog_thread_lock);
-    if (!aft_g_watchdog_running) {
-        pthread_mutex_unlock(&aft_g_watchdog_thread_lock);
-        return;
-    }
+    if (!aft_g_watchdog_running) return;
     atomic_store(&w->stop, 1);
     aft_watchdog_wake(w);
     if (aft_g_watchdog_has_thread) pthread_join(aft_g_watchdog_thread, NULL);
     aft_g_watchdog_has_thread = 0;
     aft_g_watchdog_running = 0;
-    pthread_mutex_unlock(&aft_g_watchdog_thread_lock);
     if (w->hang_fd >= 0) { /* unfinished: the next launch reports its last duration */
         close(w->hang_fd);
         w->hang_fd = -1;
@@ -465,6 +445,33 @@ void aft_watchdog_stop(void) {
     w->signal_usable = 0;
     close(w->dir_fd);
     w->dir_fd = -1;
+}
+
+int aft_watchdog_start_thread(char *error, size_t error_capacity) {
+    pthread_mutex_lock(&aft_g_watchdog_thread_lock);
+    if (!aft_g_watchdog_running || aft_g_watchdog_has_thread) {
+        pthread_mutex_unlock(&aft_g_watchdog_thread_lock);
+        return 0;
+    }
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256u * 1024u);
+    int err = aft_thread_create(&aft_g_watchdog_thread, &attr, aft_watchdog_main, &aft_g_watchdog);
+    pthread_attr_destroy(&attr);
+    if (err == 0) {
+        aft_g_watchdog_has_thread = 1;
+    } else {
+        aft_watchdog_stop_locked(); /* under the lock: a start meanwhile is not undone */
+        aft_watchdog_set_error(error, error_capacity, "creating the watchdog thread", err);
+    }
+    pthread_mutex_unlock(&aft_g_watchdog_thread_lock);
+    return err;
+}
+
+void aft_watchdog_stop(void) {
+    pthread_mutex_lock(&aft_g_watchdog_thread_lock);
+    aft_watchdog_stop_locked();
+    pthread_mutex_unlock(&aft_g_watchdog_thread_lock);
 }
 
 void aft_watchdog_pause(void) {

@@ -3,11 +3,27 @@
  * write, for the harnesses, the tests and the benchmark, and the crash writer's fault hook.
  */
 #include "CHarnessFaults.h"
+#include "shim_internal.h"
 
 /* Overrides the weak reference in CSignalShim's writer (see shim_internal.h). */
 volatile uintptr_t aft_g_test_fault_in_writer;
 
 void aft_test_fault_inside_handler(int enabled) { aft_g_test_fault_in_writer = enabled ? 16 : 0; }
+
+/* Overrides the weak reference in CSignalShim's unwinding helpers (see shim_internal.h). */
+volatile uintptr_t aft_g_test_fault_in_helper;
+
+void aft_test_fault_in_unwinding_helper(int enabled) {
+    aft_g_test_fault_in_helper = enabled ? 16 : 0;
+}
+
+int32_t aft_test_last_unwinding_helper_status(void) {
+    return atomic_load(&aft_g_unwind_last_status);
+}
+
+int32_t aft_test_unwinding_helper_fault_exit(int32_t signo) {
+    return AFT_UNWIND_HELPER_FAULT_EXIT + signo;
+}
 
 int32_t aft_test_divide(int32_t a, int32_t b) {
     /* volatile: the compiler must emit idiv, which raises SIGFPE (FPE_INTDIV) for b == 0. */

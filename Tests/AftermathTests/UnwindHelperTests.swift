@@ -46,7 +46,88 @@ struct UnwindHelperTests {
         return spins > 0 ? 0 : 14
     }
 
+    /// The child: a hang captured while every unwinding helper faults at once. The helper must end
+    /// by its own handler's _exit, not by the signal's default action: on kernels before 5.16
+    /// that action's core dump kills every process sharing the helper's memory, the app too.
+    static func helperFaultEndsTheHelperAlone() -> Int32 {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "aftermath-unwind-fault-\(UUID().uuidString)"
+        ).path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        var config = Aftermath.Configuration(
+            serviceName: "unwind-test", serviceVersion: "1.0", exporter: InMemoryExporter(),
+            reportsDirectory: root, deliverPendingReportsSynchronously: true)
+        config.hangHeartbeat = .manual
+        do { try Aftermath.start(config) } catch { return 10 }
+        aft_install_complete()
+        for _ in 0..<30 {
+            Aftermath.heartbeat()
+            usleep(10_000)
+        }
+        aft_test_fault_in_unwinding_helper(1)
+        let end = DispatchTime.now().uptimeNanoseconds + 700_000_000
+        var spins = 0
+        while DispatchTime.now().uptimeNanoseconds < end { spins &+= 1 }
+        Aftermath.heartbeat()
+        aft_test_fault_in_unwinding_helper(0)
+        let status = aft_test_last_unwinding_helper_status()
+        guard status >= 0 else { return 11 }  // no helper was reaped: none ran
+        let exited = status & 0x7f == 0, code = (status >> 8) & 0xff
+        guard exited, code == aft_test_unwinding_helper_fault_exit(SIGSEGV) else { return 12 }
+        let hangs = (try? FileManager.default.contentsOfDirectory(atPath: root + "/hangs")) ?? []
+        guard hangs.contains(where: { $0.hasSuffix(".hang") }) else { return 13 }
+        return spins > 0 ? 0 : 14
+    }
+
+    /// The resident helper's pid (a child process of this one named aftermath.unw), if any.
+    static func residentHelper() -> pid_t? {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        for entry in entries {
+            guard let pid = pid_t(entry),
+                let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")")
+            else { continue }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            if fields.count > 1, pid_t(fields[1]) == getpid(), stat.contains("(aftermath.unw)") { return pid }
+        }
+        return nil
+    }
+
+    /// The child: the resident helper, which shares the app's memory for the app's whole life,
+    /// runs without new privileges and under a seccomp filter of its own.
+    static func residentIsSandboxed() -> Int32 {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "aftermath-unwind-sandbox-\(UUID().uuidString)"
+        ).path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let config = Aftermath.Configuration(
+            serviceName: "unwind-test", serviceVersion: "1.0", exporter: InMemoryExporter(),
+            reportsDirectory: root, deliverPendingReportsSynchronously: true)
+        do { try Aftermath.start(config) } catch { return 10 }
+        aft_install_complete()
+        guard let helper = residentHelper() else { return 11 }
+        guard let status = try? String(contentsOfFile: "/proc/\(helper)/status", encoding: .utf8) else { return 12 }
+        let lines = status.split(separator: "\n").map { $0.replacingOccurrences(of: "\t", with: " ") }
+        guard lines.contains("NoNewPrivs: 1") else { return 13 }
+        guard lines.contains("Seccomp: 2") else { return 14 }
+        return 0
+    }
+
     #if compiler(>=6.2)  // exit tests (#expect(processExitsWith:)) need Swift 6.2
+    @Test("A fault in an unwinding helper ends it by its own exit, not by the signal: the app lives on")
+    func helperFault() async {
+        await #expect(processExitsWith: .success) {
+            exit(UnwindHelperTests.helperFaultEndsTheHelperAlone())
+        }
+    }
+
+    @Test("The resident unwinding helper runs with no new privileges, under a seccomp filter")
+    func residentSandbox() async {
+        await #expect(processExitsWith: .success) {
+            exit(UnwindHelperTests.residentIsSandboxed())
+        }
+    }
+
     @Test("A helper killed at its deadline leaves libunwind alone: a later handled error is still written")
     func handledErrorAfterKilledHelper() async {
         await #expect(processExitsWith: .success) {

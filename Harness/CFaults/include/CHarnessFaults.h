@@ -16,6 +16,13 @@ void aft_test_illegal_instruction(void);
 void aft_test_breakpoint(void);
 /* Makes the crash writer itself fault (a store to address 16) after its first flush. */
 void aft_test_fault_inside_handler(int enabled);
+/* Makes every unwinding helper (the resident one included) fault (a store to address 16) at the
+ * start of its next request. */
+void aft_test_fault_in_unwinding_helper(int enabled);
+/* How the last unwinding helper that was reaped ended: its waitpid status, -1 when none was. */
+int32_t aft_test_last_unwinding_helper_status(void);
+/* The exit status of a helper that faulted with signo (its handler's _exit). */
+int32_t aft_test_unwinding_helper_fault_exit(int32_t signo);
 /* Installs a seccomp filter on the calling process that refuses process_vm_readv, as hardened
  * services do: kill != 0 kills the process (SECCOMP_RET_KILL_PROCESS), else EPERM. Other
  * system calls are allowed. Irreversible; for child processes of tests. Returns 0 or errno. */
