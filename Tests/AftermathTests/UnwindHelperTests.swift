@@ -15,20 +15,27 @@ struct UnwindHelperTests {
     /// The child: a busy hang while another thread holds the loader's lock (the capture's
     /// helper times out), then, the lock released, a handled error: it must be written, with
     /// its stack, instead of waiting for good on a lock the killed helper left held.
-    static func handledErrorAfterAKilledHelper() -> Int32 {
+    /// Starts Aftermath with manual heartbeats over a new directory, lets start's background work
+    /// finish and beats for 300 ms; the directory, or nil when start failed.
+    static func startBeating(_ tag: String) -> String? {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "aftermath-unwind-\(UUID().uuidString)"
+            "aftermath-\(tag)-\(UUID().uuidString)"
         ).path
         var config = Aftermath.Configuration(
             serviceName: "unwind-test", serviceVersion: "1.0", exporter: InMemoryExporter(),
             reportsDirectory: root, deliverPendingReportsSynchronously: true)
         config.hangHeartbeat = .manual
-        do { try Aftermath.start(config) } catch { return 10 }
+        do { try Aftermath.start(config) } catch { return nil }
         aft_install_complete()
         for _ in 0..<30 {
             Aftermath.heartbeat()
             usleep(10_000)
         }
+        return root
+    }
+
+    static func handledErrorAfterAKilledHelper() -> Int32 {
+        guard let root = startBeating("unwind") else { return 10 }
         guard aft_test_hold_loader_lock_for(900) == 0 else { return 11 }
         // Busy for 700 ms without a heartbeat: the watchdog captures the stack by a signal
         // after 250 ms, and its helper waits on the loader's lock until killed.
@@ -50,20 +57,8 @@ struct UnwindHelperTests {
     /// by its own handler's _exit, not by the signal's default action: on kernels before 5.16
     /// that action's core dump kills every process sharing the helper's memory, the app too.
     static func helperFaultEndsTheHelperAlone() -> Int32 {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "aftermath-unwind-fault-\(UUID().uuidString)"
-        ).path
+        guard let root = startBeating("unwind-fault") else { return 10 }
         defer { try? FileManager.default.removeItem(atPath: root) }
-        var config = Aftermath.Configuration(
-            serviceName: "unwind-test", serviceVersion: "1.0", exporter: InMemoryExporter(),
-            reportsDirectory: root, deliverPendingReportsSynchronously: true)
-        config.hangHeartbeat = .manual
-        do { try Aftermath.start(config) } catch { return 10 }
-        aft_install_complete()
-        for _ in 0..<30 {
-            Aftermath.heartbeat()
-            usleep(10_000)
-        }
         aft_test_fault_in_unwinding_helper(1)
         let end = DispatchTime.now().uptimeNanoseconds + 700_000_000
         var spins = 0
