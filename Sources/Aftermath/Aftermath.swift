@@ -206,7 +206,7 @@ public enum Aftermath {
     package static func makeContext(_ c: Configuration) -> ReportContext {
         let os = OSInfo.current()
         let exe = executablePath()
-        let root = c.appRoot ?? (exe as NSString).deletingLastPathComponent
+        let root = c.appRoot ?? ReportDirectory.parent(of: exe)
         // Every string as its fixed-size field keeps it, so what this run compares and sends
         // equals what a later launch reads back from the files (a long service.version must
         // not look like an update).

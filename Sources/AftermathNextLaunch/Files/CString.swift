@@ -10,6 +10,9 @@ package enum CString {
     }
 
     /// Copies s into a fixed char array, truncated at a UTF-8 boundary, always NUL-terminated.
+    /// Inlinable: specialised for each C array at the caller, instead of building the tuple's
+    /// type at run time (start calls it on the app's thread).
+    @inlinable
     package static func write<T>(_ s: String, into field: inout T) {
         withUnsafeMutableBytes(of: &field) { raw in
             raw.initializeMemory(as: UInt8.self, repeating: 0)
@@ -24,7 +27,8 @@ package enum CString {
         String(decoding: clippedUTF8(s, capacity: capacity), as: UTF8.self)
     }
 
-    private static func clippedUTF8(_ s: String, capacity: Int) -> ArraySlice<UInt8> {
+    @usableFromInline
+    package static func clippedUTF8(_ s: String, capacity: Int) -> ArraySlice<UInt8> {
         let full = Array(s.utf8)
         var end = min(full.count, max(0, capacity - 1))
         // Do not cut a multi-byte character in half.
