@@ -151,11 +151,13 @@ __attribute__((noreturn)) static void aft_unwind_trace_on_frame(void *arg) {
         break;
     }
     if (count < 2) count = aft_unwind_step_all(slot, out->frames, &truncated);
+#if defined(__x86_64__)
     /* Read before the answer: once it is out, the requester may reuse the slot. */
     int resident = slot->resident;
     aft_unwind_finish(out, count, truncated);
-#if defined(__x86_64__)
     if (resident) __builtin_longjmp(aft_g_unwind_resident.back, 1); /* to its loop */
+#else
+    aft_unwind_finish(out, count, truncated);
 #endif
     syscall(SYS_exit, 0);
     __builtin_unreachable();
