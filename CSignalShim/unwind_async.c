@@ -253,8 +253,6 @@ static int aft_unwind_helper_main(void *arg) {
 
 aft_unwind_resident aft_g_unwind_resident;
 
-/* The resident helper's life: requests, one at a time, until the process ends. Its deadline is
- * the requester's, who kills it then. */
 /* The resident's sandbox: it may only compute on the memory it shares with us and wait. Every
  * other system call fails with EPERM (libunwind then finds less, it does not fault). The
  * resident lives as long as the app, which may later drop privileges or sandbox itself; a
@@ -318,6 +316,8 @@ static int aft_unwind_resident_sandbox(void) {
 #endif
 }
 
+/* The resident helper's life: requests, one at a time, until the process ends. Its deadline is
+ * the requester's, who kills it then. */
 static int aft_unwind_resident_main(void *arg) {
     aft_unwind_resident *r = arg;
     aft_unwind_helper_signals(1, AFT_UNWIND_SLOTS);
