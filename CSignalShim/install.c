@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <linux/falloc.h>
 #include <pthread.h>
@@ -83,6 +84,15 @@ void aft_unwind_helpers_prepare(int in_forked_child) {
 static _Atomic int aft_g_resident_started;    /* once per process (again in a forked child) */
 static _Atomic uint32_t aft_g_resident_ready; /* futex word: the donor has tried */
 
+/* Waits until *word is non-zero, 1 s at most; returns it. */
+static uint32_t aft_wait_until_set(_Atomic uint32_t *word) {
+    for (int i = 0; i < 100 && !atomic_load(word); i++) {
+        struct timespec ten_ms = {.tv_sec = 0, .tv_nsec = 10 * 1000 * 1000};
+        syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, 0u, &ten_ms, NULL, 0);
+    }
+    return atomic_load(word);
+}
+
 static void *aft_unwind_donor_main(void *arg) {
     (void)arg;
     /* Every signal blocked: no handler of the app's may run on the thread-local storage the
@@ -96,6 +106,14 @@ static void *aft_unwind_donor_main(void *arg) {
     aft_unwind_resident *r = &aft_g_unwind_resident;
     atomic_store(&r->retire, 0);
     int pid = aft_unwind_resident_spawn();
+    /* Served only once it runs in its sandbox (its warm-up first); a helper that never gets
+     * there is ended. */
+    if (pid > 0 && !aft_wait_until_set(&r->ready)) {
+        kill(pid, SIGKILL);
+        while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR) {
+        }
+        pid = -1;
+    }
     if (pid > 0) atomic_store(&r->pid, pid);
     atomic_store(&aft_g_resident_ready, 1);
     syscall(SYS_futex, (uint32_t *)&aft_g_resident_ready, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
@@ -141,11 +159,7 @@ static void aft_unwind_resident_start(void) {
     pthread_attr_setstacksize(&attr, 64 * 1024);
     int err = aft_thread_create(&donor, &attr, aft_unwind_donor_main, NULL);
     pthread_attr_destroy(&attr);
-    if (err != 0) return;
-    for (int i = 0; i < 100 && !atomic_load(&aft_g_resident_ready); i++) {
-        struct timespec ten_ms = {.tv_sec = 0, .tv_nsec = 10 * 1000 * 1000};
-        syscall(SYS_futex, (uint32_t *)&aft_g_resident_ready, FUTEX_WAIT, 0u, &ten_ms, NULL, 0);
-    }
+    if (err == 0) (void)aft_wait_until_set(&aft_g_resident_ready);
 }
 
 /* In a forked child: the parent's resident helper serves the parent; the child has none. */

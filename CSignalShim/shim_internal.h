@@ -256,8 +256,8 @@ extern _Atomic int aft_g_unwind_last_status;
 /* Tests only: when non-zero, an unwinding helper faults at the start of its next request (the
  * resident included). Defined only by the test-only C target (Harness/CFaults). */
 extern volatile uintptr_t aft_g_test_fault_in_helper __attribute__((weak));
-/* Normal time, on the donor thread: starts the resident helper and waits (1 s at most) until it
- * runs in its sandbox; its pid or -1. */
+/* Normal time, on the donor thread: starts the resident helper; its pid or -1. It is to be
+ * served only once it sets ready (warmed up, in its sandbox). */
 int aft_unwind_resident_spawn(void);
 /* Crash time, once the report is written: ends the donor thread (so the Swift runtime's
  * backtracer, which pauses every thread, finds none that blocks its signals) and with it the

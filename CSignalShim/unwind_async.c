@@ -363,19 +363,7 @@ int aft_unwind_resident_spawn(void) {
     /* No exit signal: the app sees no SIGCHLD, and its waitpid(-1) does not see the helper. */
     pid_t pid =
         clone(aft_unwind_resident_main, r->stack_top, CLONE_VM | CLONE_FILES | CLONE_UNTRACED, r);
-    if (pid < 0) return -1;
-    /* Served only once it runs in its sandbox (its warm-up first). */
-    for (int i = 0; i < 100 && !atomic_load(&r->ready); i++) {
-        struct timespec ten_ms = {.tv_sec = 0, .tv_nsec = 10 * 1000 * 1000};
-        syscall(SYS_futex, (uint32_t *)&r->ready, FUTEX_WAIT, 0u, &ten_ms, NULL, 0);
-    }
-    if (!atomic_load(&r->ready)) {
-        kill(pid, SIGKILL);
-        while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR) {
-        }
-        return -1;
-    }
-    return pid;
+    return pid < 0 ? -1 : pid;
 }
 
 void aft_async_unwind_resident_retire(void) {
@@ -455,10 +443,8 @@ static pid_t aft_async_helper_start(uint32_t slot_index, void *ucontext, uint32_
     aft_unwind_slot *slot = &aft_g_unwind_slots[slot_index];
     aft_unwind_shared *out = slot->shared;
     if (out == NULL || slot->stack_top == NULL) return -1;
-    atomic_store(&out->done, 0);
-    out->count = 0;
+    out->count = 0; /* done and link_map_valid: cleared by aft_async_unwind_context */
     out->truncated = 0;
-    out->link_map_valid = 0;
     atomic_store(&out->started, 0);
     slot->wants_link_map = slot_index == AFT_UNWIND_SLOT_CRASH;
     slot->capacity = capacity < AFT_MAX_FRAMES ? capacity : AFT_MAX_FRAMES;

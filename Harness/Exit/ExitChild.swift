@@ -22,6 +22,18 @@ enum ExitChild {
         writeNow(line + "\n")
     }
 
+    /// Replaces this image with its own binary running `child mode dir` (same pid, same start
+    /// time).
+    static func execSelf(_ mode: String, _ dir: String) -> Never {
+        let exe =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+            ?? CommandLine.arguments[0]
+        let argv: [UnsafeMutablePointer<CChar>?] = [strdup(exe), strdup("child"), strdup(mode), strdup(dir), nil]
+        execv(exe, argv)
+        say("EXEC-FAILED \(errno)")
+        exit(4)
+    }
+
     static func run(_ args: [String]) -> Never {
         guard args.count >= 2 else {
             say("usage: child <mode> <dir>")
@@ -66,29 +78,13 @@ enum ExitChild {
             // Replaces its image with its own binary (same pid, same start time); the new image
             // is a next launch over the same directory.
             say("READY \(getpid())")
-            let exe =
-                (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
-                ?? CommandLine.arguments[0]
-            let argv: [UnsafeMutablePointer<CChar>?] = [
-                strdup(exe), strdup("child"), strdup("report"), strdup(dir), nil,
-            ]
-            execv(exe, argv)
-            say("EXEC-FAILED \(errno)")
-            exit(4)
+            execSelf("report", dir)
         case "exec-wait":
             // Replaces its image, once its unwinding helper runs, with a waiting app.
             aft_install_complete()
             let helpers = UnwindHelperProcess.waitForHelpers(of: getpid()).map { String($0) }
             say("HELPER-READY \(getpid()) " + helpers.joined(separator: " "))
-            let exe =
-                (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
-                ?? CommandLine.arguments[0]
-            let argv: [UnsafeMutablePointer<CChar>?] = [
-                strdup(exe), strdup("child"), strdup("wait"), strdup(dir), nil,
-            ]
-            execv(exe, argv)
-            say("EXEC-FAILED \(errno)")
-            exit(4)
+            execSelf("wait", dir)
         case "wait", "handle-term":
             Aftermath.setScreen("checkout")
             let second = Aftermath.startNewSession().uuidString.lowercased()
