@@ -4,12 +4,18 @@
  *   - fixed-width integers only; addresses are uint64_t; no pointers, size_t, bool or enums;
  *   - every array has a capacity #define and a count before it; explicit _reserved padding;
  *   - every size and offset is _Static_assert'ed below and asserted again from Swift;
- *   - bump AFT_FORMAT_VERSION only on an incompatible change, keep a fixture of every version.
+ *   - bump AFT_FORMAT_VERSION when a file may hold what an older reader cannot take, keep a
+ *     fixture of every version; readers take every version from AFT_FORMAT_MIN_VERSION on.
+ *
+ * Versions: 1, the first; 2 (crash files) adds every thread of the process: THREADS_INFO,
+ * THREADS, THREAD_FRAMES and STACK_MEMORY sections. A version 1 file has none of them and
+ * still decodes. Run, hang and handled-error files are unchanged by 2.
  *
  * A file is:  aft_file_header | section | section | ...
  * Each section is an aft_section_header followed by count entries of entry_size bytes.
  * Sections are written in the order that tells the most when a file is cut short:
- * context, event (crash or hang), frames of the crashing/blocked thread, images.
+ * context, event (crash or hang), frames of the crashing/blocked thread, the other threads
+ * (summary, records, frames), images, then the threads' stack memory, the largest part.
  * The header is written first with commit == 0 and rewritten last with the body's size, its
  * CRC-32 (IEEE) and commit == AFT_COMMIT_MARKER. A file is then renamed into place, so a file
  * with its final name is whole; a leftover ".tmp" is a writer that died midway.
@@ -23,7 +29,8 @@
 #include <stddef.h>
 
 #define AFT_MAGIC 0x4D544641u /* "AFTM" little-endian */
-#define AFT_FORMAT_VERSION 1u
+#define AFT_FORMAT_VERSION 2u
+#define AFT_FORMAT_MIN_VERSION 1u
 #define AFT_COMMIT_MARKER 0x54494D43u /* "CMIT" */
 #define AFT_LIVE_CHECK_SALT 0xA5F1E7u
 
@@ -42,6 +49,11 @@
 #define AFT_SECTION_FRAMES 3u
 #define AFT_SECTION_IMAGES 4u
 #define AFT_SECTION_HANG 5u
+#define AFT_SECTION_THREADS_INFO 6u /* one aft_threads_info: how the capture of every thread went */
+#define AFT_SECTION_THREADS 7u      /* aft_thread entries, the crashing thread first */
+#define AFT_SECTION_THREAD_FRAMES 8u /* uint64_t: each thread's frame_count frames, record order */
+#define AFT_SECTION_STACK_MEMORY 9u  /* entry_size 1: an aft_memory_header, then its bytes; one
+                                        section per captured stack, in record order */
 
 /* Section flags */
 #define AFT_SECTION_TRUNCATED 0x1u /* more entries existed than the capacity */
@@ -195,6 +207,104 @@ typedef struct aft_image {
     char path[AFT_PATH_CAPACITY];
 } aft_image;
 
+/* ---- every thread at a crash (format version 2) ----
+ * The crashing thread pauses every other thread of the process with a directed signal; each
+ * answers from its own signal frame (registers, floating-point state) and waits until the crash
+ * is written. A thread that cannot or does not answer is still listed, with what the kernel
+ * gives (/proc/self/task/<tid>/syscall: stack pointer and pc), and says why. */
+#define AFT_MAX_THREADS 512u       /* threads recorded; more are counted (omitted) */
+#define AFT_THREAD_MAX_FRAMES 128u /* frames kept per thread other than the crashing one */
+#define AFT_FP_STATE_CAPACITY 528u
+/* Stack memory kept per thread, from the stack pointer (less the 128-byte red zone) up, cut at
+ * the end of its mapping: the crashing thread's first, then the first 63 others', then the
+ * rest's. */
+#define AFT_STACK_CAP_CRASHED (256u * 1024u)
+#define AFT_STACK_CAP_EARLY (32u * 1024u)
+#define AFT_STACK_CAP_LATE (2u * 1024u)
+#define AFT_STACK_EARLY_THREADS 64u /* records with the early cap, the crashing thread's included */
+#define AFT_STACK_RED_ZONE 128u
+
+/* aft_thread.flags */
+#define AFT_THREAD_CRASHED 0x1u        /* the thread whose crash this is */
+#define AFT_THREAD_MAIN 0x2u           /* tid == pid */
+#define AFT_THREAD_ALSO_CRASHED 0x4u   /* crashed too while the crash was written: its registers
+                                          are those of its own fault (crash_signal) */
+#define AFT_THREAD_STACK_TRUNCATED 0x8u /* the stack went on past its cap */
+#define AFT_THREAD_AFTERMATH 0x10u     /* one of Aftermath's own threads ("aftermath.*") */
+
+/* aft_thread.context_source: where the registers come from */
+#define AFT_THREAD_CONTEXT_NONE 0u    /* none: listed by id, name and state only */
+#define AFT_THREAD_CONTEXT_SIGNAL 1u  /* every register, from the thread's own signal frame */
+#define AFT_THREAD_CONTEXT_SYSCALL 2u /* sp and pc only, from /proc/self/task/<tid>/syscall */
+#define AFT_THREAD_CONTEXT_CRASH 3u   /* every register, from its crash's signal frame */
+
+/* aft_thread.why: why a thread has no full context (0 when it has one) */
+#define AFT_THREAD_WHY_NONE 0u
+#define AFT_THREAD_WHY_BLOCKS_SIGNAL 1u   /* it blocks every signal the capture could use */
+#define AFT_THREAD_WHY_STOPPED 2u         /* stopped (SIGSTOP) or held by a tracer */
+#define AFT_THREAD_WHY_UNINTERRUPTIBLE 3u /* in uninterruptible sleep (D) */
+#define AFT_THREAD_WHY_NO_ANSWER 4u       /* signalled, no answer by the deadline */
+#define AFT_THREAD_WHY_SIGNAL_FAILED 5u   /* the signal could not be sent */
+#define AFT_THREAD_WHY_NO_SIGNAL 6u       /* no capture signal could be installed */
+#define AFT_THREAD_WHY_ZOMBIE 7u          /* exiting (Z, X) */
+
+/* aft_threads_info.flags */
+#define AFT_THREADS_DEADLINE_REACHED 0x1u /* some thread did not answer in time */
+#define AFT_THREADS_NO_TASK_LIST 0x2u     /* /proc/self/task could not be read */
+#define AFT_THREADS_CUT_BY_FILE_LIMIT 0x4u /* stacks left out: RLIMIT_FSIZE */
+#define AFT_THREADS_SIGPROF_BORROWED 0x8u /* SIGPROF reached threads that block the other */
+
+typedef struct aft_threads_info {
+    uint32_t seen;           /* distinct threads /proc/self/task listed during the capture */
+    uint32_t recorded;       /* aft_thread records in the THREADS section */
+    uint32_t omitted;        /* threads past AFT_MAX_THREADS, listed nowhere */
+    uint32_t exited;         /* threads that ended during the capture */
+    uint32_t signalled;      /* threads sent the capture signal */
+    uint32_t answered;       /* of those, answered in time */
+    uint32_t rounds;         /* listings of /proc/self/task until no new thread appeared */
+    uint32_t capture_signal; /* the real-time signal used, 0: none */
+    uint64_t capture_ns;     /* from the first listing to the last answer (or the deadline) */
+    uint64_t unwind_ns;      /* unwinding the other threads */
+    uint64_t deadline_ns;    /* how long answers were waited for */
+    uint32_t flags;          /* AFT_THREADS_* */
+    uint32_t stack_bytes;    /* stack memory kept, all threads */
+    uint8_t _reserved[32];
+} aft_threads_info;
+
+typedef struct aft_thread {
+    uint64_t thread_id;
+    char name[AFT_THREAD_NAME]; /* /proc/self/task/<tid>/comm */
+    uint32_t flags;             /* AFT_THREAD_* */
+    uint32_t context_source;    /* AFT_THREAD_CONTEXT_* */
+    uint32_t why;               /* AFT_THREAD_WHY_* */
+    uint32_t register_count;    /* registers as aft_crash_info.registers */
+    uint64_t pc;
+    uint64_t sp;
+    uint64_t registers[AFT_MAX_REGISTERS];
+    uint32_t fp_state_size; /* x86-64: the 512-byte FXSAVE area; arm64: fpsr, fpcr (u32 each),
+                               then v0-v31 (16 bytes each); 0: none */
+    uint32_t unwinder;      /* AFT_UNWINDER_* */
+    uint8_t fp_state[AFT_FP_STATE_CAPACITY];
+    int64_t syscall_number; /* from /proc/.../syscall: -1 outside a syscall, -2 unknown */
+    uint64_t stack_start;   /* the stack memory kept (in a STACK_MEMORY section) */
+    uint64_t stack_size;
+    uint32_t frame_count; /* this thread's frames in the THREAD_FRAMES section */
+    uint32_t frames_truncated;
+    uint32_t unwind_status; /* AFT_UNWIND_STATUS_* */
+    int32_t crash_signal;   /* AFT_THREAD_ALSO_CRASHED: its signal */
+    char state;             /* /proc state letter: R, S, D, T, t, Z, ... ('?' unknown) */
+    char _pad[7];
+    uint8_t _reserved[32];
+} aft_thread;
+
+/* Precedes the bytes of a STACK_MEMORY section. */
+typedef struct aft_memory_header {
+    uint64_t thread_id;
+    uint64_t start; /* address of the first byte */
+    uint64_t size;  /* bytes that follow */
+    uint64_t _reserved;
+} aft_memory_header;
+
 /* The live block's check value: changes with either field, never 0 for a valid update. */
 static inline uint32_t aft_live_check(uint64_t value, uint64_t updated_ns) {
     uint64_t x = value * 0x9E3779B97F4A7C15ull ^ updated_ns ^ AFT_LIVE_CHECK_SALT;
@@ -222,6 +332,13 @@ _Static_assert(sizeof(aft_hang_info) == 176, "aft_hang_info size");
 _Static_assert(offsetof(aft_hang_info, previous_session_id) == 144, "previous_session_id offset");
 _Static_assert(sizeof(aft_image) == 328, "aft_image size");
 _Static_assert(offsetof(aft_image, path) == 72, "aft_image path offset");
+_Static_assert(sizeof(aft_threads_info) == 96, "aft_threads_info size");
+_Static_assert(sizeof(aft_thread) == 992, "aft_thread size");
+_Static_assert(offsetof(aft_thread, registers) == 56, "aft_thread registers offset");
+_Static_assert(offsetof(aft_thread, fp_state) == 384, "aft_thread fp_state offset");
+_Static_assert(offsetof(aft_thread, syscall_number) == 912, "aft_thread syscall_number offset");
+_Static_assert(offsetof(aft_thread, state) == 952, "aft_thread state offset");
+_Static_assert(sizeof(aft_memory_header) == 32, "aft_memory_header size");
 _Static_assert(AFT_TEXT_HASH_SIZE + sizeof(AFT_TEXT_HASH_MARKER) <= AFT_BUILD_ID_CAPACITY,
                "the text hash and its marker fit app_build_id");
 #endif

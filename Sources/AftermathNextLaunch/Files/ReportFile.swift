@@ -5,7 +5,7 @@ import CSignalShim
 /// known prefix).
 package struct ReportFile {
     /// Largest file the writer can produce, with room to spare.
-    package static let maximumSize = 1 << 20
+    package static let maximumSize = 16 << 20
 
     package var kind: UInt32
     package var flags: UInt32
@@ -20,6 +20,11 @@ package struct ReportFile {
     package var framesTruncated = false
     package var images: [aft_image] = []
     package var imagesTruncated = false
+    package var threadsInfo: aft_threads_info?
+    package var threadRecords: [aft_thread] = []
+    package var threadFrames: [UInt64] = []
+    /// Stack memory sections: the thread, the first byte's address, the bytes.
+    package var stacks: [(threadID: UInt64, start: UInt64, bytes: [UInt8])] = []
 
     /// Decodes a file's bytes. A file that was never committed is decoded only when
     /// salvage is true (a leftover .tmp), and then only as far as it is whole.
@@ -80,6 +85,20 @@ package struct ReportFile {
                 case UInt32(AFT_SECTION_IMAGES):
                     images = entries(aft_image.self, capacity: AFT_MAX_IMAGES)
                     imagesTruncated = truncated || Int(s.count) > Int(AFT_MAX_IMAGES)
+                case UInt32(AFT_SECTION_THREADS_INFO):
+                    threadsInfo = entries(aft_threads_info.self, capacity: 1).first
+                case UInt32(AFT_SECTION_THREADS):
+                    threadRecords = entries(aft_thread.self, capacity: AFT_MAX_THREADS)
+                case UInt32(AFT_SECTION_THREAD_FRAMES):
+                    threadFrames = entries(UInt64.self, capacity: AFT_MAX_THREADS * AFT_THREAD_MAX_FRAMES + AFT_MAX_FRAMES)
+                case UInt32(AFT_SECTION_STACK_MEMORY):
+                    let headerSize = MemoryLayout<aft_memory_header>.size
+                    if entrySize == 1, count >= headerSize {
+                        let m = raw.loadUnaligned(fromByteOffset: offset, as: aft_memory_header.self)
+                        let size = min(Int(clamping: m.size), count - headerSize)
+                        let body = offset + headerSize
+                        stacks.append((m.thread_id, m.start, Array(raw[body..<(body + size)])))
+                    }
                 default: break  // a section from a newer writer: skipped by its size
                 }
                 let declared = Int(s.count).multipliedReportingOverflow(by: entrySize)
@@ -98,11 +117,31 @@ package struct ReportFile {
             framesTruncated: framesTruncated, images: images.map(LoadedImage.init),
             imagesTruncated: imagesTruncated, isPartial: !committed)
         report.handlerFaulted = flags & UInt32(AFT_FLAG_NESTED_FAULT) != 0
+        report.threadCapture = threadsInfo.map(ThreadCapture.init)
+        report.threads = crashThreads()
         return report
     }
 }
 
 extension ReportFile {
+    /// The thread records with their frames (sliced from THREAD_FRAMES in record order) and
+    /// stack memory (matched by thread id). A record whose frames run past the section keeps
+    /// what is there.
+    func crashThreads() -> [CrashThread] {
+        var next = 0
+        var stackByThread: [UInt64: (start: UInt64, bytes: [UInt8])] = [:]
+        for s in stacks where stackByThread[s.threadID] == nil { stackByThread[s.threadID] = (s.start, s.bytes) }
+        return threadRecords.map { r in
+            let n = min(Int(r.frame_count), Int(AFT_MAX_FRAMES))
+            let end = min(next + n, threadFrames.count)
+            let frames = next < end ? Array(threadFrames[next..<end]) : []
+            next = min(next + n, threadFrames.count)
+            let memory = stackByThread[r.thread_id]
+            return CrashThread(
+                record: r, frames: frames, stackStart: memory?.start ?? 0, stack: memory?.bytes ?? [])
+        }
+    }
+
     /// CRC-32 (IEEE 802.3) as the report files use it.
     package static func crc32(_ raw: UnsafeRawBufferPointer) -> UInt32 {
         guard let base = raw.baseAddress else { return 0 }

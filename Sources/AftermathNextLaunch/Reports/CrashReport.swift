@@ -45,6 +45,11 @@ package struct CrashReport: Sendable, Hashable {
     package var isPartial: Bool
     /// The handler itself faulted while writing (and the original crash was then chained).
     package var handlerFaulted: Bool = false
+    /// Every thread of the process, the crashing one first (files of format version 2; empty
+    /// in older files and when the capture recorded none).
+    package var threads: [CrashThread] = []
+    /// How the capture of every thread went; nil in files without it.
+    package var threadCapture: ThreadCapture?
 }
 
 extension CrashReport {
