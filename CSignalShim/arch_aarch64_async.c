@@ -25,6 +25,26 @@ void aft_async_arch_registers(const void *ucontext, aft_crash_info *ci) {
     ci->arch = AFT_ARCH_ARM64;
 }
 
+/* fpsr, fpcr, then v0-v31, from the fpsimd_context record among the kernel's records. */
+uint32_t aft_async_arch_fp_state(const void *ucontext, uint8_t *out, uint32_t capacity) {
+    const ucontext_t *uc = ucontext;
+    const uint8_t *records = (const uint8_t *)uc->uc_mcontext.__reserved;
+    uint32_t at = 0, room = (uint32_t)sizeof(uc->uc_mcontext.__reserved);
+    if (capacity < 8 + 32 * 16) return 0;
+    while (at + 8 <= room) {
+        uint32_t magic, size;
+        aft_async_memcpy(&magic, records + at, 4);
+        aft_async_memcpy(&size, records + at + 4, 4);
+        if (magic == 0 || size < 8 || size > room - at) return 0;
+        if (magic == 0x46508001u && size >= 8 + 8 + 32 * 16) { /* FPSIMD_MAGIC */
+            aft_async_memcpy(out, records + at + 8, 8 + 32 * 16);
+            return 8 + 32 * 16;
+        }
+        at += size;
+    }
+    return 0;
+}
+
 void aft_async_arch_pc_fp(const void *ucontext, uint64_t *pc, uint64_t *fp) {
     const ucontext_t *uc = ucontext;
     *pc = (uint64_t)uc->uc_mcontext.pc;

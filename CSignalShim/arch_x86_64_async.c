@@ -23,6 +23,14 @@ void aft_async_arch_registers(const void *ucontext, aft_crash_info *ci) {
     ci->arch = AFT_ARCH_X86_64;
 }
 
+/* The 512-byte FXSAVE area the kernel saved (the layout a minidump's context holds). */
+uint32_t aft_async_arch_fp_state(const void *ucontext, uint8_t *out, uint32_t capacity) {
+    const ucontext_t *uc = ucontext;
+    if (uc->uc_mcontext.fpregs == NULL || capacity < 512) return 0;
+    aft_async_memcpy(out, uc->uc_mcontext.fpregs, 512);
+    return 512;
+}
+
 void aft_async_arch_pc_fp(const void *ucontext, uint64_t *pc, uint64_t *fp) {
     const ucontext_t *uc = ucontext;
     *pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
@@ -96,6 +104,13 @@ int aft_async_arch_run_on_signal_frame(const void *ucontext, void *stack_top, vo
 void aft_async_arch_registers(const void *ucontext, aft_crash_info *ci) {
     (void)ucontext;
     ci->arch = AFT_ARCH_UNKNOWN;
+}
+
+uint32_t aft_async_arch_fp_state(const void *ucontext, uint8_t *out, uint32_t capacity) {
+    (void)ucontext;
+    (void)out;
+    (void)capacity;
+    return 0;
 }
 
 void aft_async_arch_pc_fp(const void *ucontext, uint64_t *pc, uint64_t *fp) {

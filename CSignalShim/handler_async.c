@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "shim_internal.h"
+#include "threads_internal.h"
 
 static _Atomic uint64_t aft_g_crashing_tid;
 static _Atomic int aft_g_crash_written;
@@ -76,6 +77,11 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
     ci->unwinder = unwinder;
     ci->unwind_status = unwind_status;
     uint64_t link_count = 0, link_hash = 0;
+    /* The link map's signature from the helper that walked this thread's stack: the helpers of
+     * the other threads' stacks (the same slot) would replace it. */
+    int has_link_map = aft_async_unwind_link_map(AFT_UNWIND_SLOT_CRASH, &link_count, &link_hash);
+    /* Every other thread: paused here until the report is written (aft_async_threads_release). */
+    aft_async_threads_capture(ci, ucontext, aft_g_frames, frames, truncated);
 
     aft_report_spec spec = {
         .kind = AFT_KIND_CRASH,
@@ -91,7 +97,8 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
         .fsync_file = aft_g_state.fsync_reports,
         .has_reserved_fd = reserved_fd >= 0,
         .reserved_fd = reserved_fd,
-        .has_link_map = aft_async_unwind_link_map(AFT_UNWIND_SLOT_CRASH, &link_count, &link_hash),
+        .threads = &aft_g_threads,
+        .has_link_map = has_link_map,
         .link_count = link_count,
         .link_hash = link_hash,
         .staging = aft_g_crash_staging,
@@ -206,6 +213,7 @@ static void aft_async_survived(int signo) {
     ours.sa_flags = SA_SIGINFO | SA_ONSTACK;
     sigemptyset(&ours.sa_mask);
     sigaction(signo, &ours, NULL);
+    aft_async_threads_forget();
     atomic_store(&aft_g_crash_written, 0);
     atomic_store(&aft_g_crash_signal, 0);
     atomic_store(&aft_g_crashing_tid, 0);
@@ -253,6 +261,7 @@ void aft_async_handler(int signo, siginfo_t *info, void *ucontext) {
             aft_async_mark_handler_fault(); /* back here from a fault inside the writer */
         }
         atomic_store(&aft_g_writing, 0);
+        aft_async_threads_release(); /* before what comes next: the process dies as before */
         if (file_size_limited) aft_async_release_file_size_signal(&file_size_hold);
         alarm(alarm_pending);
         sigaction(SIGALRM, &alarm_previous, NULL);
@@ -290,8 +299,9 @@ void aft_async_handler(int signo, siginfo_t *info, void *ucontext) {
             return;
         }
     } else {
-        /* Another thread is writing its crash: wait for it (bounded, 2 s), then fall through
-         * so this thread dies as it would have. */
+        /* Another thread is writing its crash: be recorded with this fault's context, wait
+         * for the write (bounded, 2 s), then fall through so this thread dies as it would have. */
+        aft_async_threads_note_crash(signo, ucontext);
         struct timespec ten_ms = {.tv_sec = 0, .tv_nsec = 10 * 1000 * 1000};
         for (int i = 0; i < 200 && !atomic_load(&aft_g_crash_written); i++)
             nanosleep(&ten_ms, NULL);

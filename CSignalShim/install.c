@@ -26,6 +26,7 @@
 
 #include "CSignalShim.h"
 #include "shim_internal.h"
+#include "threads_internal.h"
 
 #define AFT_MIN_ALT_STACK (64u * 1024u)
 #ifdef MADV_POPULATE_WRITE
@@ -343,6 +344,10 @@ static void aft_reserve_crash_space(int fd, uint32_t image_count) {
     uint64_t size = sizeof(aft_file_header) + 4 * sizeof(aft_section_header) + sizeof(aft_context) +
                     sizeof(aft_crash_info) + (uint64_t)AFT_MAX_FRAMES * sizeof(uint64_t) +
                     images * sizeof(aft_image);
+    /* And the other threads of a typical server: 64 records, their frames and stacks. */
+    size += 4 * sizeof(aft_section_header) + sizeof(aft_threads_info) +
+            AFT_STACK_EARLY_THREADS * (sizeof(aft_thread) + AFT_THREAD_MAX_FRAMES * sizeof(uint64_t)) +
+            AFT_STACK_CAP_CRASHED + (AFT_STACK_EARLY_THREADS - 1) * AFT_STACK_CAP_EARLY / 4;
     (void)fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)size);
 }
 
@@ -401,6 +406,8 @@ void aft_install_complete(void) {
         (void)madvise(slot->shared, page > 0 ? (size_t)page : 4096, AFT_MADV_POPULATE_WRITE);
     }
     aft_unwind_resident_start();
+    /* Threads that existed before start get an alternate stack, as later ones do. */
+    aft_threads_give_alternate_stacks();
     /* Warm libunwind up (its one-time set-up, unwind tables), so the helper walks fast. */
     uint64_t warm[16];
     if (!atomic_load(&aft_g_libunwind_abandoned)) (void)aft_current_stack(warm, 16, 0);
@@ -522,6 +529,7 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
     }
     aft_g_state.installed = 1;
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    aft_threads_prepare(options->capture_signal); /* the signal that pauses the other threads */
     pthread_once(&aft_g_atfork_once, aft_register_atfork);
     atomic_store(&aft_g_thread_stacks_enabled, 1);
     if (old_reserved >= 0) {

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "shim_internal.h"
+#include "threads_internal.h"
 
 typedef struct aft_writer {
     int fd;
@@ -95,6 +96,50 @@ static void aft_async_emit_fitting_images(aft_writer *w, const aft_image *images
     }
 }
 
+/* The other threads' summary, records and frames. Under a file-size limit they go only where
+ * they fit with room for the images, and the stack memory only where it fits too. */
+static int aft_async_emit_threads(aft_writer *w, const aft_thread_capture *c, uint64_t limit) {
+    if (c == NULL || c->info.recorded == 0) return 0;
+    aft_threads_info info = c->info;
+    uint64_t records = 3 * sizeof(aft_section_header) + sizeof(info) +
+                       (uint64_t)info.recorded * sizeof(aft_thread) +
+                       (uint64_t)c->frame_count * sizeof(uint64_t);
+    uint64_t stacks = 0;
+    for (uint32_t i = 0; i < info.recorded; i++)
+        if (c->records[i].stack_size > 0)
+            stacks += sizeof(aft_section_header) + sizeof(aft_memory_header) + c->records[i].stack_size;
+    uint64_t images_room = sizeof(aft_section_header) + 16 * sizeof(aft_image);
+    uint64_t used = sizeof(aft_file_header) + w->body_size;
+    int with_stacks = 1;
+    if (limit != UINT64_MAX) {
+        if (used + records + images_room > limit) return 0;
+        with_stacks = used + records + images_room + stacks <= limit;
+    }
+    if (!with_stacks) info.flags |= AFT_THREADS_CUT_BY_FILE_LIMIT;
+    aft_async_emit_section(w, AFT_SECTION_THREADS_INFO, sizeof(info), 1, 0, &info);
+    aft_async_emit_section(w, AFT_SECTION_THREADS, sizeof(aft_thread), info.recorded,
+                           info.omitted ? AFT_SECTION_TRUNCATED : 0, c->records);
+    aft_async_emit_section(w, AFT_SECTION_THREAD_FRAMES, sizeof(uint64_t), c->frame_count, 0,
+                           c->frames);
+    return with_stacks;
+}
+
+/* One STACK_MEMORY section per thread whose stack was kept, in record order. */
+static void aft_async_emit_stacks(aft_writer *w, const aft_thread_capture *c) {
+    for (uint32_t i = 0; i < c->info.recorded; i++) {
+        const aft_thread *r = &c->records[i];
+        if (r->stack_size == 0) continue;
+        aft_memory_header m = {.thread_id = r->thread_id, .start = r->stack_start, .size = r->stack_size};
+        aft_section_header sh = {.type = AFT_SECTION_STACK_MEMORY,
+                                 .entry_size = 1,
+                                 .count = (uint32_t)(sizeof(m) + r->stack_size),
+                                 .flags = 0};
+        aft_async_emit(w, &sh, sizeof(sh));
+        aft_async_emit(w, &m, sizeof(m));
+        aft_async_emit(w, c->arena + c->stack_offsets[i], (size_t)r->stack_size);
+    }
+}
+
 void aft_async_id_file_name(char *out, size_t capacity, const uint8_t id[AFT_ID_SIZE],
                             const char *suffix) {
     static const char hex[] = "0123456789abcdef";
@@ -151,6 +196,7 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
     aft_async_flush(&w); /* the most useful part is on disk before the maps are read */
     if (&aft_g_test_fault_in_writer != NULL && aft_g_test_fault_in_writer)
         *(volatile int *)(uintptr_t)aft_g_test_fault_in_writer = 0;
+    int with_stacks = aft_async_emit_threads(&w, spec->threads, limit);
 
     uint32_t image_count = 0, images_truncated = 0;
     const aft_image *images = spec->images;
@@ -187,6 +233,7 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
         aft_async_emit_fitting_images(&w, images, image_count, (uint32_t)fitting, spec->frames,
                                       frame_count);
     }
+    if (with_stacks) aft_async_emit_stacks(&w, spec->threads);
     aft_async_flush(&w);
 
     if (!w.error) {

@@ -165,6 +165,9 @@ void aft_fill_build_ids(aft_image *images, uint32_t count, const aft_loaded_obje
 /* Architecture-specific pieces (arch_x86_64_async.c, arch_aarch64_async.c). */
 /* Fills the registers, pc, sp and arch of ci from a signal context. */
 void aft_async_arch_registers(const void *ucontext, aft_crash_info *ci);
+/* The floating-point state of a signal context, as aft_thread.fp_state holds it; its size, 0
+ * when there is none. */
+uint32_t aft_async_arch_fp_state(const void *ucontext, uint8_t *out, uint32_t capacity);
 /* The pc and frame pointer of a signal context. */
 void aft_async_arch_pc_fp(const void *ucontext, uint64_t *pc, uint64_t *fp);
 /* 1 when a kernel SIGTRAP leaves the pc on the trap instruction (it fires again on return). */
@@ -269,6 +272,9 @@ void aft_async_unwind_resident_retire(void);
 uint32_t aft_async_unwind_context(void *ucontext, uint64_t *frames, uint32_t capacity,
                                   uint32_t slot, uint64_t budget_ns, uint32_t *unwinder,
                                   uint32_t *truncated, uint32_t *status);
+/* The frame-pointer walk alone from a signal context (no helper): lock free. */
+uint32_t aft_async_unwind_frame_pointers(const void *ucontext, uint64_t *frames, uint32_t capacity,
+                                         uint32_t slot, uint32_t *unwinder, uint32_t *truncated);
 /* The link map's signature the last helper of slot took (it reads the list with plain loads,
  * where a fault ends the helper alone): 1 with *count and *hash, 0 when it took none. */
 int aft_async_unwind_link_map(uint32_t slot, uint64_t *count, uint64_t *hash);
@@ -308,6 +314,9 @@ typedef struct aft_report_spec {
      * compares it instead of walking the list through /proc/self/mem, one read per library. */
     int has_link_map;
     uint64_t link_count, link_hash;
+    /* Every thread of the process (crash files): its summary, records, frames and stack
+     * memory are written after the frames; NULL: none. */
+    const struct aft_thread_capture *threads;
     uint8_t *staging; /* optional buffer that gathers small writes; NULL = none */
     size_t staging_size;
 } aft_report_spec;

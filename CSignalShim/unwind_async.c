@@ -577,3 +577,16 @@ uint32_t aft_async_unwind_context(void *ucontext, uint64_t *frames, uint32_t cap
                          : AFT_UNWINDER_NONE;
     return n;
 }
+
+uint32_t aft_async_unwind_frame_pointers(const void *ucontext, uint64_t *frames, uint32_t capacity,
+                                         uint32_t slot, uint32_t *unwinder, uint32_t *truncated) {
+    uint64_t pc = 0, fp = 0;
+    *truncated = 0;
+    *unwinder = AFT_UNWINDER_NONE;
+    if (ucontext == NULL || slot >= AFT_UNWIND_SLOTS || capacity == 0) return 0;
+    aft_async_arch_pc_fp(ucontext, &pc, &fp);
+    uint32_t n = aft_async_frame_pointer_walk(&aft_g_stack_windows[slot], pc, fp, frames, capacity,
+                                              truncated);
+    *unwinder = n > 1 ? AFT_UNWINDER_FRAME_POINTER : n == 1 ? AFT_UNWINDER_PC_ONLY : AFT_UNWINDER_NONE;
+    return n;
+}

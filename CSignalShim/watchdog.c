@@ -374,6 +374,13 @@ static void aft_watchdog_install_signal(aft_watchdog *w, int signo) {
     w->signal_usable = 1;
 }
 
+int aft_watchdog_prepare_capture_signal(int requested) {
+    aft_watchdog *w = &aft_g_watchdog;
+    if (aft_g_watchdog_handler_installed) return aft_g_watchdog_handler_installed;
+    aft_watchdog_install_signal(w, requested);
+    return w->signal_usable ? w->capture_signal : 0;
+}
+
 int aft_watchdog_start(const aft_watchdog_options *options, char *error, size_t error_capacity) {
     if (!options || !options->hang_directory) {
         aft_watchdog_set_error(error, error_capacity, "aft_watchdog_start", EINVAL);

@@ -18,6 +18,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "threads_internal.h"
 #include "watchdog_internal.h"
 
 /* ---- futex ---- */
@@ -101,6 +102,11 @@ static void aft_async_read_line(aft_watchdog *w, uint64_t tid, const char *leaf,
 void aft_async_watchdog_capture_handler(int signo, siginfo_t *info, void *ucontext) {
     int saved_errno = errno;
     aft_watchdog *w = &aft_g_watchdog;
+    /* A crash's capture of every thread, or an alternate-stack request, comes first. */
+    if (aft_async_threads_on_signal(signo, info, ucontext)) {
+        errno = saved_errno;
+        return;
+    }
     uint32_t state = atomic_load(&w->capture_state);
     int ours = info != NULL && info->si_code == SI_TKILL && info->si_pid == getpid();
     if (!ours) {

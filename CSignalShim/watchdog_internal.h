@@ -88,6 +88,10 @@ typedef struct aft_watchdog {
 
 extern aft_watchdog aft_g_watchdog;
 
+/* Normal time: installs the capture signal's handler once per process (requested: 0 = a free
+ * real-time signal), also for the capture of every thread at a crash; the signal, 0: none. */
+int aft_watchdog_prepare_capture_signal(int requested);
+
 /* ---- the hang path (watchdog_async.c) ---- */
 /* The capture signal's handler, run on the watched thread. */
 void aft_async_watchdog_capture_handler(int signo, siginfo_t *info, void *ucontext);

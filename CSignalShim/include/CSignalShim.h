@@ -27,6 +27,9 @@ typedef struct aft_install_options {
     /* Non-zero: aft_install starts no thread to finish its work; the caller has one of its own
      * call aft_install_complete soon after. */
     uint32_t complete_later;
+    /* The signal that pauses the other threads at a crash (shared with the hang watchdog's
+     * capture): 0 = a free real-time signal; never one the app handles. */
+    int32_t capture_signal;
 } aft_install_options;
 
 /* Installs the crash handlers (SIGSEGV, SIGBUS, SIGILL, SIGTRAP, SIGFPE, SIGABRT, SIGSYS) on an

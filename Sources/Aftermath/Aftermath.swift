@@ -72,6 +72,7 @@ public enum Aftermath {
         options.timing_fd = configuration.handlerTimingFileDescriptor
         options.context = cContext(context)
         options.complete_later = 1  // by the delivery below: start does not pay for it
+        options.capture_signal = configuration.hangCaptureSignal
         var error = [CChar](repeating: 0, count: 256)
         let status = directory.crashes.withCString { dir in
             options.crash_directory = dir

@@ -1,0 +1,156 @@
+/*
+ * threads_capture.c: NORMAL-TIME CODE. What the capture of every thread at a crash needs
+ * before the crash: the capture signal's handler (shared with the hang watchdog), and an
+ * alternate signal stack for every thread that existed before start (threads created later get
+ * theirs from threads.c), so that a stack overflow on any of them still reaches the crash
+ * handler. Each such thread is sent the capture signal and installs, from its own handler, a
+ * stack mapped for it here. A thread that blocks the signal keeps none; a thread sleeping in
+ * nanosleep (which a handler would cut short, whatever SA_RESTART says) is asked again later,
+ * for up to two seconds.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "threads_internal.h"
+#include "watchdog_internal.h"
+
+#define AFT_ALTSTACK_SIZE (64u * 1024u)
+#define AFT_ALTSTACK_ROUNDS 10
+#define AFT_ALTSTACK_ROUND_NS (200ull * 1000 * 1000)
+
+void aft_threads_prepare(int requested_signal) {
+    int signo = aft_watchdog_prepare_capture_signal(requested_signal);
+    atomic_store(&aft_g_thread_capture_signal, signo);
+}
+
+/* 1 when the capture signal is blocked in tid's mask, or its status cannot be read. */
+static int aft_thread_blocks(uint64_t tid, int signo, char *buf, size_t capacity) {
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/task/%llu/status", (unsigned long long)tid);
+    ssize_t n = aft_async_read_small_file(path, buf, capacity);
+    uint64_t blocked = 0;
+    if (n <= 0 || !aft_async_status_field(buf, (size_t)n, "SigBlk", 1, &blocked)) return 1;
+    return (blocked >> (signo - 1)) & 1u;
+}
+
+/* 1 when tid sleeps in nanosleep or clock_nanosleep now: asked later. */
+static int aft_thread_sleeps(uint64_t tid, char *buf, size_t capacity) {
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/task/%llu/syscall", (unsigned long long)tid);
+    ssize_t n = aft_async_read_small_file(path, buf, capacity);
+    int64_t nr = -1;
+    uint64_t sp = 0, pc = 0;
+    if (n <= 0 || !aft_async_syscall_parse(buf, (size_t)n, &nr, &sp, &pc)) return 0;
+#ifdef SYS_nanosleep
+    if (nr == SYS_nanosleep) return 1;
+#endif
+    return nr == SYS_clock_nanosleep;
+}
+
+static aft_altstack_request *aft_request_for(uint64_t tid) {
+    aft_altstack_requests *q = &aft_g_altstack_requests;
+    uint32_t n = atomic_load(&q->count);
+    for (uint32_t i = 0; i < n; i++)
+        if (atomic_load(&q->requests[i].tid) == tid) return &q->requests[i];
+    return NULL;
+}
+
+/* Asks tid to install a stack of its own; 1 when a request was sent. */
+static int aft_request_altstack(uint64_t tid, int signo) {
+    aft_altstack_requests *q = &aft_g_altstack_requests;
+    uint32_t index = atomic_load(&q->count);
+    if (index >= AFT_ALTSTACK_REQUESTS) return 0;
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0) page = 4096;
+    size_t length = AFT_ALTSTACK_SIZE + (size_t)page;
+    uint8_t *mem = mmap(NULL, length, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (mem == MAP_FAILED) return 0;
+    if (mprotect(mem, (size_t)page, PROT_NONE) != 0) { /* the guard page below the stack */
+        munmap(mem, length);
+        return 0;
+    }
+    aft_altstack_request *r = &q->requests[index];
+    r->mapping = mem;
+    r->mapping_length = length;
+    r->base = mem + page;
+    r->size = AFT_ALTSTACK_SIZE;
+    atomic_store(&r->state, AFT_ALTSTACK_PENDING);
+    atomic_store(&r->tid, tid);
+    atomic_store(&q->count, index + 1);
+    if (syscall(SYS_tgkill, (long)getpid(), (long)tid, (long)signo) != 0) {
+        uint32_t pending = AFT_ALTSTACK_PENDING;
+        if (atomic_compare_exchange_strong(&r->state, &pending, AFT_ALTSTACK_CANCELLED)) {
+            munmap(mem, length);
+            r->mapping = NULL;
+        }
+        return 0;
+    }
+    return 1;
+}
+
+/* Waits for an answer (100 ms at most); a stack that was not taken is unmapped. */
+static void aft_await_altstack(aft_altstack_request *r) {
+    uint64_t deadline = aft_async_now_ns(CLOCK_MONOTONIC) + 100ull * 1000 * 1000;
+    for (;;) {
+        uint32_t s = atomic_load(&r->state);
+        if (s == AFT_ALTSTACK_PENDING || s == AFT_ALTSTACK_ANSWERING) {
+            if (aft_async_now_ns(CLOCK_MONOTONIC) >= deadline) {
+                uint32_t pending = AFT_ALTSTACK_PENDING;
+                if (!atomic_compare_exchange_strong(&r->state, &pending, AFT_ALTSTACK_CANCELLED))
+                    continue; /* answering right now */
+                s = AFT_ALTSTACK_CANCELLED;
+            } else {
+                aft_async_futex_wait_until(&r->state, s, deadline);
+                continue;
+            }
+        }
+        if (s != AFT_ALTSTACK_GIVEN && r->mapping != NULL) {
+            munmap(r->mapping, r->mapping_length);
+            r->mapping = NULL;
+        }
+        return;
+    }
+}
+
+void aft_threads_give_alternate_stacks(void) {
+    int signo = atomic_load(&aft_g_thread_capture_signal);
+    if (signo <= 0) return;
+    aft_altstack_requests *q = &aft_g_altstack_requests;
+    atomic_store(&q->open, 1);
+    uint64_t self = aft_async_gettid();
+    char buf[4096];
+    for (int round = 0; round < AFT_ALTSTACK_ROUNDS; round++) {
+        int deferred = 0;
+        DIR *dir = opendir("/proc/self/task");
+        if (dir == NULL) break;
+        struct dirent *e;
+        while ((e = readdir(dir)) != NULL) {
+            char *end = NULL;
+            unsigned long long tid = strtoull(e->d_name, &end, 10);
+            if (end == e->d_name || *end != '\0' || tid == self) continue;
+            aft_altstack_request *known = aft_request_for(tid);
+            if (known != NULL && atomic_load(&known->state) != AFT_ALTSTACK_CANCELLED) continue;
+            if (aft_thread_blocks(tid, signo, buf, sizeof(buf))) continue;
+            if (aft_thread_sleeps(tid, buf, sizeof(buf))) {
+                deferred++;
+                continue;
+            }
+            if (known != NULL) continue; /* asked once and not answered: left alone */
+            if (aft_request_altstack(tid, signo)) aft_await_altstack(aft_request_for(tid));
+        }
+        closedir(dir);
+        if (deferred == 0) break;
+        struct timespec pause = {.tv_sec = 0, .tv_nsec = (long)AFT_ALTSTACK_ROUND_NS};
+        nanosleep(&pause, NULL);
+    }
+    atomic_store(&q->open, 0);
+}

@@ -1,0 +1,332 @@
+/*
+ * threads_capture_async.c: CRASH-TIME CODE, under the crash-time contract of
+ * CSignalShim/README.md (async-signal-safe calls only, no malloc, no locks, no stdio, no Swift;
+ * checked by AsyncSafetyTests). Every thread at a crash, in-process, without ptrace or
+ * process_vm_readv: the crashing thread lists /proc/self/task with getdents64 and sends each
+ * other thread the capture signal (tgkill); each answers from its signal frame (registers,
+ * floating-point state) and waits on a futex until the crash is written. A thread that blocks
+ * the signal, is stopped or in uninterruptible sleep, or does not answer within
+ * AFT_THREADS_ANSWER_NS is still listed, with the stack pointer and pc of
+ * /proc/self/task/<tid>/syscall. Then every thread's stack is unwound (libunwind in the
+ * unwinding helper within a shared budget, frame pointers after it) and its stack memory copied
+ * through /proc/self/mem, at the caps of aftermath_format.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "threads_internal.h"
+#include "watchdog_internal.h"
+
+aft_thread_capture aft_g_threads;
+_Atomic int aft_g_thread_capture_signal;
+
+void aft_async_fill_from_context(aft_thread *r, const void *ucontext, uint32_t source) {
+    aft_crash_info regs;
+    aft_async_memset(&regs, 0, sizeof(regs));
+    aft_async_arch_registers(ucontext, &regs);
+    aft_async_memcpy(r->registers, regs.registers, sizeof(r->registers));
+    r->register_count = regs.register_count;
+    r->pc = regs.pc;
+    r->sp = regs.sp;
+    r->fp_state_size = aft_async_arch_fp_state(ucontext, r->fp_state, AFT_FP_STATE_CAPACITY);
+    r->context_source = source;
+    r->why = AFT_THREAD_WHY_NONE;
+}
+
+static aft_also_crashed *aft_async_also_crashed(uint64_t tid) {
+    for (uint32_t i = 0; i < AFT_THREADS_ALSO_CRASHED; i++)
+        if (atomic_load(&aft_g_threads.also[i].tid) == tid) return &aft_g_threads.also[i];
+    return NULL;
+}
+
+void aft_async_threads_note_crash(int signo, void *ucontext) {
+    uint64_t tid = aft_async_gettid();
+    for (uint32_t i = 0; i < AFT_THREADS_ALSO_CRASHED && ucontext != NULL; i++) {
+        aft_also_crashed *a = &aft_g_threads.also[i];
+        if (atomic_load(&a->tid) != 0) continue;
+        a->ucontext = ucontext;
+        a->signo = signo;
+        uint64_t free_tid = 0;
+        if (atomic_compare_exchange_strong(&a->tid, &free_tid, tid)) return;
+    }
+}
+
+void aft_async_threads_forget(void) {
+    for (uint32_t i = 0; i < AFT_THREADS_ALSO_CRASHED; i++) atomic_store(&aft_g_threads.also[i].tid, 0);
+}
+
+/* ---- the paused thread's side ---- */
+
+static int aft_async_threads_park(aft_thread_capture *c, uint32_t gen, void *ucontext) {
+    uint64_t tid = aft_async_gettid();
+    uint32_t n = atomic_load(&c->count);
+    for (uint32_t i = 1; i < n && i < AFT_MAX_THREADS; i++) {
+        aft_capture_slot *slot = &c->slots[i];
+        if (atomic_load(&slot->tid) != tid) continue;
+        uint32_t expected = AFT_SLOT_SENT;
+        if (!atomic_compare_exchange_strong(&slot->state, &expected, AFT_SLOT_FILLING))
+            return 1; /* closed at the deadline, or not sent: a late answer changes nothing */
+        aft_thread *r = &c->records[i];
+        aft_also_crashed *also = aft_async_also_crashed(tid);
+        if (also != NULL) { /* paused inside its own crash: its fault's context, not ours */
+            aft_async_fill_from_context(r, also->ucontext, AFT_THREAD_CONTEXT_CRASH);
+            r->flags |= AFT_THREAD_ALSO_CRASHED;
+            r->crash_signal = also->signo;
+            slot->ucontext = also->ucontext;
+        } else {
+            aft_async_fill_from_context(r, ucontext, AFT_THREAD_CONTEXT_SIGNAL);
+            slot->ucontext = ucontext;
+        }
+        atomic_store(&slot->state, AFT_SLOT_PARKED);
+        atomic_fetch_add(&c->answered, 1);
+        aft_async_futex_wake(&c->answered);
+        /* Until released; should the crashing thread never release us, on by ourselves. */
+        uint64_t deadline = aft_async_now_ns(CLOCK_MONOTONIC) + AFT_THREADS_PARK_NS;
+        for (;;) {
+            uint32_t released = atomic_load(&c->released);
+            if (released == gen || aft_async_now_ns(CLOCK_MONOTONIC) >= deadline) break;
+            aft_async_futex_wait_until(&c->released, released, deadline);
+        }
+        return 1;
+    }
+    return 0;
+}
+
+int aft_async_threads_on_signal(int signo, siginfo_t *info, void *ucontext) {
+    (void)signo;
+    if (info == NULL || info->si_code != SI_TKILL || info->si_pid != getpid()) return 0;
+    aft_thread_capture *c = &aft_g_threads;
+    uint32_t gen = atomic_load(&c->generation);
+    if ((gen & 1u) && aft_async_threads_park(c, gen, ucontext)) return 1;
+    return aft_async_threads_altstack_request();
+}
+
+/* ---- the crashing thread's side ---- */
+
+/* "/proc/self/task/<tid>/<leaf>" read into c->proc; its length, or -1. */
+static ssize_t aft_async_task_file(aft_thread_capture *c, uint64_t tid, const char *leaf) {
+    static const char prefix[] = "/proc/self/task/";
+    size_t n = sizeof(prefix) - 1;
+    aft_async_memcpy(c->path, prefix, n);
+    n += aft_async_u64_to_dec(tid, c->path + n);
+    c->path[n++] = '/';
+    size_t leaf_len = aft_async_strlen(leaf, 16);
+    aft_async_memcpy(c->path + n, leaf, leaf_len);
+    c->path[n + leaf_len] = '\0';
+    return aft_async_read_small_file(c->path, c->proc, sizeof(c->proc));
+}
+
+/* The name between the first '(' and the last ')' of a stat line. */
+static void aft_async_stat_name(const char *text, size_t length, char *out) {
+    size_t open = length, close = length;
+    for (size_t i = 0; i < length; i++) {
+        if (text[i] == '(' && open == length) open = i;
+        if (text[i] == ')') close = i;
+    }
+    if (open < close) aft_async_copy_tail(out, AFT_THREAD_NAME, text + open + 1, close - open - 1);
+}
+
+/* The kernel's sp and pc for a thread that cannot answer. */
+static void aft_async_from_syscall_file(aft_thread_capture *c, aft_thread *r, uint32_t why) {
+    r->why = why;
+    r->context_source = AFT_THREAD_CONTEXT_NONE;
+    ssize_t n = aft_async_task_file(c, r->thread_id, "syscall");
+    int64_t nr = -2;
+    uint64_t sp = 0, pc = 0;
+    if (n > 0 && aft_async_syscall_parse(c->proc, (size_t)n, &nr, &sp, &pc) && sp != 0) {
+        r->syscall_number = nr;
+        r->sp = sp;
+        r->pc = pc;
+        r->context_source = AFT_THREAD_CONTEXT_SYSCALL;
+    }
+}
+
+static void aft_async_sigprof_handler(int signo, siginfo_t *info, void *ucontext) {
+    int saved_errno = errno;
+    if (!aft_async_threads_on_signal(signo, info, ucontext)) {
+        /* A profiler's own tick while we hold the signal: its handler still gets it. */
+        struct sigaction prev = aft_g_threads.sigprof_previous;
+        if ((prev.sa_flags & SA_SIGINFO) && prev.sa_sigaction != NULL)
+            prev.sa_sigaction(signo, info, ucontext);
+        else if (!(prev.sa_flags & SA_SIGINFO) && prev.sa_handler != SIG_DFL &&
+                 prev.sa_handler != SIG_IGN)
+            prev.sa_handler(signo);
+    }
+    errno = saved_errno;
+}
+
+/* The signal a thread with this blocked mask can take: the capture signal, else SIGPROF
+ * (libdispatch's workers block every asynchronous signal but SIGPROF), else 0. */
+static int aft_async_pick_signal(aft_thread_capture *c, uint64_t blocked, int capture) {
+    if (capture > 0 && !((blocked >> (capture - 1)) & 1u)) return capture;
+    if ((blocked >> (SIGPROF - 1)) & 1u) return 0;
+    if (!c->sigprof_borrowed) {
+        struct sigaction ours;
+        aft_async_memset(&ours, 0, sizeof(ours));
+        ours.sa_sigaction = aft_async_sigprof_handler;
+        ours.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+        sigemptyset(&ours.sa_mask);
+        if (sigaction(SIGPROF, &ours, &c->sigprof_previous) != 0) return 0;
+        c->sigprof_borrowed = 1;
+        c->info.flags |= AFT_THREADS_SIGPROF_BORROWED;
+    }
+    return SIGPROF;
+}
+
+static int aft_async_listed(aft_thread_capture *c, uint64_t tid) {
+    uint32_t n = atomic_load(&c->count);
+    for (uint32_t i = 0; i < n; i++)
+        if (atomic_load(&c->slots[i].tid) == tid) return 1;
+    return 0;
+}
+
+/* Records a newly listed thread and, where it can answer, signals it. */
+static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, int capture,
+                                  uint64_t *first_signal_ns) {
+    uint32_t i = atomic_load(&c->count);
+    if (i >= AFT_MAX_THREADS) {
+        c->info.omitted++;
+        return;
+    }
+    aft_capture_slot *slot = &c->slots[i];
+    aft_thread *r = &c->records[i];
+    aft_async_memset(r, 0, sizeof(*r));
+    r->thread_id = tid;
+    r->syscall_number = -2;
+    r->state = '?';
+    if (tid == (uint64_t)getpid()) r->flags |= AFT_THREAD_MAIN;
+    slot->ucontext = NULL;
+    slot->signal = 0;
+    atomic_store(&slot->state, AFT_SLOT_LISTED);
+    atomic_store(&slot->tid, tid);
+    atomic_store(&c->count, i + 1); /* published before a signal can look for it */
+
+    ssize_t n = aft_async_task_file(c, tid, "stat");
+    if (n <= 0) { /* gone already */
+        atomic_store(&slot->state, AFT_SLOT_EXITED);
+        c->info.exited++;
+        return;
+    }
+    r->state = aft_async_stat_state(c->proc, (size_t)n);
+    aft_async_stat_name(c->proc, (size_t)n, r->name);
+    static const char own[] = "aftermath.";
+    int ours = 1;
+    for (uint32_t k = 0; k < sizeof(own) - 1 && ours; k++) ours = r->name[k] == own[k];
+    if (ours) r->flags |= AFT_THREAD_AFTERMATH;
+
+    aft_also_crashed *also = aft_async_also_crashed(tid);
+    if (also != NULL) { /* crashed too and waits in our handler: its own fault's context */
+        aft_async_fill_from_context(r, also->ucontext, AFT_THREAD_CONTEXT_CRASH);
+        r->flags |= AFT_THREAD_ALSO_CRASHED;
+        r->crash_signal = also->signo;
+        slot->ucontext = also->ucontext;
+        atomic_store(&slot->state, AFT_SLOT_PARKED);
+        return;
+    }
+    switch (r->state) {
+    case 'T':
+    case 't':
+        aft_async_from_syscall_file(c, r, AFT_THREAD_WHY_STOPPED);
+        return;
+    case 'D':
+        aft_async_from_syscall_file(c, r, AFT_THREAD_WHY_UNINTERRUPTIBLE);
+        return;
+    case 'Z':
+    case 'X':
+        r->why = AFT_THREAD_WHY_ZOMBIE;
+        return;
+    default:
+        break;
+    }
+    if (capture <= 0) {
+        aft_async_from_syscall_file(c, r, AFT_THREAD_WHY_NO_SIGNAL);
+        return;
+    }
+    uint64_t blocked = 0;
+    n = aft_async_task_file(c, tid, "status");
+    if (n > 0) (void)aft_async_status_field(c->proc, (size_t)n, "SigBlk", 1, &blocked);
+    int signo = aft_async_pick_signal(c, blocked, capture);
+    if (signo == 0) {
+        aft_async_from_syscall_file(c, r, AFT_THREAD_WHY_BLOCKS_SIGNAL);
+        return;
+    }
+    slot->signal = signo;
+    atomic_store(&slot->state, AFT_SLOT_SENT);
+    if (syscall(SYS_tgkill, (long)getpid(), (long)tid, (long)signo) != 0) {
+        int err = errno;
+        uint32_t sent = AFT_SLOT_SENT;
+        atomic_compare_exchange_strong(&slot->state, &sent, AFT_SLOT_LATE);
+        if (err == ESRCH) {
+            atomic_store(&slot->state, AFT_SLOT_EXITED);
+            c->info.exited++;
+        } else {
+            aft_async_from_syscall_file(c, r, AFT_THREAD_WHY_SIGNAL_FAILED);
+        }
+        return;
+    }
+    if (*first_signal_ns == 0) *first_signal_ns = aft_async_now_ns(CLOCK_MONOTONIC);
+    c->info.signalled++;
+}
+
+/* One listing of /proc/self/task; the number of threads not seen before. */
+uint32_t aft_async_threads_list(aft_thread_capture *c, int capture, uint64_t *first_signal) {
+    int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        c->info.flags |= AFT_THREADS_NO_TASK_LIST;
+        return 0;
+    }
+    uint32_t added = 0;
+    for (;;) {
+        long n = syscall(SYS_getdents64, (long)fd, c->dirents, (long)sizeof(c->dirents));
+        if (n <= 0) break;
+        for (long at = 0; at + 19 < n;) {
+            uint16_t reclen;
+            aft_async_memcpy(&reclen, c->dirents + at + 16, sizeof(reclen));
+            if (reclen == 0 || at + reclen > n) break;
+            const char *name = c->dirents + at + 19;
+            uint64_t tid = 0;
+            int digits = 0;
+            for (; digits < 20 && name[digits] >= '0' && name[digits] <= '9'; digits++)
+                tid = tid * 10 + (uint64_t)(name[digits] - '0');
+            at += reclen;
+            if (digits == 0 || name[digits] != '\0' || aft_async_listed(c, tid)) continue;
+            c->info.seen++;
+            added++;
+            aft_async_threads_add(c, tid, capture, first_signal);
+        }
+    }
+    close(fd);
+    return added;
+}
+
+/* Waits for the signalled threads' answers until the deadline, then closes the rest. */
+void aft_async_threads_collect(aft_thread_capture *c, uint64_t first_signal_ns) {
+    uint64_t deadline = first_signal_ns + AFT_THREADS_ANSWER_NS;
+    c->info.deadline_ns = AFT_THREADS_ANSWER_NS;
+    for (;;) {
+        uint32_t answered = atomic_load(&c->answered);
+        if (answered >= c->info.signalled) break;
+        if (aft_async_now_ns(CLOCK_MONOTONIC) >= deadline) break;
+        aft_async_futex_wait_until(&c->answered, answered, deadline);
+    }
+    uint32_t n = atomic_load(&c->count);
+    for (uint32_t i = 1; i < n; i++) {
+        aft_capture_slot *slot = &c->slots[i];
+        uint32_t expected = AFT_SLOT_SENT;
+        if (atomic_compare_exchange_strong(&slot->state, &expected, AFT_SLOT_LATE)) {
+            c->info.flags |= AFT_THREADS_DEADLINE_REACHED;
+            aft_async_from_syscall_file(c, &c->records[i], AFT_THREAD_WHY_NO_ANSWER);
+            continue;
+        }
+        /* Answering right now: a few microseconds more. */
+        for (int spin = 0; spin < 2000 && atomic_load(&slot->state) == AFT_SLOT_FILLING; spin++) {
+            struct timespec us = {.tv_sec = 0, .tv_nsec = 1000};
+            nanosleep(&us, NULL);
+        }
+    }
+    c->info.answered = atomic_load(&c->answered);
+}

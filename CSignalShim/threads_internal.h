@@ -1,0 +1,139 @@
+/*
+ * threads_internal.h: the capture of every thread at a crash, shared by threads_capture.c
+ * (normal time: the signal, the alternate stacks of threads that existed before start) and
+ * threads_capture_async.c (crash time: pause, record, release). Not imported by Swift. All the
+ * memory the crash path uses is static (BSS): untouched, it costs no resident memory.
+ */
+#ifndef AFT_THREADS_INTERNAL_H
+#define AFT_THREADS_INTERNAL_H
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "shim_internal.h"
+
+/* How long the crashing thread waits for the others' answers, from the first signal. */
+#define AFT_THREADS_ANSWER_NS (100ull * 1000 * 1000)
+/* How long a paused thread waits to be released before it goes on by itself. */
+#define AFT_THREADS_PARK_NS (1000ull * 1000 * 1000)
+/* libunwind's time for all the other threads together; frame pointers after that. */
+#define AFT_THREADS_UNWIND_NS (40ull * 1000 * 1000)
+#define AFT_THREADS_UNWIND_EACH_NS (10ull * 1000 * 1000)
+/* Listings of /proc/self/task until no new thread appears. */
+#define AFT_THREADS_ROUNDS 4u
+/* Threads that crash while the first crash is written, remembered with their context. */
+#define AFT_THREADS_ALSO_CRASHED 8u
+/* The stack memory of every thread, at the caps of aftermath_format.h. */
+#define AFT_THREADS_ARENA                                                                        \
+    (AFT_STACK_CAP_CRASHED + (AFT_STACK_EARLY_THREADS - 1u) * AFT_STACK_CAP_EARLY +              \
+     (AFT_MAX_THREADS - AFT_STACK_EARLY_THREADS) * AFT_STACK_CAP_LATE)
+/* Every thread's frames: the crashing thread's (up to AFT_MAX_FRAMES), then the others'. */
+#define AFT_THREADS_FRAME_CAPACITY (AFT_MAX_FRAMES + AFT_MAX_THREADS * AFT_THREAD_MAX_FRAMES)
+
+/* aft_capture_slot.state */
+#define AFT_SLOT_LISTED 0u  /* recorded from /proc only, not signalled */
+#define AFT_SLOT_SENT 1u    /* signalled, no answer yet */
+#define AFT_SLOT_FILLING 2u /* the thread is writing its record */
+#define AFT_SLOT_PARKED 3u  /* answered: registers in the record, ucontext valid, waiting */
+#define AFT_SLOT_LATE 4u    /* closed at the deadline: an answer now is ignored */
+#define AFT_SLOT_EXITED 5u  /* gone during the capture: not recorded */
+
+typedef struct aft_capture_slot {
+    _Atomic uint64_t tid;
+    _Atomic uint32_t state;
+    int signal;      /* the signal it was sent */
+    void *ucontext;  /* its signal frame's context, while it waits */
+} aft_capture_slot;
+
+typedef struct aft_also_crashed {
+    _Atomic uint64_t tid; /* 0: free */
+    void *ucontext;
+    int signo;
+} aft_also_crashed;
+
+typedef struct aft_thread_capture {
+    /* Shared with the paused threads. */
+    _Atomic uint32_t generation; /* odd while a capture is open */
+    _Atomic uint32_t answered;   /* futex word: answers so far */
+    _Atomic uint32_t released;   /* futex word: the generation released */
+    _Atomic uint32_t count;      /* slots in use */
+    aft_capture_slot slots[AFT_MAX_THREADS];
+    aft_thread records[AFT_MAX_THREADS];
+    aft_also_crashed also[AFT_THREADS_ALSO_CRASHED];
+
+    /* The crashing thread's alone. */
+    aft_threads_info info;
+    uint64_t frames[AFT_THREADS_FRAME_CAPACITY + AFT_UNWIND_SLACK];
+    uint32_t frame_count;
+    uint64_t stack_offsets[AFT_MAX_THREADS]; /* each record's bytes in the arena */
+    uint8_t arena[AFT_THREADS_ARENA];
+    int sigprof_borrowed;
+    struct sigaction sigprof_previous;
+    char dirents[4096];
+    char proc[4096];
+    char path[64];
+} aft_thread_capture;
+
+/* Alternate stacks for threads that existed before start: each request names a thread and a
+ * stack mapped for it at normal time; the thread installs it from its own signal handler. */
+#define AFT_ALTSTACK_REQUESTS 256u
+#define AFT_ALTSTACK_PENDING 1u
+#define AFT_ALTSTACK_ANSWERING 2u
+#define AFT_ALTSTACK_GIVEN 3u
+#define AFT_ALTSTACK_HAD_ONE 4u
+#define AFT_ALTSTACK_FAILED 5u
+#define AFT_ALTSTACK_CANCELLED 6u
+typedef struct aft_altstack_request {
+    _Atomic uint64_t tid;
+    _Atomic uint32_t state; /* futex word: AFT_ALTSTACK_* */
+    void *base;             /* the stack, above its guard page */
+    size_t size;
+    void *mapping; /* the whole mapping, guard page included */
+    size_t mapping_length;
+} aft_altstack_request;
+typedef struct aft_altstack_requests {
+    _Atomic int open;
+    _Atomic uint32_t count;
+    aft_altstack_request requests[AFT_ALTSTACK_REQUESTS];
+} aft_altstack_requests;
+extern aft_altstack_requests aft_g_altstack_requests;
+/* In a signal handler: installs the stack a request holds for the calling thread; 1 when there
+ * was one. */
+int aft_async_threads_altstack_request(void);
+
+extern aft_thread_capture aft_g_threads;
+/* The signal that pauses a thread (the hang watchdog's capture signal), 0 when none. */
+extern _Atomic int aft_g_thread_capture_signal;
+
+/* ---- crash time (threads_capture_async.c) ---- */
+/* In the capture signal's handler (and SIGPROF's while it is borrowed): 1 when the signal was a
+ * crash capture's or an alternate-stack request and has been handled, 0 when it is not ours. */
+int aft_async_threads_on_signal(int signo, siginfo_t *info, void *ucontext);
+/* Pauses and records every other thread; the crashing thread's record comes first, from ci,
+ * its frames and ucontext. Fills aft_g_threads (records, frames, arena, info). */
+void aft_async_threads_capture(const aft_crash_info *ci, const void *ucontext,
+                               const uint64_t *frames, uint32_t frame_count, uint32_t truncated);
+/* The steps of the capture (threads_capture_async.c): a thread's registers and floating-point
+ * state from a signal context; one listing of /proc/self/task, signalling each new thread that
+ * can answer (returns how many were new); the wait for answers, 100 ms at most from
+ * first_signal_ns, that closes the rest. */
+void aft_async_fill_from_context(aft_thread *r, const void *ucontext, uint32_t source);
+uint32_t aft_async_threads_list(aft_thread_capture *c, int capture, uint64_t *first_signal_ns);
+void aft_async_threads_collect(aft_thread_capture *c, uint64_t first_signal_ns);
+/* Lets the paused threads go (before the handler chains). */
+void aft_async_threads_release(void);
+/* A thread that crashed while another's crash is written: remembered with its context, so the
+ * capture records it from its own fault. */
+void aft_async_threads_note_crash(int signo, void *ucontext);
+/* The process lived through its crash: forget the threads that crashed with it. */
+void aft_async_threads_forget(void);
+
+/* ---- normal time (threads_capture.c) ---- */
+/* Chooses and installs the capture signal once per process (requested: 0 = choose). */
+void aft_threads_prepare(int requested_signal);
+/* Gives every thread that existed before start and has no alternate stack one of its own,
+ * through the capture signal; threads in a sleep a handler would cut short are asked later. */
+void aft_threads_give_alternate_stacks(void);
+
+#endif

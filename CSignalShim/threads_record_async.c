@@ -1,0 +1,217 @@
+/*
+ * threads_record_async.c: CRASH-TIME CODE, under the crash-time contract of
+ * CSignalShim/README.md (async-signal-safe calls only, no malloc, no locks, no stdio, no Swift;
+ * checked by AsyncSafetyTests). The capture of every thread, once the threads are paused
+ * (threads_capture_async.c): their stacks unwound and their stack memory copied, then their
+ * release. Also the answer to an alternate-stack request, which gives a thread that existed
+ * before start an alternate stack from its own signal handler.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "threads_internal.h"
+#include "watchdog_internal.h"
+
+aft_altstack_requests aft_g_altstack_requests;
+
+int aft_async_threads_altstack_request(void) {
+    aft_altstack_requests *q = &aft_g_altstack_requests;
+    if (!atomic_load(&q->open)) return 0;
+    uint64_t tid = aft_async_gettid();
+    uint32_t n = atomic_load(&q->count);
+    for (uint32_t i = 0; i < n && i < AFT_ALTSTACK_REQUESTS; i++) {
+        aft_altstack_request *r = &q->requests[i];
+        if (atomic_load(&r->tid) != tid) continue;
+        uint32_t pending = AFT_ALTSTACK_PENDING;
+        if (!atomic_compare_exchange_strong(&r->state, &pending, AFT_ALTSTACK_ANSWERING)) return 1;
+        stack_t current;
+        uint32_t outcome = AFT_ALTSTACK_HAD_ONE;
+        if (syscall(SYS_sigaltstack, NULL, &current) == 0 && (current.ss_flags & SS_DISABLE)) {
+            stack_t mine = {.ss_sp = r->base, .ss_size = r->size, .ss_flags = 0};
+            outcome = syscall(SYS_sigaltstack, &mine, NULL) == 0 ? AFT_ALTSTACK_GIVEN
+                                                                 : AFT_ALTSTACK_FAILED;
+        }
+        atomic_store(&r->state, outcome);
+        aft_async_futex_wake(&r->state);
+        return 1;
+    }
+    return 0;
+}
+
+/* Reads the readable prefix of [address, address + size) into out: its length. */
+static uint64_t aft_async_read_prefix(uint64_t address, uint8_t *out, uint64_t size) {
+    int fd = aft_g_memory.mem_fd;
+    if (fd >= 0 && address != 0 && address + size > address) {
+        ssize_t n;
+        do {
+            n = pread(fd, out, (size_t)size, (off_t)address);
+        } while (n < 0 && errno == EINTR);
+        if (n >= 0) return (uint64_t)n;
+        if (errno == EIO || errno == EFAULT) return 0;
+    }
+    uint64_t got = 0; /* without /proc/self/mem: a page at a time */
+    while (got < size) {
+        uint64_t chunk = 4096 - ((address + got) & 4095u);
+        if (chunk > size - got) chunk = size - got;
+        if (aft_async_read_memory(address + got, out + got, (size_t)chunk) != 0) break;
+        got += chunk;
+    }
+    return got;
+}
+
+/* Copies a thread's stack from its sp (less the red zone) up, at most cap bytes, cut at the end
+ * of the mapping. An sp in a guard page (a stack overflow) starts at the next pages up. */
+static void aft_async_copy_stack(aft_thread_capture *c, uint32_t index, uint64_t *used) {
+    aft_thread *r = &c->records[index];
+    uint64_t cap = index == 0                           ? AFT_STACK_CAP_CRASHED
+                   : index < AFT_STACK_EARLY_THREADS ? AFT_STACK_CAP_EARLY
+                                                     : AFT_STACK_CAP_LATE;
+    if (r->sp <= AFT_STACK_RED_ZONE || *used + cap > sizeof(c->arena)) return;
+    uint64_t start = (r->sp - AFT_STACK_RED_ZONE) & ~15ull;
+    uint8_t *out = c->arena + *used;
+    uint64_t got = 0;
+    for (int attempt = 0; attempt < 3 && got == 0; attempt++) {
+        got = aft_async_read_prefix(start, out, cap);
+        if (got == 0) start = (start + 4096) & ~4095ull;
+    }
+    if (got == 0) return;
+    if (got == cap) {
+        uint8_t probe;
+        if (aft_async_read_prefix(start + cap, &probe, 1) == 1) r->flags |= AFT_THREAD_STACK_TRUNCATED;
+    }
+    r->stack_start = start;
+    r->stack_size = got;
+    c->stack_offsets[index] = *used;
+    *used += (got + 15) & ~15ull;
+}
+
+/* The stack of a paused thread, or of one the kernel gave sp and pc for. */
+static void aft_async_unwind_thread(aft_thread_capture *c, uint32_t index, uint64_t deadline_ns) {
+    aft_capture_slot *slot = &c->slots[index];
+    aft_thread *r = &c->records[index];
+    uint64_t *frames = c->frames + c->frame_count;
+    uint32_t room = AFT_THREADS_FRAME_CAPACITY - c->frame_count;
+    uint32_t capacity = room < AFT_THREAD_MAX_FRAMES ? room : AFT_THREAD_MAX_FRAMES;
+    uint32_t n = 0, unwinder = AFT_UNWINDER_NONE, truncated = 0, status = AFT_UNWIND_STATUS_SKIPPED;
+    uint32_t state = atomic_load(&slot->state);
+    if (capacity == 0) {
+        /* no room left */
+    } else if (state == AFT_SLOT_PARKED && slot->ucontext != NULL) {
+        uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC);
+        uint64_t budget = deadline_ns > now ? deadline_ns - now : 0;
+        if (budget > AFT_THREADS_UNWIND_EACH_NS) budget = AFT_THREADS_UNWIND_EACH_NS;
+        if (budget >= 1000000ull && !atomic_load(&aft_g_libunwind_abandoned)) {
+            n = aft_async_unwind_context(slot->ucontext, frames, capacity, AFT_UNWIND_SLOT_CRASH,
+                                         budget, &unwinder, &truncated, &status);
+        } else {
+            n = aft_async_unwind_frame_pointers(slot->ucontext, frames, capacity,
+                                                AFT_UNWIND_SLOT_CRASH, &unwinder, &truncated);
+        }
+    } else if (r->context_source == AFT_THREAD_CONTEXT_SYSCALL && r->pc != 0) {
+        frames[0] = r->pc;
+        n = 1;
+        unwinder = AFT_UNWINDER_PC_ONLY;
+    }
+    r->frame_count = n;
+    r->frames_truncated = truncated;
+    r->unwinder = unwinder;
+    r->unwind_status = status;
+    c->frame_count += n;
+}
+
+void aft_async_threads_capture(const aft_crash_info *ci, const void *ucontext,
+                               const uint64_t *frames, uint32_t frame_count, uint32_t truncated) {
+    aft_thread_capture *c = &aft_g_threads;
+    uint64_t begin = aft_async_now_ns(CLOCK_MONOTONIC);
+    aft_async_memset(&c->info, 0, sizeof(c->info));
+    c->frame_count = 0;
+    c->sigprof_borrowed = 0;
+    atomic_store(&c->answered, 0);
+    atomic_store(&c->count, 0);
+    uint32_t gen = atomic_load(&c->generation);
+    gen = (gen | 1u) + 2u; /* odd: open, and not the last capture's */
+    atomic_store(&c->generation, gen);
+
+    /* The crashing thread first, from its own fault. */
+    aft_thread *r = &c->records[0];
+    aft_async_memset(r, 0, sizeof(*r));
+    r->thread_id = ci->thread_id;
+    aft_async_memcpy(r->name, ci->thread_name, sizeof(r->name));
+    r->flags = AFT_THREAD_CRASHED | (ci->is_main_thread ? AFT_THREAD_MAIN : 0);
+    r->state = 'R';
+    r->syscall_number = -2;
+    if (ucontext != NULL) aft_async_fill_from_context(r, ucontext, AFT_THREAD_CONTEXT_CRASH);
+    r->unwinder = ci->unwinder;
+    r->unwind_status = ci->unwind_status;
+    uint32_t n = frame_count < AFT_MAX_FRAMES ? frame_count : AFT_MAX_FRAMES;
+    aft_async_memcpy(c->frames, frames, (size_t)n * sizeof(uint64_t));
+    r->frame_count = n;
+    r->frames_truncated = truncated;
+    c->frame_count = n;
+    atomic_store(&c->slots[0].tid, ci->thread_id);
+    atomic_store(&c->slots[0].state, AFT_SLOT_LISTED);
+    atomic_store(&c->count, 1);
+    c->info.seen = 1;
+
+    /* Our handler must still be the capture signal's: an app may have taken it since. */
+    int capture = atomic_load(&aft_g_thread_capture_signal);
+    struct sigaction current;
+    if (capture > 0 && (sigaction(capture, NULL, &current) != 0 ||
+                        !(current.sa_flags & SA_SIGINFO) ||
+                        current.sa_sigaction != aft_async_watchdog_capture_handler))
+        capture = 0;
+    c->info.capture_signal = capture > 0 ? (uint32_t)capture : 0;
+    uint64_t first_signal = 0;
+    for (uint32_t round = 0; round < AFT_THREADS_ROUNDS; round++) {
+        c->info.rounds = round + 1;
+        if (aft_async_threads_list(c, capture, &first_signal) == 0) break;
+    }
+    if (first_signal != 0) aft_async_threads_collect(c, first_signal);
+    uint64_t collected = aft_async_now_ns(CLOCK_MONOTONIC);
+    c->info.capture_ns = collected - begin;
+
+    /* Drop the threads that ended; keep the order of the rest. */
+    uint32_t count = atomic_load(&c->count), kept = 1;
+    for (uint32_t i = 1; i < count; i++) {
+        if (atomic_load(&c->slots[i].state) == AFT_SLOT_EXITED) continue;
+        if (kept != i) {
+            aft_async_memcpy(&c->records[kept], &c->records[i], sizeof(aft_thread));
+            c->slots[kept].ucontext = c->slots[i].ucontext;
+            atomic_store(&c->slots[kept].state, atomic_load(&c->slots[i].state));
+            atomic_store(&c->slots[kept].tid, atomic_load(&c->slots[i].tid));
+        }
+        kept++;
+    }
+    atomic_store(&c->count, kept);
+    c->info.recorded = kept;
+
+    uint64_t unwind_deadline = collected + AFT_THREADS_UNWIND_NS;
+    for (uint32_t i = 1; i < kept; i++) aft_async_unwind_thread(c, i, unwind_deadline);
+    uint64_t used = 0;
+    for (uint32_t i = 0; i < kept; i++) aft_async_copy_stack(c, i, &used);
+    c->info.stack_bytes = (uint32_t)used;
+    c->info.unwind_ns = aft_async_now_ns(CLOCK_MONOTONIC) - collected;
+}
+
+void aft_async_threads_release(void) {
+    aft_thread_capture *c = &aft_g_threads;
+    uint32_t gen = atomic_load(&c->generation);
+    if (!(gen & 1u)) return;
+    atomic_store(&c->released, gen);
+    aft_async_futex_wake(&c->released);
+    atomic_store(&c->generation, gen + 1u); /* closed: a late signal finds nothing to answer */
+    /* SIGPROF back to its owner, unless a thread we sent it to never answered: it may still be
+     * pending there, and its default action would end the process. */
+    if (c->sigprof_borrowed) {
+        int pending = 0;
+        uint32_t n = atomic_load(&c->count);
+        for (uint32_t i = 1; i < n; i++)
+            if (c->slots[i].signal == SIGPROF && atomic_load(&c->slots[i].state) == AFT_SLOT_LATE)
+                pending = 1;
+        if (!pending) sigaction(SIGPROF, &c->sigprof_previous, NULL);
+        c->sigprof_borrowed = 0;
+    }
+}
