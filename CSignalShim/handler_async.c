@@ -299,11 +299,15 @@ void aft_async_handler(int signo, siginfo_t *info, void *ucontext) {
             return;
         }
     } else {
-        /* Another thread is writing its crash: be recorded with this fault's context, wait
-         * for the write (bounded, 2 s), then fall through so this thread dies as it would have. */
+        /* Another thread is handling its crash: be recorded with this fault's context, wait,
+         * then fall through so this thread dies as it would have. */
         aft_async_threads_note_crash(signo, ucontext);
+        /* After the write the first crash is chained, and the process normally dies of it:
+         * this thread waits for that too (10 s at most), as a second crashing thread waits in
+         * the Swift runtime's handler, so that what comes after us handles one crash at a time.
+         * Should the process live through the first (it is withdrawn), this one goes on. */
         struct timespec ten_ms = {.tv_sec = 0, .tv_nsec = 10 * 1000 * 1000};
-        for (int i = 0; i < 200 && !atomic_load(&aft_g_crash_written); i++)
+        for (int i = 0; i < 1000 && atomic_load(&aft_g_crashing_tid) == expected; i++)
             nanosleep(&ten_ms, NULL);
     }
     int first = expected == 0;

@@ -91,6 +91,8 @@ static int aft_async_threads_park(aft_thread_capture *c, uint32_t gen, void *uco
             if (released == gen || aft_async_now_ns(CLOCK_MONOTONIC) >= deadline) break;
             aft_async_futex_wait_until(&c->released, released, deadline);
         }
+        atomic_fetch_add(&c->left, 1);
+        aft_async_futex_wake(&c->left);
         return 1;
     }
     return 0;

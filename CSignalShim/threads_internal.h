@@ -57,6 +57,7 @@ typedef struct aft_thread_capture {
     _Atomic uint32_t generation; /* odd while a capture is open */
     _Atomic uint32_t answered;   /* futex word: answers so far */
     _Atomic uint32_t released;   /* futex word: the generation released */
+    _Atomic uint32_t left;       /* futex word: paused threads that have stopped waiting */
     _Atomic uint32_t count;      /* slots in use */
     aft_capture_slot slots[AFT_MAX_THREADS];
     aft_thread records[AFT_MAX_THREADS];
@@ -121,7 +122,10 @@ void aft_async_threads_capture(const aft_crash_info *ci, const void *ucontext,
 void aft_async_fill_from_context(aft_thread *r, const void *ucontext, uint32_t source);
 uint32_t aft_async_threads_list(aft_thread_capture *c, int capture, uint64_t *first_signal_ns);
 void aft_async_threads_collect(aft_thread_capture *c, uint64_t first_signal_ns);
-/* Lets the paused threads go (before the handler chains). */
+/* Lets the paused threads go (before the handler chains), and waits (20 ms at most) until they
+ * have stopped waiting: a thread still inside our handler has its signal blocked, and the
+ * Swift runtime's backtracer, which reads each thread's mask to pick the signal that pauses it,
+ * would find none it can use. */
 void aft_async_threads_release(void);
 /* A thread that crashed while another's crash is written: remembered with its context, so the
  * capture records it from its own fault. */

@@ -130,6 +130,7 @@ void aft_async_threads_capture(const aft_crash_info *ci, const void *ucontext,
     c->frame_count = 0;
     c->sigprof_borrowed = 0;
     atomic_store(&c->answered, 0);
+    atomic_store(&c->left, 0);
     atomic_store(&c->count, 0);
     uint32_t gen = atomic_load(&c->generation);
     gen = (gen | 1u) + 2u; /* odd: open, and not the last capture's */
@@ -203,6 +204,12 @@ void aft_async_threads_release(void) {
     atomic_store(&c->released, gen);
     aft_async_futex_wake(&c->released);
     atomic_store(&c->generation, gen + 1u); /* closed: a late signal finds nothing to answer */
+    uint64_t deadline = aft_async_now_ns(CLOCK_MONOTONIC) + 20ull * 1000 * 1000;
+    for (;;) {
+        uint32_t left = atomic_load(&c->left);
+        if (left >= atomic_load(&c->answered) || aft_async_now_ns(CLOCK_MONOTONIC) >= deadline) break;
+        aft_async_futex_wait_until(&c->left, left, deadline);
+    }
     /* SIGPROF back to its owner, unless a thread we sent it to never answered: it may still be
      * pending there, and its default action would end the process. */
     if (c->sigprof_borrowed) {

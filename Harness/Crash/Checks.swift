@@ -118,7 +118,7 @@ struct Checks {
     }
 
     func chain() -> CheckResult {
-        guard record != nil else { return .skip(.chain) }
+        guard record != nil, scenario.chained else { return .skip(.chain) }
         let names = ["crashChainLevel3", "crashChainLevel2", "crashChainLevel1"]
         let positions = names.map { name in
             frames.firstIndex { $0.symbol?.contains("\(name)(") == true }

@@ -31,6 +31,9 @@ enum ChildMode {
     /// the crash chain.
     static func crash(_ scenario: Scenario, reportsDirectory: String, withAftermath: Bool) -> Never {
         prepare(scenario.setup)
+        if scenario.setup == .workerOverflowBeforeStart {
+            check(aft_test_start_overflow_worker(), "starting the overflowing worker")
+        }
         if withAftermath {
             let configuration = Aftermath.Configuration(
                 serviceName: serviceName, serviceVersion: crashedVersion, exporter: InMemoryExporter(),
@@ -71,9 +74,26 @@ enum ChildMode {
                 _exit(setupFailureStatus)
             }
         }
+        for (kind, count) in scenario.setup.workers {
+            check(aft_test_start_workers(kind, count), "starting \(count) workers")
+        }
+        if scenario.setup == .tracedWorker { check(aft_test_start_traced_worker(), "starting a traced worker") }
+        if scenario.setup == .secondCrasher { check(aft_test_arm_second_crasher(), "arming a second crasher") }
+        if scenario.setup == .workerOverflowBeforeStart {
+            aft_test_release_overflow_worker()
+            while true { pause() }
+        }
         let seed = CommandLine.arguments.count &* 7919
+        if scenario.setup == .secondCrasher { aft_test_open_crash_gate() }
         if scenario.threadName != nil { crashOnThread(scenario) }
         survived(crashChainLevel1(scenario, seed))
+    }
+
+    /// Ends the child as a set-up failure when status is an error.
+    static func check(_ status: Int32, _ what: String) {
+        guard status != 0 else { return }
+        say("crash-harness: \(what) failed: \(status)\n", fd: 2)
+        _exit(setupFailureStatus)
     }
 
     /// The app's own SIGSEGV handler, which calls the one it replaced.
@@ -87,7 +107,9 @@ enum ChildMode {
     /// Puts the child into the scenario's conditions before Aftermath starts.
     static func prepare(_ setup: Setup) {
         switch setup {
-        case .none, .reinstallAroundChainingHandler, .loaderLockHeld, .unwindHelperKilled:
+        case .none, .reinstallAroundChainingHandler, .loaderLockHeld, .unwindHelperKilled, .namedWorkers,
+            .signalBlockingWorker, .spinningWorker, .tracedWorker, .manyThreads, .secondCrasher,
+            .workerOverflowBeforeStart:
             break
         case .seccompKillProcessVMReadv, .seccompRefuseProcessVMReadv:
             let status = aft_test_refuse_process_vm_readv(setup == .seccompKillProcessVMReadv ? 1 : 0)

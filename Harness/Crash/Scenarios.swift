@@ -1,3 +1,4 @@
+import CHarnessFaults
 import HarnessSupport
 #if canImport(Glibc)
 import Glibc
@@ -23,6 +24,8 @@ struct Scenario: Sendable {
     var minimumFrames: Int
     /// The conditions the child crashes in (with and without Aftermath alike).
     var setup: Setup
+    /// The fault goes through the crash chain (crashChainLevel1 to 3) on the crashing thread.
+    var chained = true
 
     init(
         _ name: String, _ summary: String, fault: Fault, signal: Int32, exceptionType: String,
@@ -60,6 +63,31 @@ enum Setup: Sendable {
     /// The resident unwinding helper is killed after start: the crash's stack is still
     /// libunwind's, from a helper of its own.
     case unwindHelperKilled
+    /// Eight workers, "worker-0" to "worker-7", blocked in aft_test_worker_parked_0 to 7.
+    case namedWorkers
+    /// A worker ("blocker") that blocks every signal.
+    case signalBlockingWorker
+    /// A worker ("spinner") in a busy loop in user code.
+    case spinningWorker
+    /// A worker ("traced") stopped by a tracer process.
+    case tracedWorker
+    /// 255 workers: 256 threads with the main one.
+    case manyThreads
+    /// A second thread ("crasher-2") faults while the first crash is written.
+    case secondCrasher
+    /// A worker ("overflower") created before start overflows its stack.
+    case workerOverflowBeforeStart
+
+    /// Workers started after Aftermath (before the fault), by kind and count.
+    var workers: [(kind: Int32, count: Int32)] {
+        switch self {
+        case .namedWorkers: [(AFT_TEST_WORKER_PARKED, 8)]
+        case .signalBlockingWorker: [(AFT_TEST_WORKER_PARKED, 2), (AFT_TEST_WORKER_BLOCKS_SIGNALS, 1)]
+        case .spinningWorker: [(AFT_TEST_WORKER_PARKED, 2), (AFT_TEST_WORKER_SPINNING, 1)]
+        case .manyThreads: [(AFT_TEST_WORKER_PARKED, 255)]
+        default: []
+        }
+    }
 }
 
 extension Scenario {
@@ -132,6 +160,7 @@ extension Scenario {
                 fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
                 setup: .unwindHelperKilled),
         ]
+        scenarios += threadScenarios
         #if arch(x86_64)
         // arm64 integer division by zero does not trap (sdiv returns 0): x86-64 only.
         scenarios.insert(
@@ -141,6 +170,30 @@ extension Scenario {
             at: 5)
         #endif
         return scenarios
+    }()
+
+    /// Every thread at a crash: the other threads in the record, `aftermath show` and the
+    /// minidump.
+    static let threadScenarios: [Scenario] = {
+        func row(_ name: String, _ summary: String, _ setup: Setup) -> Scenario {
+            Scenario(
+                name, summary, fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
+                setup: setup)
+        }
+        var overflow = Scenario(
+            "worker-overflow", "a worker created before start overflows its stack",
+            fault: .stackOverflow, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
+            threadName: "overflower", minimumFrames: 100, setup: .workerOverflowBeforeStart)
+        overflow.chained = false
+        return [
+            row("threads-named", "8 named workers parked in named functions; the main thread crashes", .namedWorkers),
+            row("threads-blocker", "a worker that blocks every signal; the main thread crashes", .signalBlockingWorker),
+            row("threads-spinner", "a worker spinning in user code; the main thread crashes", .spinningWorker),
+            row("threads-traced", "a worker stopped by a tracer; the main thread crashes", .tracedWorker),
+            row("threads-256", "256 threads; the main thread crashes", .manyThreads),
+            row("threads-two-crash", "a second thread faults while the first crash is written", .secondCrasher),
+            overflow,
+        ]
     }()
 
     static func named(_ name: String) -> Scenario? { all.first { $0.name == name } }

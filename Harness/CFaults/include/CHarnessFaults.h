@@ -42,6 +42,27 @@ int aft_test_hold_loader_lock(void);
 /* The same for ms milliseconds only, then the lock is released and the thread ends. */
 int aft_test_hold_loader_lock_for(uint32_t ms);
 
+/* Workers for the all-thread scenarios (workers.c). */
+#define AFT_TEST_WORKER_PARKED 1         /* "worker-<i>", blocked in aft_test_worker_parked_<i % 8> */
+#define AFT_TEST_WORKER_BLOCKS_SIGNALS 2 /* "blocker": every signal blocked, then blocked in read */
+#define AFT_TEST_WORKER_SPINNING 3       /* "spinner": a busy loop in user code */
+#define AFT_TEST_WORKER_TRACED 4         /* "traced" */
+/* Starts count workers of a kind; returns once each is in its function: 0, or errno. */
+int aft_test_start_workers(int kind, int count);
+/* Starts a worker ("traced") and a tracer process that stops it (ptrace, state 't') and holds
+ * it stopped until this process dies. 0, or errno. */
+int aft_test_start_traced_worker(void);
+/* Starts a second thread ("crasher-2") that waits at a gate; once aft_test_open_crash_gate is
+ * called it faults (a store through address 8) as soon as the first crash handler has begun.
+ * 0, or errno. */
+int aft_test_arm_second_crasher(void);
+void aft_test_open_crash_gate(void);
+/* A worker ("overflower") that waits; once released it recurses until its stack overflows. */
+int aft_test_start_overflow_worker(void);
+void aft_test_release_overflow_worker(void);
+/* Recurses without end (512 bytes a frame). */
+int aft_test_overflow(int depth);
+
 /* The watchdog's /proc parsers (proc_parse_async.c), for the tests (proc_parse.c). */
 /* Parses the state letter of a /proc/<pid>/task/<tid>/stat text ('?' when malformed). */
 char aft_proc_stat_state(const char *text, size_t length);
