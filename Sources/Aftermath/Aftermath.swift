@@ -156,7 +156,8 @@ public enum Aftermath {
     /// dropped since the last one; a count that was not acknowledged waits for the next.
     @discardableResult
     static func deliver(
-        _ collector: ReportCollector, to exporter: any LogExporter, attachments attachmentExporter: (any AttachmentExporter)?,
+        _ collector: ReportCollector, to exporter: any LogExporter,
+        attachments attachmentExporter: (any AttachmentExporter)?,
         resource: Resource
     ) -> Delivery {
         let dropped = HandledErrorRecorder.takeDropped()

@@ -103,7 +103,11 @@ public struct BreakpadUploader: AttachmentExporter {
             ("session.id", a.attribute("session.id") ?? ""),
         ]
         for (name, value) in fields.sorted(by: { $0.key < $1.key }) where name != MultipartForm.minidumpField {
-            if let i = pairs.firstIndex(where: { $0.0 == name }) { pairs[i].1 = value } else { pairs.append((name, value)) }
+            if let i = pairs.firstIndex(where: { $0.0 == name }) {
+                pairs[i].1 = value
+            } else {
+                pairs.append((name, value))
+            }
         }
         return pairs.map { MultipartForm.Part(name: $0.0, bytes: Array($0.1.utf8)) }
             + [

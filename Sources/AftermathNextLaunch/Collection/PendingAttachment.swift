@@ -26,7 +26,8 @@ package enum PendingAttachment {
         b[6] = b[6] & 0x0F | 0x80
         b[8] = b[8] & 0x3F | 0x80
         let uuid = UUID(
-            uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]))
+            uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15])
+        )
         return uuid.lowercased
     }
 
@@ -78,7 +79,8 @@ package enum PendingAttachment {
         }
         guard headerSize + metaSize + Int(payloadSize) == bytes.count else {
             throw .torn(
-                "header says \(headerSize + metaSize + Int(payloadSize)) bytes, the file has \(bytes.count): torn or damaged")
+                "header says \(headerSize + metaSize + Int(payloadSize)) bytes, the file has \(bytes.count): torn or damaged"
+            )
         }
         let json = Array(bytes[headerSize..<headerSize + metaSize])
         let payload = Array(bytes[(headerSize + metaSize)...])
