@@ -9,18 +9,19 @@ import TestSupport
 /// which parses protobuf bodies with the official opentelemetry-proto definitions).
 @Suite("OTLP/HTTP exporter", .serialized)
 struct OTLPHTTPExporterTests {
-    /// A collector process answering successive POSTs as scripted.
+    /// A collector process answering successive POSTs as scripted (tool: the script under
+    /// Tests/tools that plays it).
     final class Collector {
         let process = Process()
         let out: String
         let port: Int
 
         /// With tls, it speaks https with a fresh self-signed certificate for 127.0.0.1 (in `certificate`).
-        init(_ responses: String, tls: Bool = false) throws {
+        init(_ responses: String, tls: Bool = false, tool: String = "otlp_collector.py") throws {
             out = FileManager.default.temporaryDirectory.appendingPathComponent("otlp-collector-\(UUID())").path
             try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
             let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-                .appendingPathComponent("tools/otlp_collector.py").path
+                .appendingPathComponent("tools/" + tool).path
             var tlsArguments: [String] = []
             if tls {
                 let openssl = Process()
