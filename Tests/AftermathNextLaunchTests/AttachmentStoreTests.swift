@@ -19,7 +19,8 @@ struct AttachmentStoreTests {
     }
 
     /// Bytes standing for a minidump: every byte value, CRLFs and dashes included.
-    static let minidump: [UInt8] = Array("MDMP".utf8) + (0..<70_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+    static let minidump: [UInt8] =
+        Array("MDMP".utf8) + (0..<70_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
         + Array("\r\n--\r\n".utf8)
 
     static func collector(_ dir: ReportDirectory, limits: ReportCollector.Limits = .init()) -> ReportCollector {
@@ -106,7 +107,10 @@ struct AttachmentStoreTests {
         #expect(Self.names(dir.crashes).isEmpty)
         #expect(Self.names(dir.attachments) == [PendingAttachment.id(forCrash: crash.context.reportID) + ".attachment"])
         var later = ReportCollector(directory: dir)
-        later.minidump = { _ in Issue.record("no crash left to make a minidump of"); return [] }
+        later.minidump = { _ in
+            Issue.record("no crash left to make a minidump of")
+            return []
+        }
         let second = later.deliver(to: records, attachments: attachments, resource: Resource())
         #expect(second.attachments.count == 1 && attachments.attachments.first?.bytes == Self.minidump)
         #expect(Self.names(dir.attachments).isEmpty)
@@ -126,7 +130,8 @@ struct AttachmentStoreTests {
         try dir.prepareAttachments()
         let a = Attachment(
             id: id, fileName: id + ".dmp", contentType: "application/octet-stream",
-            bytes: Array(repeating: 1, count: size), attributes: [Attribute("app.crash.id", .string(UUID().lowercased))])
+            bytes: Array(repeating: 1, count: size), attributes: [Attribute("app.crash.id", .string(UUID().lowercased))]
+        )
         let path = dir.attachments + "/" + id + ".attachment"
         try TestSupport.write(PendingAttachment.encode(a), to: path)
         try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-age)], ofItemAtPath: path)
@@ -143,7 +148,8 @@ struct AttachmentStoreTests {
         let d = ReportCollector(directory: dir, limits: limits).deliver(
             to: InMemoryExporter(), attachments: exporter, resource: Resource())
         #expect(exporter.attachments.map(\.id) == ["count2", "count3", "count4"])
-        let reasons = Dictionary(uniqueKeysWithValues: d.rejected.map { (($0.path as NSString).lastPathComponent, $0.reason) })
+        let reasons = Dictionary(
+            uniqueKeysWithValues: d.rejected.map { (($0.path as NSString).lastPathComponent, $0.reason) })
         #expect(reasons["old.attachment"]?.hasPrefix("older than 365 days") == true)
         #expect(reasons["count0.attachment"]?.contains("more than 3 pending attachments") == true)
         #expect(reasons["count1.attachment"]?.hasSuffix("(deleted)") == true)
@@ -168,15 +174,22 @@ struct AttachmentStoreTests {
         try Self.pending(dir, "good", age: 5)
         let a = dir.attachments
         let whole = PendingAttachment.encode(
-            Attachment(id: "torn", fileName: "torn.dmp", contentType: "x", bytes: Array(repeating: 9, count: 500), attributes: []))
+            Attachment(
+                id: "torn", fileName: "torn.dmp", contentType: "x", bytes: Array(repeating: 9, count: 500),
+                attributes: []))
         try TestSupport.write(Array(whole.prefix(300)), to: a + "/torn.attachment")
         var flipped = PendingAttachment.encode(
-            Attachment(id: "flipped", fileName: "f.dmp", contentType: "x", bytes: Array(repeating: 9, count: 500), attributes: []))
+            Attachment(
+                id: "flipped", fileName: "f.dmp", contentType: "x", bytes: Array(repeating: 9, count: 500),
+                attributes: []))
         flipped[400] ^= 1
         try TestSupport.write(flipped, to: a + "/flipped.attachment")
-        try TestSupport.write(Array("MDMP not ours".utf8) + Array(repeating: 0, count: 40), to: a + "/foreign.attachment")
-        try TestSupport.write(PendingAttachment.encode(
-            Attachment(id: "other", fileName: "o.dmp", contentType: "x", bytes: [1], attributes: [])), to: a + "/renamed.attachment")
+        try TestSupport.write(
+            Array("MDMP not ours".utf8) + Array(repeating: 0, count: 40), to: a + "/foreign.attachment")
+        try TestSupport.write(
+            PendingAttachment.encode(
+                Attachment(id: "other", fileName: "o.dmp", contentType: "x", bytes: [1], attributes: [])),
+            to: a + "/renamed.attachment")
         try TestSupport.write([1, 2, 3], to: a + "/short.attachment")
         try TestSupport.write(Array(repeating: 0, count: 5000), to: a + "/huge.attachment")
         try TestSupport.write([1], to: a + "/left.attachment.tmp")
@@ -190,7 +203,8 @@ struct AttachmentStoreTests {
         let d = ReportCollector(directory: dir, limits: limits).deliver(
             to: InMemoryExporter(), attachments: exporter, resource: Resource())
         #expect(exporter.attachments.map(\.id) == ["good"])
-        let reasons = Dictionary(uniqueKeysWithValues: d.rejected.map { (($0.path as NSString).lastPathComponent, $0.reason) })
+        let reasons = Dictionary(
+            uniqueKeysWithValues: d.rejected.map { (($0.path as NSString).lastPathComponent, $0.reason) })
         #expect(reasons["torn.attachment"]?.hasPrefix("torn attachment") == true)
         #expect(reasons["flipped.attachment"]?.contains("checksum mismatch") == true)
         #expect(reasons["foreign.attachment"]?.hasPrefix("foreign file") == true)

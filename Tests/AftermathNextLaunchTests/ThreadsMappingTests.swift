@@ -80,7 +80,8 @@ struct ThreadsMappingTests {
         // The other thread's image is named although no frame of the crash is in it.
         let images = try Self.objects(Self.string(record, "apsio.crash.images"))
         #expect(images.contains { $0["load_address"] as? String == Hex.address(other.start) })
-        let crashOnly = try Self.objects(Self.string(RecordMapper.crash(try Self.v1Crash(), observedTimeUnixNano: 1), "apsio.crash.images"))
+        let crashOnly = try Self.objects(
+            Self.string(RecordMapper.crash(try Self.v1Crash(), observedTimeUnixNano: 1), "apsio.crash.images"))
         #expect(images.count == crashOnly.count + 1)
         #expect(record.attributes.contains { $0.key == "apsio.threads.omitted" } == false)
     }
@@ -93,7 +94,8 @@ struct ThreadsMappingTests {
         #expect(Self.string(record, "apsio.threads") == nil)
         #expect(
             Self.string(record, "apsio.crash.images")
-                == StackFormatter.imagesJSON(frames: crash.frames, images: crash.images, appRoot: crash.context.appRoot))
+                == StackFormatter.imagesJSON(frames: crash.frames, images: crash.images, appRoot: crash.context.appRoot)
+        )
         #expect(Self.string(record, "exception.stacktrace") != nil)
     }
 
@@ -104,7 +106,9 @@ struct ThreadsMappingTests {
         crash.frames = deep
         crash.threads =
             [Self.thread(UInt64(crash.threadID), "main", crashed: true, frames: deep)]
-            + (0..<600).map { Self.thread(1000 + UInt64($0), "w\($0)", frames: Array(repeating: crash.frames[0], count: 40)) }
+            + (0..<600).map {
+                Self.thread(1000 + UInt64($0), "w\($0)", frames: Array(repeating: crash.frames[0], count: 40))
+            }
         var capture = aft_threads_info()
         capture.omitted = 7
         crash.threadCapture = ThreadCapture(capture)
@@ -121,5 +125,28 @@ struct ThreadsMappingTests {
         #expect(threads.map { $0["id"] as? Int }.dropFirst() == ArraySlice((0..<threads.count - 1).map { 1000 + $0 }))
         // exception.stacktrace keeps the whole crashing stack.
         #expect(Self.string(record, "exception.stacktrace")?.split(separator: "\n").count == 4000)
+    }
+
+    @Test("A record with apsio.threads and apsio.attachment.id passes the OTLP/JSON validator")
+    func validOTLP() throws {
+        var crash = try Self.v1Crash()
+        crash.threads = [
+            Self.thread(UInt64(crash.threadID), crash.threadName, crashed: true, frames: crash.frames),
+            Self.thread(7, "io \"quoted\"\\", syscall: 0, frames: [crash.frames[0]]),
+        ]
+        var record = RecordMapper.crash(crash, observedTimeUnixNano: 1)
+        record.attributes.append(
+            Attribute("apsio.attachment.id", .string(PendingAttachment.id(forCrash: crash.context.reportID))))
+        let batch = LogBatch(
+            resource: SDK.resource(serviceName: "threads", serviceVersion: "1"), scopeName: SDK.scopeName,
+            scopeVersion: SDK.version, records: [record])
+        let dir = try OTLPFixtures.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try TestSupport.write(OTLPJSON.encode(batch), to: dir + "/batch.json")
+        let result = try OTLPFixtures.validate(dir + "/batch.json")
+        #expect(result.status == 0, "\(result.output)")
+        let threads = try Self.objects(
+            Self.string(try OTLPJSON.decode(OTLPJSON.encode(batch)).records[0], "apsio.threads"))
+        #expect(threads[1]["name"] as? String == "io \"quoted\"\\")
     }
 }

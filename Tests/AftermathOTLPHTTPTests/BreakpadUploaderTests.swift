@@ -82,10 +82,12 @@ struct BreakpadUploaderTests {
         #expect(r.bytes(0, "part.upload_file_minidump") == Self.bytes)
     }
 
-    @Test("4xx refused for good; 408, 429, 5xx unavailable; a redirect kept, not followed", arguments: [
-        ("400=bad product", "rejected"), ("413", "rejected"), ("408", "unavailable"), ("429", "unavailable"),
-        ("500", "unavailable"), ("503", "unavailable"), ("302", "failed"),
-    ])
+    @Test(
+        "4xx refused for good; 408, 429, 5xx unavailable; a redirect kept, not followed",
+        arguments: [
+            ("400=bad product", "rejected"), ("413", "rejected"), ("408", "unavailable"), ("429", "unavailable"),
+            ("500", "unavailable"), ("503", "unavailable"), ("302", "failed"),
+        ])
     func answers(answer: String, expected: String) throws {
         let r = try Self.receiver(answer)
         do {
@@ -143,7 +145,8 @@ struct BreakpadUploaderTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.attachments) == [id + ".attachment"])
 
         let up = try Self.receiver("200=bp-0001")
-        let second = collector.deliver(to: records, attachments: BreakpadUploader(url: Self.url(up)), resource: Resource())
+        let second = collector.deliver(
+            to: records, attachments: BreakpadUploader(url: Self.url(up)), resource: Resource())
         #expect(second.exported == 0 && second.attachments == [id: "bp-0001"])
         #expect(up.bytes(0, "part.upload_file_minidump") == Self.bytes)
         #expect(up.text(0, "part.app.crash.id") == crash.context.reportID.lowercased)
