@@ -12,10 +12,7 @@ struct AttachmentStoreTests {
     /// A reports directory holding the v1 crash under its own id, and that crash.
     static func directoryWithCrash() throws -> (ReportDirectory, CrashReport) {
         let dir = try TestSupport.reportsDirectory()
-        let bytes = try TestSupport.fixture("v1/sigsegv-null-depth12.crash")
-        let crash = try ReportFile.decode(bytes).crashReport()
-        try TestSupport.write(bytes, to: dir.crashes + "/\(crash.context.reportID.lowercased).crash")
-        return (dir, crash)
+        return (dir, try TestSupport.pendingCrash(in: dir))
     }
 
     /// Bytes standing for a minidump: every byte value, CRLFs and dashes included.

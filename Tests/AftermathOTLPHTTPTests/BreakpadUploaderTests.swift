@@ -129,9 +129,7 @@ struct BreakpadUploaderTests {
     @Test("No upload endpoint: the records are delivered, the attachment waits; later it goes")
     func unreachableThenUp() throws {
         let dir = try TestSupport.reportsDirectory()
-        let file = try TestSupport.fixture("v1/sigsegv-null-depth12.crash")
-        let crash = try ReportFile.decode(file).crashReport()
-        try TestSupport.write(file, to: dir.crashes + "/\(crash.context.reportID.lowercased).crash")
+        let crash = try TestSupport.pendingCrash(in: dir)
         var collector = ReportCollector(directory: dir)
         collector.minidump = { _ in BreakpadUploaderTests.bytes }
         let records = Records()

@@ -87,9 +87,7 @@ struct AttachmentExporterTests {
     @Test("Through a delivery: the record's apsio.attachment.id names the .dmp beside its JSON file")
     func besideTheJSON() throws {
         let dir = try TestSupport.reportsDirectory()
-        let file = try TestSupport.fixture("v1/sigsegv-null-depth12.crash")
-        let crash = try ReportFile.decode(file).crashReport()
-        try TestSupport.write(file, to: dir.crashes + "/\(crash.context.reportID.lowercased).crash")
+        let crash = try TestSupport.pendingCrash(in: dir)
         let out = try OTLPFixtures.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: out) }
         var collector = ReportCollector(directory: dir)
@@ -102,6 +100,7 @@ struct AttachmentExporterTests {
         let batch = try OTLPJSON.decode(Array(try Data(contentsOf: URL(fileURLWithPath: out + "/" + json))))
         let id = try #require(
             batch.records.first?.attributes.first { $0.key == "apsio.attachment.id" }?.value.stringValue)
+        #expect(id == PendingAttachment.id(forCrash: crash.context.reportID))
         #expect(names.contains(id + ".dmp") && names.count == 2)
         #expect(d.attachments[id] == out + "/" + id + ".dmp")
         #expect(
