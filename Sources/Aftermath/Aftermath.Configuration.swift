@@ -16,6 +16,20 @@ extension Aftermath {
         public var reportsDirectory: String
         /// Receives the records; a file is deleted only after its record is acknowledged.
         public var exporter: any LogExporter
+        /// Receives each crash's minidump, named by its record's `apsio.attachment.id`, after
+        /// the records; a pending attachment is deleted only once this exporter acknowledged it.
+        /// Default: ``exporter`` when it is also an ``AttachmentExporter`` (``FileExporter``
+        /// is); nil: crashes get no attachment.
+        public var attachmentExporter: (any AttachmentExporter)?
+        /// Pending attachments kept at most (default 64); the oldest beyond are deleted.
+        public var maxPendingAttachments = 64
+        /// Pending attachments older than this are deleted (default 365 days, as Crashpad).
+        public var maxAttachmentAge: Duration = .seconds(365 * 24 * 3600)
+        /// Bytes of pending attachments kept at most, the newest first (default 128 MiB, as
+        /// Crashpad).
+        public var maxAttachmentBytes = 128 << 20
+        /// Makes a crash's minidump for its attachment (empty: none for that crash).
+        package var minidump: (@Sendable (CrashReport) -> [UInt8])?
         /// Images under this directory are in-app. Default: the executable's directory.
         public var appRoot: String?
         /// fsync each crash file before it is renamed into place (about 0.2-0.3 ms per crash).
@@ -56,12 +70,14 @@ extension Aftermath {
         /// A configuration with the defaults.
         public init(
             serviceName: String, serviceVersion: String, exporter: any LogExporter,
+            attachmentExporter: (any AttachmentExporter)? = nil,
             reportsDirectory: String? = nil, appRoot: String? = nil,
             fsyncReports: Bool = true, deliverPendingReportsSynchronously: Bool = false
         ) {
             self.serviceName = serviceName
             self.serviceVersion = serviceVersion
             self.exporter = exporter
+            self.attachmentExporter = attachmentExporter ?? exporter as? any AttachmentExporter
             self.reportsDirectory = reportsDirectory ?? ReportDirectory.defaultRoot(serviceName: serviceName)
             self.appRoot = appRoot
             self.fsyncReports = fsyncReports

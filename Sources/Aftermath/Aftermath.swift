@@ -103,7 +103,7 @@ public enum Aftermath {
             startBackgroundThreads()
             let collector = self.collector(configuration, directory: directory, context: installed)
             deliver(
-                collector, to: configuration.exporter,
+                collector, to: configuration.exporter, attachments: configuration.attachmentExporter,
                 resource: resource(for: configuration, environment: environment()))
             aft_install_complete()
         } else {
@@ -115,7 +115,7 @@ public enum Aftermath {
                 aft_install_complete()  // every image's build id, libunwind's warm-up
                 let collector = self.collector(configuration, directory: directory, context: installed)
                 deliver(
-                    collector, to: configuration.exporter,
+                    collector, to: configuration.exporter, attachments: configuration.attachmentExporter,
                     resource: resource(for: configuration, environment: environment()))
             }
             if !StartHelpers.detachedThread(named: "aftermath.deliver", body) { body() }
@@ -141,7 +141,9 @@ public enum Aftermath {
         defer { hold.release() }
         guard let running = state.withLock({ $0 }) else { return nil }
         let collector = self.collector(running.configuration, directory: running.directory, context: running.context)
-        return deliver(collector, to: running.configuration.exporter, resource: resource(for: running.configuration))
+        return deliver(
+            collector, to: running.configuration.exporter, attachments: running.configuration.attachmentExporter,
+            resource: resource(for: running.configuration))
     }
 
     static let lastDeliveryState = Mutex<Delivery?>(nil)
@@ -154,10 +156,15 @@ public enum Aftermath {
     /// One delivery, remembered as ``lastDelivery``. Its first batch counts the handled errors
     /// dropped since the last one; a count that was not acknowledged waits for the next.
     @discardableResult
-    static func deliver(_ collector: ReportCollector, to exporter: any LogExporter, resource: Resource) -> Delivery {
+    static func deliver(
+        _ collector: ReportCollector, to exporter: any LogExporter,
+        attachments attachmentExporter: (any AttachmentExporter)?,
+        resource: Resource
+    ) -> Delivery {
         let dropped = HandledErrorRecorder.takeDropped()
         let counting = dropped > 0 ? DropReportingExporter(base: exporter, droppedErrors: dropped) : nil
-        let delivery = Delivery(collector.deliver(to: counting ?? exporter, resource: resource))
+        let delivery = Delivery(
+            collector.deliver(to: counting ?? exporter, attachments: attachmentExporter, resource: resource))
         if let counting, !counting.delivered { HandledErrorRecorder.restoreDropped(dropped) }
         lastDeliveryState.withLock { $0 = delivery }
         return delivery
@@ -200,8 +207,13 @@ public enum Aftermath {
             maxRunFiles: c.maxRunFiles, maxRunAgeSeconds: c.maxRunAge.seconds,
             maxReportAgeSeconds: c.maxReportAge.seconds)
         limits.maxPendingErrors = max(c.maxPendingErrors, 1)
-        return ReportCollector(
+        limits.maxPendingAttachments = max(c.maxPendingAttachments, 0)
+        limits.maxAttachmentAgeSeconds = c.maxAttachmentAge.seconds
+        limits.maxAttachmentBytes = max(c.maxAttachmentBytes, 0)
+        var collector = ReportCollector(
             directory: directory, currentRunID: context.runID, environment: environment, limits: limits)
+        collector.minidump = c.minidump
+        return collector
     }
 
     package static func makeContext(_ c: Configuration) -> ReportContext {

@@ -9,6 +9,13 @@ extension Aftermath {
         public var rejected: [Rejected]
         /// Why the exporter refused a batch, when it did; those files are kept for later.
         public var exportError: String?
+        /// Attachments (crashes' minidumps) their exporter acknowledged, by
+        /// `apsio.attachment.id`, with what the receiver calls each (a Breakpad server's crash
+        /// report id, a file's path; "" when it said nothing). They are deleted.
+        public var attachments: [String: String]
+        /// Why an attachment was not stored or not delivered, the first time it happened; it
+        /// waits for the next delivery unless its receiver refused it for good.
+        public var attachmentError: String?
 
         /// A file moved to `rejected/`, and why.
         public struct Rejected: Sendable, Hashable {
@@ -25,6 +32,8 @@ extension Aftermath {
                     file: ($0.path as String).split(separator: "/").last.map(String.init) ?? $0.path, reason: $0.reason)
             }
             exportError = d.exportError
+            attachments = d.attachments
+            attachmentError = d.attachmentError
         }
     }
 }

@@ -1,13 +1,14 @@
 @_exported import AftermathOTLP
 import Foundation
 
-/// Keeps exported batches in memory, for tests.
+/// Keeps exported batches and attachments in memory, for tests.
 ///
-/// Every call to ``export(_:)`` is recorded, empty batches included, unless ``failNext(_:)``
-/// makes it throw, in which case nothing is recorded (the batch is not acknowledged).
-public final class InMemoryExporter: LogExporter, @unchecked Sendable {
+/// Every call to an `export` is recorded, empty batches included, unless ``failNext(_:)``
+/// makes it throw, in which case nothing is recorded (not acknowledged).
+public final class InMemoryExporter: LogExporter, AttachmentExporter, @unchecked Sendable {
     private let lock = NSLock()
     private var exported: [LogBatch] = []
+    private var exportedAttachments: [Attachment] = []
     private var failuresLeft = 0
 
     /// Creates an empty exporter.
@@ -23,6 +24,11 @@ public final class InMemoryExporter: LogExporter, @unchecked Sendable {
         lock.withLock { exported.flatMap(\.records) }
     }
 
+    /// The acknowledged attachments, in export order.
+    public var attachments: [Attachment] {
+        lock.withLock { exportedAttachments }
+    }
+
     /// Makes the next `n` exports throw ``ExportError`` without recording their batches.
     public func failNext(_ n: Int) {
         lock.withLock { failuresLeft = max(0, n) }
@@ -32,6 +38,7 @@ public final class InMemoryExporter: LogExporter, @unchecked Sendable {
     public func reset() {
         lock.withLock {
             exported = []
+            exportedAttachments = []
             failuresLeft = 0
         }
     }
@@ -39,11 +46,25 @@ public final class InMemoryExporter: LogExporter, @unchecked Sendable {
     /// Records `batch`, or throws ``ExportError`` if a failure was requested with ``failNext(_:)``.
     public func export(_ batch: LogBatch) throws {
         try lock.withLock {
-            if failuresLeft > 0 {
-                failuresLeft -= 1
-                throw ExportError("InMemoryExporter: simulated failure (failNext)")
-            }
+            try takeFailure()
             exported.append(batch)
         }
+    }
+
+    /// Records `attachment` and returns its id, or throws ``ExportError`` if a failure was
+    /// requested with ``failNext(_:)``.
+    public func export(_ attachment: Attachment) throws -> String? {
+        try lock.withLock {
+            try takeFailure()
+            exportedAttachments.append(attachment)
+            return attachment.id
+        }
+    }
+
+    /// Throws the failure ``failNext(_:)`` asked for, if any is left; called under the lock.
+    private func takeFailure() throws {
+        guard failuresLeft > 0 else { return }
+        failuresLeft -= 1
+        throw ExportError("InMemoryExporter: simulated failure (failNext)")
     }
 }

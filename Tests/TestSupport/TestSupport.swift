@@ -26,6 +26,16 @@ package enum TestSupport {
         FileManager.default.temporaryDirectory.appendingPathComponent("aftermath-\(tag)-\(UUID())").path
     }
 
+    /// Writes the v1 crash fixture into dir's crashes/ under its own id, as the handler names
+    /// crash files, and returns that crash.
+    @discardableResult
+    package static func pendingCrash(in dir: ReportDirectory) throws -> CrashReport {
+        let bytes = try fixture("v1/sigsegv-null-depth12.crash")
+        let crash = try ReportFile.decode(bytes).crashReport()
+        try write(bytes, to: dir.crashes + "/\(crash.context.reportID.lowercased).crash")
+        return crash
+    }
+
     package static func write(_ bytes: [UInt8], to path: String) throws {
         try Data(bytes).write(to: URL(fileURLWithPath: path))
     }

@@ -9,15 +9,17 @@ import Musl
 import Darwin
 #endif
 
-/// Writes each batch as one OTLP/JSON `ExportLogsServiceRequest` file in a directory.
+/// Writes each batch as one OTLP/JSON `ExportLogsServiceRequest` file in a directory, and
+/// each attachment (a crash's minidump) as `<apsio.attachment.id>.dmp` beside them.
 ///
-/// Files are named `<timeUnixNano of now>-<UUID>.json`, mode 0600 (the directory, when it
-/// creates it, 0700). Each is written under a hidden
-/// temporary name, flushed with `fsync`, renamed into place and its directory synced, so a
-/// reader never sees a partial file and a returned export survives a power loss. Any failure
-/// (the directory cannot be created, is read-only, the disk is full) throws ``ExportError``.
-/// A batch without records writes nothing.
-public struct FileExporter: LogExporter {
+/// Batch files are named `<timeUnixNano of now>-<UUID>.json`. Every file is mode 0600 (the
+/// directory, when it creates it, 0700), written under a hidden temporary name created new
+/// without following a link, flushed with `fsync`, renamed into place and its directory
+/// synced, so a reader never sees a partial file and a returned export survives a power loss.
+/// An attachment delivered again replaces its earlier copy (the same bytes). Any failure (the
+/// directory cannot be created, is read-only, the disk is full) throws ``ExportError``. A
+/// batch without records writes nothing.
+public struct FileExporter: LogExporter, AttachmentExporter {
     /// The directory the files are written to; created, with its parents, if missing.
     public let directory: String
 
@@ -29,6 +31,25 @@ public struct FileExporter: LogExporter {
     /// Writes `batch` to a new file; throws ``ExportError`` if the file is not durably written.
     public func export(_ batch: LogBatch) throws {
         guard !batch.records.isEmpty else { return }
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let nanos = UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+        try store(OTLPJSON.encode(batch), named: "\(nanos)-\(UUID().uuidString).json")
+    }
+
+    /// Writes `attachment` as `<id>.dmp` and returns that file's path; throws ``ExportError``
+    /// if it is not durably written, or refuses for good an id that cannot name a file.
+    public func export(_ attachment: Attachment) throws -> String? {
+        guard Attachment.isValidID(attachment.id) else {
+            throw ExportError(
+                "FileExporter: attachment id \(attachment.id.prefix(80)) cannot name a file",
+                kind: .rejectedByCollector("attachment id is not 1-64 letters, digits, - or _"))
+        }
+        return try store(attachment.bytes, named: attachment.id + ".dmp")
+    }
+
+    @discardableResult
+    private func store(_ bytes: [UInt8], named name: String) throws -> String {
         do {
             var st = stat()
             if lstat(directory, &st) != 0 {
@@ -40,12 +61,8 @@ public struct FileExporter: LogExporter {
         } catch {
             throw ExportError("FileExporter: cannot create directory \(directory) (\(error))")
         }
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        let nanos = UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
-        let name = "\(nanos)-\(UUID().uuidString).json"
         let path = (directory as NSString).appendingPathComponent(name)
-        let temporary = (directory as NSString).appendingPathComponent(".\(name).tmp")
+        let temporary = (directory as NSString).appendingPathComponent(".\(name).\(UUID().uuidString).tmp")
 
         // New (O_EXCL), no link followed, 0600 whatever the umask.
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
@@ -55,12 +72,13 @@ public struct FileExporter: LogExporter {
             guard fchmod(fd, 0o600) == 0 else {
                 throw ExportError("FileExporter: cannot chmod \(temporary)", code: errno)
             }
-            try Self.writeAll(fd, OTLPJSON.encode(batch), path: temporary)
+            try Self.writeAll(fd, bytes, path: temporary)
             guard fsync(fd) == 0 else { throw ExportError("FileExporter: cannot sync \(temporary)", code: errno) }
         } catch {
             unlink(temporary)
             throw error
         }
+        // rename replaces a link at path itself, never what it points to.
         guard rename(temporary, path) == 0 else {
             let code = errno
             unlink(temporary)
@@ -72,6 +90,7 @@ public struct FileExporter: LogExporter {
             defer { close(dirFD) }
             guard fsync(dirFD) == 0 else { throw ExportError("FileExporter: cannot sync \(directory)", code: errno) }
         }
+        return path
     }
 
     private static func writeAll(_ fd: Int32, _ bytes: [UInt8], path: String) throws {

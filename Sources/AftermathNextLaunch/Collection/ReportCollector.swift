@@ -1,7 +1,6 @@
 import AftermathOTLP
 import CSignalShim
 import Foundation
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -20,6 +19,9 @@ package struct ReportCollector: Sendable {
     /// How many pending files of each kind a launch reads, how old they may be, and how many
     /// ended run files are kept.
     package var limits: Limits
+    /// Makes a crash's minidump (empty: none); nil, or no attachment exporter at delivery: crashes
+    /// get no attachment.
+    package var minidump: (@Sendable (CrashReport) -> [UInt8])?
 
     /// Bounds on what one collection reads. Files beyond them are rejected with the reason
     /// before any is decoded, so a launch's delivery stays bounded in time and memory however
@@ -45,6 +47,16 @@ package struct ReportCollector: Sendable {
         /// is on disk costs a journal write (about 2.5 ms each measured here on a busy virtual
         /// disk): ten thousand stale files are cleared over several launches, not in one.
         package var maxRemovalsPerCollection = 512
+        /// Pending attachments kept at most; the oldest beyond are deleted.
+        package var maxPendingAttachments = 64
+        /// Pending attachments older than this are deleted, in seconds (default 365 days, as
+        /// Crashpad's database prunes).
+        package var maxAttachmentAgeSeconds: Double = 365 * 24 * 3600
+        /// Bytes of pending attachments kept at most, the newest first (default 128 MiB, as
+        /// Crashpad's database prunes).
+        package var maxAttachmentBytes = 128 << 20
+        /// An attachment larger than this is not kept (default 32 MiB).
+        package var maxAttachmentFileBytes = 32 << 20
         package init(
             maxRunFiles: Int = 64, maxRunAgeSeconds: Double = 7 * 24 * 3600,
             maxReportAgeSeconds: Double = 30 * 24 * 3600
@@ -72,16 +84,6 @@ package struct ReportCollector: Sendable {
         package var reports: [PendingReport]
         /// Files that were not reported, with the reason.
         package var rejected: [RejectedFile]
-    }
-
-    /// What one delivery did.
-    package struct Delivery: Sendable {
-        /// Records the exporter acknowledged (their files are deleted).
-        package var exported: Int
-        /// Files that were not reported, with the reason.
-        package var rejected: [RejectedFile]
-        /// Why the exporter refused the batch, when it did (the files are kept).
-        package var exportError: String?
     }
 
     /// Reads every pending report. With moveRejected, bad files are moved to rejected/ with a
@@ -281,63 +283,6 @@ package struct ReportCollector: Sendable {
         if s >= 2 * 3600 { return "\(s / 3600) hours" }
         if s >= 120 { return "\(s / 60) minutes" }
         return "\(s) seconds"
-    }
-
-    /// Records per exported batch: a refused batch holds back no more than this many.
-    package static let batchSize = 50
-
-    /// One delivery at a time in this process.
-    private static let inProcess = Mutex<Int>(0)
-
-    /// Collects, then exports in batches of at most ``batchSize`` records, deleting the files of
-    /// each acknowledged batch. A batch that fails keeps its files for the next attempt; an
-    /// unavailable receiver (``ExportError/Kind/unavailable``: unreachable, out of time) stops
-    /// the batches after it too; a batch refused for good goes to rejected/ with the reason. One delivery at a time per reports directory, across
-    /// processes too (a lock file), so two instances never send the same report twice.
-    package func deliver(to exporter: any LogExporter, resource: Resource) -> Delivery {
-        Self.inProcess.withLock { _ in
-            let lockPath = (directory.root as NSString).appendingPathComponent(".deliver.lock")
-            let lock: Int32
-            switch StoreFiles.openLockFile(lockPath) {
-            case .success(let fd): lock = fd
-            case .failure(let error): return Delivery(exported: 0, rejected: [], exportError: error.description)
-            }
-            defer { close(lock) }
-            guard flock(lock, LOCK_EX | LOCK_NB) == 0 else {
-                return Delivery(exported: 0, rejected: [], exportError: "another process is delivering these reports")
-            }
-            let collection = collect(moveRejected: true)
-            var rejected = collection.rejected
-            var exported = 0
-            var firstError: String?
-            var start = 0
-            batches: while start < collection.reports.count {
-                let chunk = Array(collection.reports[start..<min(start + Self.batchSize, collection.reports.count)])
-                start += chunk.count
-                let batch = LogBatch(
-                    resource: resource, scopeName: SDK.scopeName,
-                    scopeVersion: SDK.version, records: chunk.map(\.record))
-                do {
-                    try exporter.export(batch)
-                } catch {
-                    firstError = firstError ?? String(describing: error)
-                    switch (error as? ExportError)?.kind ?? .failed {
-                    case .failed: continue batches
-                    case .unavailable: break batches
-                    case .rejectedByCollector(let message):
-                        // Resending cannot succeed: kept aside with the collector's word.
-                        for report in chunk {
-                            rejected.append(
-                                reject(report.path, reason: "refused by the collector: \(message)", moveRejected: true))
-                        }
-                        continue batches
-                    }
-                }
-                for report in chunk { unlink(report.path) }
-                exported += chunk.count
-            }
-            return Delivery(exported: exported, rejected: rejected, exportError: firstError)
-        }
     }
 
     /// Names in dir, sorted; hidden files ignored.

@@ -3,7 +3,8 @@ import Foundation
 import Glibc
 #endif
 
-/// The on-disk layout of one app's reports: crashes/, hangs/, runs/, errors/ and rejected/.
+/// The on-disk layout of one app's reports: crashes/, hangs/, runs/, errors/, rejected/ and,
+/// once a crash has an attachment, attachments/.
 package struct ReportDirectory: Sendable, Hashable {
     /// The root directory.
     package let root: String
@@ -53,6 +54,8 @@ package struct ReportDirectory: Sendable, Hashable {
     package var errors: String { path("errors") }
     /// Files that could not be used, each with a `.reason` beside it.
     package var rejected: String { path("rejected") }
+    /// Attachments (crashes' minidumps) waiting for their exporter's acknowledgement.
+    package var attachments: String { path("attachments") }
 
     /// sub inside the root. Plain string joins, not NSString: `start` builds these paths, and
     /// Foundation's path set-up would cost it tens of microseconds.
@@ -92,6 +95,19 @@ package struct ReportDirectory: Sendable, Hashable {
             }
             try Self.checkOwnDirectory(dir, st)
         }
+    }
+
+    /// Creates attachments/ when missing (0700; mkdir never follows a link) and checks it as
+    /// ``prepare()`` checks the others: made only when a crash has an attachment, so `start`
+    /// does not pay for it.
+    package func prepareAttachments() throws(ReportDirectoryError) {
+        var st = stat()
+        if lstat(attachments, &st) != 0 {
+            guard mkdir(attachments, 0o700) == 0 || errno == EEXIST, lstat(attachments, &st) == 0 else {
+                throw .cannotCreate(path: attachments, reason: String(cString: strerror(errno)))
+            }
+        }
+        try Self.checkOwnDirectory(attachments, st)
     }
 
     /// Checks dir, whose lstat is st: a directory, ours, 0700 (repaired when wider or narrower).

@@ -27,12 +27,20 @@ package enum RecordMapper {
         ULID.make(timeMilliseconds: timeUnixNano / 1_000_000, entropy: id.bytes)
     }
 
-    /// An `app.crash` record.
+    /// An `app.crash` record. With the report's threads (format 2), apsio.threads lists them
+    /// (``StackFormatter/threads(_:crashFrames:images:architecture:maxBytes:)``) and
+    /// apsio.crash.images covers their frames too; a report without them (format 1) has no
+    /// apsio.threads: its absence means the other threads were not captured.
     /// - Parameter previousSessionID: session.previous_id, from the crashed run's file (the
     ///   crash file does not carry it).
     package static func crash(
         _ r: CrashReport, observedTimeUnixNano: UInt64, previousSessionID: UUID? = nil
     ) -> LogRecord {
+        let threads =
+            r.threads.isEmpty
+            ? nil
+            : StackFormatter.threads(
+                r.threads, crashFrames: r.frames, images: r.images, architecture: r.context.architecture)
         var a: [Attribute] = [
             Attribute("exception.type", .string(SignalDescription.exceptionType(signal: r.signal, code: r.code))),
             Attribute(
@@ -48,8 +56,15 @@ package enum RecordMapper {
                 "apsio.crash.images",
                 .string(
                     StackFormatter.imagesJSON(
-                        frames: r.frames, images: r.images, appRoot: r.context.appRoot))),
+                        frames: r.frames + (threads?.frames ?? []), images: r.images, appRoot: r.context.appRoot))),
         ]
+        if let threads {
+            a.append(Attribute("apsio.threads", .string(threads.json)))
+            if threads.omitted > 0 { a.append(Attribute("apsio.threads.omitted", .int(Int64(threads.omitted)))) }
+        }
+        if let capture = r.threadCapture, capture.omitted > 0 {
+            a.append(Attribute("apsio.threads.not_captured", .int(Int64(capture.omitted))))
+        }
         a += runAttributes(r.context, previousSessionID: previousSessionID)
         a += [
             Attribute("thread.id", .int(Int64(bitPattern: r.threadID))),

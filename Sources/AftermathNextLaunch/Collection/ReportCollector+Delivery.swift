@@ -1,0 +1,104 @@
+import AftermathOTLP
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One delivery at a time in this process.
+private let deliveryInProcess = Mutex<Int>(0)
+
+extension ReportCollector {
+    /// What one delivery did.
+    package struct Delivery: Sendable {
+        /// Records the exporter acknowledged (their files are deleted).
+        package var exported: Int
+        /// Files that were not reported, with the reason.
+        package var rejected: [RejectedFile]
+        /// Why the exporter refused the batch, when it did (the files are kept).
+        package var exportError: String?
+        /// Attachments their exporter acknowledged (deleted), by id, with what the receiver
+        /// calls each ("" when it said nothing).
+        package var attachments: [String: String] = [:]
+        /// Why an attachment was not stored or not delivered, the first time it happened.
+        package var attachmentError: String?
+    }
+
+    /// Records per exported batch: a refused batch holds back no more than this many.
+    package static let batchSize = 50
+
+    /// Collects, then exports in batches of at most ``batchSize`` records, deleting the files of
+    /// each acknowledged batch. A batch that fails keeps its files for the next attempt; an
+    /// unavailable receiver (``ExportError/Kind/unavailable``: unreachable, out of time) stops
+    /// the batches after it too; a batch refused for good goes to rejected/ with the reason.
+    /// One delivery at a time per reports directory, across processes too (a lock file), so
+    /// two instances never send the same report twice.
+    ///
+    /// With an attachment exporter and a ``minidump`` maker, each crash's minidump is stored in
+    /// attachments/ before its record is exported (the record then names it in
+    /// `apsio.attachment.id`), and the pending attachments are exported after every batch of
+    /// records, whatever became of them: an attachment never holds back a record.
+    package func deliver(
+        to exporter: any LogExporter, attachments attachmentExporter: (any AttachmentExporter)? = nil,
+        resource: Resource
+    ) -> Delivery {
+        deliveryInProcess.withLock { _ in
+            let lockPath = (directory.root as NSString).appendingPathComponent(".deliver.lock")
+            let lock: Int32
+            switch StoreFiles.openLockFile(lockPath) {
+            case .success(let fd): lock = fd
+            case .failure(let error): return Delivery(exported: 0, rejected: [], exportError: error.description)
+            }
+            defer { close(lock) }
+            guard flock(lock, LOCK_EX | LOCK_NB) == 0 else {
+                return Delivery(exported: 0, rejected: [], exportError: "another process is delivering these reports")
+            }
+            let collection = collect(moveRejected: true)
+            var delivery = Delivery(exported: 0, rejected: collection.rejected, exportError: nil)
+            let minidump = attachmentExporter == nil ? nil : self.minidump
+            var start = 0
+            batches: while start < collection.reports.count {
+                var chunk = Array(collection.reports[start..<min(start + Self.batchSize, collection.reports.count)])
+                start += chunk.count
+                var stored: [String] = []
+                if let minidump {
+                    for i in chunk.indices {
+                        guard let crash = chunk[i].crash else { continue }
+                        switch storeAttachment(of: crash, minidump(crash)) {
+                        case .none: break
+                        case .stored(let id, let path):
+                            chunk[i].record.attributes.append(Attribute("apsio.attachment.id", .string(id)))
+                            stored.append(path)
+                        case .failed(let why): delivery.attachmentError = delivery.attachmentError ?? why
+                        }
+                    }
+                }
+                let batch = LogBatch(
+                    resource: resource, scopeName: SDK.scopeName,
+                    scopeVersion: SDK.version, records: chunk.map(\.record))
+                do {
+                    try exporter.export(batch)
+                } catch {
+                    delivery.exportError = delivery.exportError ?? String(describing: error)
+                    switch (error as? ExportError)?.kind ?? .failed {
+                    case .failed: continue batches
+                    case .unavailable: break batches
+                    case .rejectedByCollector(let message):
+                        // Resending cannot succeed: kept aside with the collector's word; their
+                        // attachments would name records the backend never got.
+                        for report in chunk {
+                            delivery.rejected.append(
+                                reject(report.path, reason: "refused by the collector: \(message)", moveRejected: true))
+                        }
+                        stored.forEach { unlink($0) }
+                        continue batches
+                    }
+                }
+                for report in chunk { unlink(report.path) }
+                delivery.exported += chunk.count
+            }
+            deliverAttachments(to: attachmentExporter, &delivery)
+            return delivery
+        }
+    }
+}

@@ -1,0 +1,88 @@
+import Foundation
+
+extension StackFormatter {
+    /// apsio.threads holds at most this many bytes of JSON; threads past it are left out whole
+    /// and counted in apsio.threads.omitted.
+    package static let maxThreadsJSONBytes = 256 << 10
+    /// Frames of one thread listed in apsio.threads at most (its innermost); past it the entry
+    /// says `"frames_truncated": true`. exception.stacktrace keeps every frame of the crash.
+    package static let maxThreadFrames = 256
+
+    /// apsio.threads of a crash, and what went into it.
+    package struct ThreadList: Sendable {
+        /// The JSON array.
+        package var json: String
+        /// Threads listed.
+        package var listed: Int
+        /// Threads of the report left out by the size cap.
+        package var omitted: Int
+        /// Every frame the listed entries show, for apsio.crash.images.
+        package var frames: [UInt64]
+    }
+
+    /// apsio.threads: a JSON array with one object per thread, the crashed thread first, then
+    /// the others in the order the handler recorded them:
+    /// `id` (kernel tid), `name`, `crashed`, `main` (tid == pid), `state` (the kernel's letter:
+    /// R running, S sleeping, D uninterruptible, T stopped, t traced, "?" unknown), `context`
+    /// (how its registers were taken: `signal` from its own signal frame, `crash` from its own
+    /// crash, `syscall` only sp and pc from /proc, `none`), `why` when that is not a full
+    /// context (`blocks_signal`, `stopped`, `uninterruptible`, `no_answer`, `signal_failed`,
+    /// `no_signal`, `exiting`), `unwinder`, `stacktrace` (the format of exception.stacktrace),
+    /// and when they apply: `syscall` and `syscall_name` (the system call it waits in, such as
+    /// `futex` for a lock), `frames_truncated`, `also_crashed_signal` (it crashed too while the
+    /// first crash was written), `aftermath` (one of Aftermath's own threads).
+    package static func threads(
+        _ threads: [CrashThread], crashFrames: [UInt64], images: [LoadedImage], architecture: Architecture,
+        maxBytes: Int = maxThreadsJSONBytes
+    ) -> ThreadList {
+        let ordered = threads.filter(\.crashed) + threads.filter { !$0.crashed }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        var body: [UInt8] = []
+        var listed = 0
+        var frames: [UInt64] = []
+        for thread in ordered {
+            let all = thread.crashed && thread.frames.isEmpty ? crashFrames : thread.frames
+            let shown = Array(all.prefix(maxThreadFrames))
+            let syscall = thread.syscallNumber.flatMap { $0 >= 0 ? $0 : nil }
+            let entry = ThreadEntry(
+                id: thread.id, name: thread.name, crashed: thread.crashed, main: thread.isMain, state: thread.state,
+                context: thread.contextSource.rawValue, why: thread.missingContext?.rawValue,
+                unwinder: thread.unwinder.rawValue,
+                stacktrace: stacktrace(frames: shown, images: images),
+                syscall: syscall,
+                syscall_name: syscall.flatMap { HangRecordMapper.syscallName($0, architecture: architecture) },
+                frames_truncated: thread.framesTruncated || all.count > shown.count ? true : nil,
+                also_crashed_signal: thread.alsoCrashedSignal, aftermath: thread.isAftermath ? true : nil)
+            // Strings, numbers and booleans only: encoding cannot fail.
+            guard let bytes = try? encoder.encode(entry) else { continue }
+            // The first entry (the crashed thread, at most maxThreadFrames lines) always fits.
+            if listed > 0, body.count + bytes.count + 3 > maxBytes { break }
+            if listed > 0 { body.append(UInt8(ascii: ",")) }
+            body += bytes
+            listed += 1
+            frames += shown
+        }
+        return ThreadList(
+            json: "[" + String(decoding: body, as: UTF8.self) + "]", listed: listed,
+            omitted: ordered.count - listed, frames: frames)
+    }
+
+    /// One entry of apsio.threads; nil fields are left out.
+    private struct ThreadEntry: Encodable {
+        var id: UInt64
+        var name: String
+        var crashed: Bool
+        var main: Bool
+        var state: String
+        var context: String
+        var why: String?
+        var unwinder: String
+        var stacktrace: String
+        var syscall: Int64?
+        var syscall_name: String?
+        var frames_truncated: Bool?
+        var also_crashed_signal: Int32?
+        var aftermath: Bool?
+    }
+}
