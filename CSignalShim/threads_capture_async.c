@@ -104,7 +104,7 @@ int aft_async_threads_on_signal(int signo, siginfo_t *info, void *ucontext) {
     aft_thread_capture *c = &aft_g_threads;
     uint32_t gen = atomic_load(&c->generation);
     if ((gen & 1u) && aft_async_threads_park(c, gen, ucontext)) return 1;
-    return aft_async_threads_altstack_request();
+    return aft_async_threads_altstack_request(ucontext);
 }
 
 /* ---- the crashing thread's side ---- */

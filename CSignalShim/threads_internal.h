@@ -99,9 +99,9 @@ typedef struct aft_altstack_requests {
     aft_altstack_request requests[AFT_ALTSTACK_REQUESTS];
 } aft_altstack_requests;
 extern aft_altstack_requests aft_g_altstack_requests;
-/* In a signal handler: installs the stack a request holds for the calling thread; 1 when there
- * was one. */
-int aft_async_threads_altstack_request(void);
+/* In a signal handler: the stack a request holds for the calling thread goes into the handler's
+ * context, which the return from the handler installs; 1 when there was a request. */
+int aft_async_threads_altstack_request(void *ucontext);
 
 extern aft_thread_capture aft_g_threads;
 /* The signal that pauses a thread (the hang watchdog's capture signal), 0 when none. */

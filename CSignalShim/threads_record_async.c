@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <sys/syscall.h>
+#include <ucontext.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -17,9 +18,9 @@
 
 aft_altstack_requests aft_g_altstack_requests;
 
-int aft_async_threads_altstack_request(void) {
+int aft_async_threads_altstack_request(void *ucontext) {
     aft_altstack_requests *q = &aft_g_altstack_requests;
-    if (!atomic_load(&q->open)) return 0;
+    if (!atomic_load(&q->open) || ucontext == NULL) return 0;
     uint64_t tid = aft_async_gettid();
     uint32_t n = atomic_load(&q->count);
     for (uint32_t i = 0; i < n && i < AFT_ALTSTACK_REQUESTS; i++) {
@@ -27,12 +28,15 @@ int aft_async_threads_altstack_request(void) {
         if (atomic_load(&r->tid) != tid) continue;
         uint32_t pending = AFT_ALTSTACK_PENDING;
         if (!atomic_compare_exchange_strong(&r->state, &pending, AFT_ALTSTACK_ANSWERING)) return 1;
-        stack_t current;
+        /* The return from this handler (sigreturn) restores the alternate stack its context
+         * holds: the new one goes there, and takes effect as the handler returns. */
+        ucontext_t *uc = ucontext;
         uint32_t outcome = AFT_ALTSTACK_HAD_ONE;
-        if (syscall(SYS_sigaltstack, NULL, &current) == 0 && (current.ss_flags & SS_DISABLE)) {
-            stack_t mine = {.ss_sp = r->base, .ss_size = r->size, .ss_flags = 0};
-            outcome = syscall(SYS_sigaltstack, &mine, NULL) == 0 ? AFT_ALTSTACK_GIVEN
-                                                                 : AFT_ALTSTACK_FAILED;
+        if (uc->uc_stack.ss_flags & SS_DISABLE) {
+            uc->uc_stack.ss_sp = r->base;
+            uc->uc_stack.ss_size = r->size;
+            uc->uc_stack.ss_flags = 0;
+            outcome = AFT_ALTSTACK_GIVEN;
         }
         atomic_store(&r->state, outcome);
         aft_async_futex_wake(&r->state);
