@@ -144,6 +144,8 @@ int aft_test_start_workers(int kind, int count) {
     return 0;
 }
 
+static int aft_g_tracer_ready[2] = {-1, -1};
+
 static char aft_task_state(uint64_t tid) {
     char path[64], buf[512];
     snprintf(path, sizeof(path), "/proc/self/task/%llu/stat", (unsigned long long)tid);
@@ -156,11 +158,12 @@ static char aft_task_state(uint64_t tid) {
     return close && close[1] == ' ' ? close[2] : '?';
 }
 
-int aft_test_start_traced_worker(void) {
+int aft_test_start_traced_worker(int swallow) {
     int err = aft_test_start_workers(AFT_TEST_WORKER_TRACED, 1);
     if (err != 0) return err;
     uint64_t tid = atomic_load(&aft_g_last_tid);
     prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0); /* Yama: a child may trace us */
+    if (swallow && aft_g_tracer_ready[0] < 0 && pipe(aft_g_tracer_ready) != 0) return errno;
     pid_t parent = getpid();
     pid_t tracer = fork();
     if (tracer < 0) return errno;
@@ -168,12 +171,22 @@ int aft_test_start_traced_worker(void) {
         prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
         if (getppid() != parent) _exit(1);
         if (ptrace(PTRACE_SEIZE, (pid_t)tid, NULL, NULL) != 0) _exit(2);
+        if (swallow) { /* runs on; a signal stops it for good (signal-delivery-stop) */
+            char ok = 1;
+            (void)!write(aft_g_tracer_ready[1], &ok, 1);
+            for (;;) pause();
+        }
         if (ptrace(PTRACE_INTERRUPT, (pid_t)tid, NULL, NULL) != 0) _exit(3);
         int status;
         waitpid((pid_t)tid, &status, __WALL);
         for (;;) pause(); /* holds it stopped until the traced process dies */
     }
     struct timespec ms = {.tv_sec = 0, .tv_nsec = 1000 * 1000};
+    if (swallow) {
+        char ok = 0;
+        ssize_t n = read(aft_g_tracer_ready[0], &ok, 1);
+        return n == 1 ? 0 : ECHILD;
+    }
     for (int waited = 0; aft_task_state(tid) != 't'; waited++) {
         int status;
         if (waitpid(tracer, &status, WNOHANG) == tracer) return ECHILD;

@@ -20,6 +20,7 @@ enum Column: String, CaseIterable, Sendable, TableColumn {
     case swiftBacktrace = "swift bt"
     case pending = "pending"
     case handlerCalls = "handler calls"
+    case threads = "threads"
 }
 
 typealias CheckResult = TableCheck<Column>
@@ -32,15 +33,17 @@ struct Checks {
     var frames: [StackFrame]
     /// The harness executable's file name: the main executable's image name in the record.
     var executableName: String
+    /// Symbolicates a stack in exception.stacktrace's format against the record's images.
+    var symbolicate: @Sendable (String) -> [StackFrame] = { _ in [] }
 
-    private var scenario: Scenario { evidence.scenario }
-    private var record: LogRecord? { evidence.crashRecords.count == 1 ? evidence.crashRecords[0] : nil }
+    var scenario: Scenario { evidence.scenario }
+    var record: LogRecord? { evidence.crashRecords.count == 1 ? evidence.crashRecords[0] : nil }
     private func attribute(_ key: String) -> String? { record?[attribute: key]?.stringValue }
 
     func all() -> [CheckResult] {
         [
             signal(), sameExit(), recordType(), sessionRelease(), chain(), images(), frameCount(), thread(),
-            swiftBacktrace(), pending(), handlerCalls(),
+            swiftBacktrace(), pending(), handlerCalls(), threads(),
         ]
     }
 

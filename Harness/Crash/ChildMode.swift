@@ -77,7 +77,8 @@ enum ChildMode {
         for (kind, count) in scenario.setup.workers {
             check(aft_test_start_workers(kind, count), "starting \(count) workers")
         }
-        if scenario.setup == .tracedWorker { check(aft_test_start_traced_worker(), "starting a traced worker") }
+        if scenario.setup == .tracedWorker { check(aft_test_start_traced_worker(0), "starting a traced worker") }
+        if scenario.setup == .unansweringWorker { check(aft_test_start_traced_worker(1), "starting a traced worker") }
         if scenario.setup == .secondCrasher { check(aft_test_arm_second_crasher(), "arming a second crasher") }
         if scenario.setup == .workerOverflowBeforeStart {
             aft_test_release_overflow_worker()
@@ -108,7 +109,7 @@ enum ChildMode {
     static func prepare(_ setup: Setup) {
         switch setup {
         case .none, .reinstallAroundChainingHandler, .loaderLockHeld, .unwindHelperKilled, .namedWorkers,
-            .signalBlockingWorker, .spinningWorker, .tracedWorker, .manyThreads, .secondCrasher,
+            .signalBlockingWorker, .spinningWorker, .tracedWorker, .unansweringWorker, .manyThreads, .secondCrasher,
             .workerOverflowBeforeStart:
             break
         case .seccompKillProcessVMReadv, .seccompRefuseProcessVMReadv:

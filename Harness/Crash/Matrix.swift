@@ -45,7 +45,9 @@ struct Matrix {
                 (record?[attribute: "apsio.crash.images"]?.stringValue).flatMap { try? ImageEntry.decodeList($0) } ?? []
             let frames = stack.symbolicate(
                 record?[attribute: "exception.stacktrace"]?.stringValue ?? "", images: images)
-            let checks = Checks(evidence: evidence, frames: frames, executableName: executableName).all()
+            var judge = Checks(evidence: evidence, frames: frames, executableName: executableName)
+            judge.symbolicate = { stack.symbolicate($0, images: images) }
+            let checks = judge.all()
             let ms =
                 evidence.withAftermath.milliseconds + evidence.withoutAftermath.milliseconds
                 + evidence.nextLaunch.milliseconds

@@ -58,6 +58,8 @@ struct ScenarioRunner: Sendable {
 
         // The moment the backtracer's text shows up, our crash file must already be in place.
         let watch = StderrWatch(markers: Self.backtracerMarkers) { !Self.committedCrashFiles(crashes).isEmpty }
+        var environment = environment
+        if !scenario.swiftBacktracer { environment["SWIFT_BACKTRACE"] = "enable=no" }
         var withEnvironment = environment
         let detectorLog = (root as NSString).appendingPathComponent("handler-detector.log")
         if let detector {

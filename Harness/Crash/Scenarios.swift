@@ -26,6 +26,9 @@ struct Scenario: Sendable {
     var setup: Setup
     /// The fault goes through the crash chain (crashChainLevel1 to 3) on the crashing thread.
     var chained = true
+    /// The Swift runtime's backtracer runs after Aftermath (it waits 32 s for a thread it cannot
+    /// pause, as a stopped or traced one, with and without Aftermath: off for those).
+    var swiftBacktracer: Bool { setup != .tracedWorker && setup != .unansweringWorker }
 
     init(
         _ name: String, _ summary: String, fault: Fault, signal: Int32, exceptionType: String,
@@ -71,6 +74,8 @@ enum Setup: Sendable {
     case spinningWorker
     /// A worker ("traced") stopped by a tracer process.
     case tracedWorker
+    /// A worker ("traced") whose tracer stops it at any signal for good: it never answers.
+    case unansweringWorker
     /// 255 workers: 256 threads with the main one.
     case manyThreads
     /// A second thread ("crasher-2") faults while the first crash is written.
@@ -182,7 +187,7 @@ extension Scenario {
         }
         var overflow = Scenario(
             "worker-overflow", "a worker created before start overflows its stack",
-            fault: .stackOverflow, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
+            fault: .stackOverflow, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_ACCERR)",
             threadName: "overflower", minimumFrames: 100, setup: .workerOverflowBeforeStart)
         overflow.chained = false
         return [
@@ -190,6 +195,7 @@ extension Scenario {
             row("threads-blocker", "a worker that blocks every signal; the main thread crashes", .signalBlockingWorker),
             row("threads-spinner", "a worker spinning in user code; the main thread crashes", .spinningWorker),
             row("threads-traced", "a worker stopped by a tracer; the main thread crashes", .tracedWorker),
+            row("threads-no-answer", "a worker that never answers (its tracer holds the signal)", .unansweringWorker),
             row("threads-256", "256 threads; the main thread crashes", .manyThreads),
             row("threads-two-crash", "a second thread faults while the first crash is written", .secondCrasher),
             overflow,

@@ -49,9 +49,10 @@ int aft_test_hold_loader_lock_for(uint32_t ms);
 #define AFT_TEST_WORKER_TRACED 4         /* "traced" */
 /* Starts count workers of a kind; returns once each is in its function: 0, or errno. */
 int aft_test_start_workers(int kind, int count);
-/* Starts a worker ("traced") and a tracer process that stops it (ptrace, state 't') and holds
- * it stopped until this process dies. 0, or errno. */
-int aft_test_start_traced_worker(void);
+/* Starts a worker ("traced") and a tracer process that holds it until this process dies: with
+ * swallow == 0 stopped (ptrace, state 't'); else running, until a signal stops it for good (the
+ * tracer never lets a signal through): a thread that never answers. 0, or errno. */
+int aft_test_start_traced_worker(int swallow);
 /* Starts a second thread ("crasher-2") that waits at a gate; once aft_test_open_crash_gate is
  * called it faults (a store through address 8) as soon as the first crash handler has begun.
  * 0, or errno. */

@@ -62,8 +62,12 @@ package enum RecordMapper {
             a.append(Attribute("apsio.threads", .string(threads.json)))
             if threads.omitted > 0 { a.append(Attribute("apsio.threads.omitted", .int(Int64(threads.omitted)))) }
         }
-        if let capture = r.threadCapture, capture.omitted > 0 {
-            a.append(Attribute("apsio.threads.not_captured", .int(Int64(capture.omitted))))
+        if let capture = r.threadCapture {
+            if capture.omitted > 0 { a.append(Attribute("apsio.threads.not_captured", .int(Int64(capture.omitted)))) }
+            // How long the other threads were held: paused and answering, then unwound.
+            a.append(Attribute("apsio.threads.capture_ms", .double(Double(capture.captureNs) / 1e6)))
+            a.append(Attribute("apsio.threads.unwind_ms", .double(Double(capture.unwindNs) / 1e6)))
+            if capture.deadlineReached { a.append(Attribute("apsio.threads.deadline_reached", .bool(true))) }
         }
         a += runAttributes(r.context, previousSessionID: previousSessionID)
         a += [
