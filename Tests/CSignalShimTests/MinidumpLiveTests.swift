@@ -41,7 +41,9 @@ import TestSupport
         defer { close(fd) }
         var images = [aft_image](repeating: aft_image(), count: Int(AFT_MAX_IMAGES))
         var truncated: UInt32 = 0
-        let imageCount = exe.withCString { aft_images_from_maps_fd(fd, &images, UInt32(images.count), 1, $0, &truncated) }
+        let imageCount = exe.withCString {
+            aft_images_from_maps_fd(fd, &images, UInt32(images.count), 1, $0, &truncated)
+        }
         images = Array(images.prefix(Int(imageCount)))
 
         var u = utsname()

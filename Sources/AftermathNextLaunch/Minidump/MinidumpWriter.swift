@@ -114,9 +114,10 @@ package enum MinidumpWriter {
 
     /// Kernel release "6.1.0-18-amd64" as major, minor, build (0 for what is missing).
     static func kernelVersion(_ release: String) -> (UInt32, UInt32, UInt32) {
-        let numbers = release.split(separator: "-", maxSplits: 1).first.map {
-            $0.split(separator: ".").prefix(3).map { UInt32($0.prefix { $0.isASCII && $0.isNumber }) ?? 0 }
-        } ?? []
+        let numbers =
+            release.split(separator: "-", maxSplits: 1).first.map {
+                $0.split(separator: ".").prefix(3).map { UInt32($0.prefix { $0.isASCII && $0.isNumber }) ?? 0 }
+            } ?? []
         func at(_ i: Int) -> UInt32 { i < numbers.count ? numbers[i] : 0 }
         return (at(0), at(1), at(2))
     }
