@@ -93,7 +93,10 @@ struct Render {
             if t.truncated { how.append("truncated") }
             if let signal = t.alsoCrashedSignal { how.append("also crashed: signal \(signal)") }
             out.append(
-                "\n" + bold("Thread \(t.id) \"\(t.name)\"" + (t.main ? " (main)" : "") + (t.aftermath ? " (Aftermath)" : ""))
+                "\n"
+                    + bold(
+                        "Thread \(t.id) \"\(t.name)\"" + (t.main ? " (main)" : "") + (t.aftermath ? " (Aftermath)" : "")
+                    )
                     + " (" + how.joined(separator: ", ") + "):")
             if t.frames.isEmpty { out.append("  (no frames)") }
             out += frameLines(t.frames)

@@ -43,7 +43,8 @@ extension ReportView {
                     id: t.id, name: t.name, crashed: t.crashed, main: t.isMain, aftermath: t.isAftermath,
                     state: t.state, context: t.contextSource.rawValue, missingContext: t.missingContext?.rawValue,
                     alsoCrashedSignal: t.alsoCrashedSignal,
-                    unwinder: status.fallbackReason.map { "\(unwinder.rawValue) (libunwind \($0))" } ?? unwinder.rawValue,
+                    unwinder: status.fallbackReason.map { "\(unwinder.rawValue) (libunwind \($0))" }
+                        ?? unwinder.rawValue,
                     truncated: t.crashed ? c.framesTruncated : t.framesTruncated,
                     frames: frames.indices.map {
                         frame(index: $0, address: frames[$0], stack: stack, symbolicator: symbolicator).0

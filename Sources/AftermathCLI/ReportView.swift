@@ -173,7 +173,9 @@ extension ReportView {
     }
 
     /// One frame, symbolicated with `symbolicator` (nil: address and image only).
-    static func frame(index: Int, address: UInt64, stack: Report.Stack, symbolicator: DWARFSymbolicator?) -> (
+    static func frame(
+        index: Int, address: UInt64, stack: Report.Stack, symbolicator: DWARFSymbolicator?
+    ) -> (
         Frame, SymbolicatedFrame?
     ) {
         let image = stack.frameImages[index].map { stack.images[$0] }

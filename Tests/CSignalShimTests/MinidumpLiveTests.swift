@@ -81,6 +81,7 @@ import TestSupport
         var kept: [CrashFileBuilder.Stack] = []
         for i in records.indices {
             records[i].frame_count = records[i].pc != 0 ? 1 : 0
+            records[i].unwinder = UInt32(records[i].pc != 0 ? AFT_UNWINDER_PC_ONLY : AFT_UNWINDER_NONE)
             if records[i].pc != 0 { threadFrames.append(records[i].pc) }
             let size = Int(records[i].stack_size)
             if size > 0 {
