@@ -58,9 +58,7 @@ import TestSupport
         var i = aft_image()
         i.start = start
         i.end = end
-        withUnsafeMutableBytes(of: &i.path) { raw in
-            for (n, b) in path.utf8.prefix(raw.count - 1).enumerated() { raw[n] = b }
-        }
+        CString.write(path, into: &i.path)
         let bytes = Hex.decode(id) ?? []
         withUnsafeMutableBytes(of: &i.build_id) { raw in
             for (n, b) in bytes.prefix(raw.count).enumerated() { raw[n] = b }

@@ -18,13 +18,6 @@ import TestSupport
         var records: [aft_thread]
     }
 
-    static func setString<T>(_ field: inout T, _ s: String) {
-        withUnsafeMutableBytes(of: &field) { raw in
-            raw.initializeMemory(as: UInt8.self, repeating: 0)
-            for (i, b) in s.utf8.prefix(raw.count - 1).enumerated() { raw[i] = b }
-        }
-    }
-
     /// The snapshot, as a committed version-2 crash file and the report its decoder reads.
     static func snapshot() throws -> Snapshot {
         let capacity = Int(parked) + 3
@@ -54,12 +47,12 @@ import TestSupport
         context.pid = UInt64(getpid())
         context.start_realtime_ns = UInt64(Date().timeIntervalSince1970 * 1e9)
         context.arch = Architecture.current.code
-        setString(&context.service_name, "minidump-live")
-        setString(&context.service_version, "1.0")
-        setString(&context.os_name, "Debian GNU/Linux")
-        setString(&context.os_version, "12")
-        setString(&context.kernel_release, release)
-        setString(&context.executable_path, exe)
+        CString.write("minidump-live", into: &context.service_name)
+        CString.write("1.0", into: &context.service_version)
+        CString.write("Debian GNU/Linux", into: &context.os_name)
+        CString.write("12", into: &context.os_version)
+        CString.write(release, into: &context.kernel_release)
+        CString.write(exe, into: &context.executable_path)
 
         var crash = aft_crash_info()
         crash.signal = fault.signal

@@ -81,9 +81,7 @@ package enum CrashFileBuilder {
     ) -> aft_thread {
         var t = aft_thread()
         t.thread_id = id
-        withUnsafeMutableBytes(of: &t.name) { raw in
-            for (i, b) in name.utf8.prefix(raw.count - 1).enumerated() { raw[i] = b }
-        }
+        CString.write(name, into: &t.name)
         t.flags = flags
         t.context_source = source
         t.why = why

@@ -175,6 +175,17 @@ private struct Writer {
         directory[directory.count - 1].location.size = UInt32(size)
     }
 
+    /// A stream that is a u32 count and that many entries of entrySize bytes, zeroed: the
+    /// caller fills them in. Returns the first entry's offset.
+    mutating func table(_ type: MinidumpWriter.StreamType, count: Int, entrySize: Int) -> Int {
+        begin(type)
+        out.u32(UInt32(count))
+        let entries = out.count
+        out.zeros(entrySize * count)
+        end(size: 4 + entrySize * count)
+        return entries
+    }
+
     mutating func systemInfo() {
         begin(.systemInfo)
         let arch = report.context.architecture
@@ -208,11 +219,7 @@ private struct Writer {
     mutating func threadList() {
         let threads = MinidumpWriter.threads(of: report, limits: limits)
         let crashing = MinidumpWriter.crashingIndex(report, threads)
-        begin(.threadList)
-        out.u32(UInt32(threads.count))
-        let entries = out.count
-        out.zeros(48 * threads.count)
-        end(size: 4 + 48 * threads.count)
+        let entries = table(.threadList, count: threads.count, entrySize: 48)
         var stackBudget = max(0, limits.stackBytes)
         for (i, t) in threads.enumerated() {
             let at = entries + 48 * i
@@ -268,11 +275,7 @@ private struct Writer {
 
     mutating func moduleList() {
         let modules = MinidumpWriter.modules(report, limits: limits)
-        begin(.moduleList)
-        out.u32(UInt32(modules.count))
-        let entries = out.count
-        out.zeros(108 * modules.count)
-        end(size: 4 + 108 * modules.count)
+        let entries = table(.moduleList, count: modules.count, entrySize: 108)
         for (i, image) in modules.enumerated() {
             let at = entries + 108 * i
             let size = image.end > image.start ? min(image.end - image.start, UInt64(UInt32.max)) : 0
@@ -288,11 +291,7 @@ private struct Writer {
 
     mutating func threadNames() {
         let named = MinidumpWriter.threads(of: report, limits: limits).filter { !$0.name.isEmpty }
-        begin(.threadNameList)
-        out.u32(UInt32(named.count))
-        let entries = out.count
-        out.zeros(12 * named.count)
-        end(size: 4 + 12 * named.count)
+        let entries = table(.threadNameList, count: named.count, entrySize: 12)
         for (i, t) in named.enumerated() {
             out.set32(UInt32(truncatingIfNeeded: t.id), at: entries + 12 * i)
             out.set64(UInt64(out.string(t.name, maximumUnits: limits.nameUnits)), at: entries + 12 * i + 4)
