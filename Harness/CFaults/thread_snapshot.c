@@ -80,13 +80,14 @@ static void record_context(aft_thread *r, const ucontext_t *uc) {
     r->register_count = 34;
     r->pc = uc->uc_mcontext.pc;
     r->sp = uc->uc_mcontext.sp;
-    const struct _aarch64_ctx *head =
-        (const struct _aarch64_ctx *)(const void *)uc->uc_mcontext.__reserved;
-    if (head->magic == FPSIMD_MAGIC) {
-        const struct fpsimd_context *fp = (const struct fpsimd_context *)(const void *)head;
-        memcpy(r->fp_state, &fp->fpsr, 4);
-        memcpy(r->fp_state + 4, &fp->fpcr, 4);
-        memcpy(r->fp_state + 8, fp->vregs, 512);
+    /* The first record in __reserved: {u32 magic, u32 size}; the FPSIMD record (magic
+     * 0x46508001) then has u32 fpsr, u32 fpcr and v0-v31 from offset 16. */
+    const uint8_t *rec = (const uint8_t *)uc->uc_mcontext.__reserved;
+    uint32_t magic;
+    memcpy(&magic, rec, 4);
+    if (magic == 0x46508001u) {
+        memcpy(r->fp_state, rec + 8, 8);
+        memcpy(r->fp_state + 8, rec + 16, 512);
         r->fp_state_size = 520;
     }
 #else
@@ -174,13 +175,17 @@ static void start_slot(slot *s, const char *name) {
     atomic_store(&s->tid, r->thread_id);
 }
 
+/* Threads inherit their creator's signal mask, which may block signo. */
+static void unblock(int signo) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, signo);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+}
+
 static void *parked_main(void *arg) {
     slot *s = arg;
-    /* Threads inherit their creator's mask, which may block the signal. */
-    sigset_t capture;
-    sigemptyset(&capture);
-    sigaddset(&capture, g_capture_signal);
-    pthread_sigmask(SIG_UNBLOCK, &capture, NULL);
+    unblock(g_capture_signal);
     start_slot(s, s->index % 2 ? "md-alpha" : "md-beta");
     atomic_fetch_add(&g_parked, 1);
     if (s->index % 2)
@@ -203,10 +208,7 @@ static void *blocked_main(void *arg) {
 
 static void *crasher_main(void *arg) {
     slot *s = arg;
-    sigset_t segv;
-    sigemptyset(&segv);
-    sigaddset(&segv, SIGSEGV);
-    pthread_sigmask(SIG_UNBLOCK, &segv, NULL);
+    unblock(SIGSEGV);
     start_slot(s, "md-crasher");
     g_records[0].state = 'R';
     if (sigsetjmp(g_crash_jump, 1) == 0) aft_test_crash_in_named_function((volatile int *)0x18);
