@@ -2,7 +2,7 @@
 /// stray operands are usage errors (exit 2), never ignored.
 struct Arguments {
     enum Command: String, CaseIterable {
-        case list, show, dump, symbolicate
+        case list, show, dump, symbolicate, minidump
     }
 
     struct UsageError: Error {
@@ -25,7 +25,8 @@ struct Arguments {
         switch command {
         case .list: return (location, ["--json"], 0...0)
         case .dump: return (location, ["--json"], 0...0)
-        case .show: return (location.union(["--debug-dir"]), ["--json", "--no-symbols"], 1...1)
+        case .show: return (location.union(["--debug-dir", "--threads"]), ["--json", "--no-symbols"], 1...1)
+        case .minidump: return (location.union(["-o"]), [], 1...1)
         case .symbolicate: return (location.union(["--debug-dir"]), ["--json"], 1...1)
         }
     }
@@ -79,13 +80,16 @@ struct Arguments {
         if arguments.values["--dir"] != nil && arguments.values["--service"] != nil {
             throw UsageError(message: "--dir and --service name the same thing: give one")
         }
-        for single in ["--dir", "--service"] where (arguments.values[single]?.count ?? 0) > 1 {
+        if let threads = arguments.value("--threads"), threads != "all", threads != "crashed" {
+            throw UsageError(message: "--threads takes all or crashed, not \(threads)")
+        }
+        for single in ["--dir", "--service", "--threads", "-o"] where (arguments.values[single]?.count ?? 0) > 1 {
             throw UsageError(message: "\(single) given twice")
         }
         if !spec.operands.contains(arguments.operands.count) {
             throw UsageError(
                 message: arguments.operands.count < spec.operands.lowerBound
-                    ? "missing \(command == .show ? "report id" : "input")"
+                    ? "missing \(command == .show || command == .minidump ? "report id" : "input")"
                     : "unexpected argument \(arguments.operands[spec.operands.upperBound])")
         }
         return arguments
@@ -97,6 +101,7 @@ struct Arguments {
           show ID      one report as text: explanation, symbolicated frames, registers, images
           dump         all pending reports as one OTLP/JSON request
           symbolicate  symbolicate a report file, a pending report or an OTLP/JSON record off the device
+          minidump ID  write a pending crash as a minidump (for minidump-stackwalk, LLDB, Sentry)
         Reads only: nothing is acknowledged, moved or deleted.
         Exit status: 0 found, 1 nothing found, 2 usage error (or a directory that does not exist).
         """
@@ -126,13 +131,17 @@ struct Arguments {
                 """
         case .show:
             return """
-                usage: aftermath show ID [--dir DIR | --service NAME] [--debug-dir DIR]... [--json] [--no-symbols]
+                usage: aftermath show ID [--dir DIR | --service NAME] [--debug-dir DIR]... [--threads all|crashed]
+                                         [--json] [--no-symbols]
                 One report (crash, hang, abnormal exit or handled error): app, release, session, time,
                 signal and explanation, the thread's frames symbolicated (function + offset,
                 file:line:column, inlined frames, in-app marked), registers, images with build ids and
-                whether their debug files were found. ID: a report id or file name prefix.
+                whether their debug files were found. For a crash that recorded every thread, each
+                thread after the crashing one: id, name, state, how its registers were taken (or why
+                they were not), its frames. ID: a report id or file name prefix.
                 \(location)
                 \(debug)
+                  --threads all    every thread of a crash (the default); crashed: the crashing one only
                   --json           the same as JSON
                   --no-symbols     addresses only
                 Colour only on a terminal and never with NO_COLOR set.
@@ -158,6 +167,19 @@ struct Arguments {
                 \(location)
                   --json           the reports as a JSON array
                 Exit status: 0 symbolicated, 1 input not found or without reports, 2 usage error.
+                """
+        case .minidump:
+            return """
+                usage: aftermath minidump ID [-o FILE] [--dir DIR | --service NAME]
+                Writes a pending crash as a Linux minidump: every thread recorded (registers and
+                stack memory), the images with their build ids, the signal and address. Readers:
+                minidump-stackwalk (rust-minidump), LLDB (lldb -c FILE), Sentry, Breakpad.
+                ID: a crash id or file name prefix, as `aftermath list` shows it.
+                  -o FILE          where to write it (default: ID.dmp in the current directory). The
+                                   file is created with mode 0600 and must not exist; a symbolic link
+                                   there is refused, never followed.
+                \(location)
+                Exit status: 0 written, 1 no such crash or the file cannot be created, 2 usage error.
                 """
         }
     }

@@ -28,6 +28,7 @@ struct Commands {
         case .show: return try show()
         case .dump: return try dump()
         case .symbolicate: return try symbolicate()
+        case .minidump: return try minidump()
         }
     }
 
@@ -162,7 +163,8 @@ struct Commands {
 
     func show() throws(Failure) -> Int32 {
         let report = try find(arguments.operands[0], command: "show")
-        let view = ReportView(report, symbolicator: try symbolicator())
+        let view = ReportView(
+            report, symbolicator: try symbolicator(), crashedThreadOnly: arguments.value("--threads") == "crashed")
         if json { printJSON(view) } else { print(render.show(view)) }
         return 0
     }

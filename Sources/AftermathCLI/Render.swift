@@ -67,30 +67,11 @@ struct Render {
             if !how.isEmpty { header += " (" + how.joined(separator: ", ") + ")" }
             out.append(header + ":")
         }
-        if v.frames.isEmpty && v.kind != "abnormal_exit" { out.append("  (no frames)") }
-        let imageWidth = min(24, v.frames.map { ($0.image ?? "???").count }.max() ?? 3)
-        for f in v.frames {
-            let mark = f.inApp ? green("*") : " "
-            let index = String(f.index).leftPad(3)
-            let image = (f.image ?? "???").padding(toLength: imageWidth, withPad: " ", startingAt: 0)
-            let prefix = "\(index) \(mark) \(image)  \(f.address)  "
-            let indent = String(repeating: " ", count: 3 + 3 + imageWidth + 2 + f.address.count + 2)
-            var lines: [String] = []
-            for inl in f.inlined {
-                lines.append(
-                    dim("[inlined] ")
-                        + (inl.function.hasPrefix("Swift runtime failure:") ? red(inl.function) : inl.function)
-                        + place(inl.file, inl.line, inl.column))
-            }
-            if let function = f.function {
-                let name = f.inApp ? bold(function) : function
-                lines.append(name + " + \(f.offset ?? 0)" + place(f.file, f.line, f.column))
-            } else {
-                lines.append(dim((f.image ?? "???") + " + " + (f.imageOffset ?? "?")))
-            }
-            out.append(prefix + lines[0])
-            for line in lines.dropFirst() { out.append(indent + line) }
+        if let crashed = v.threads?.first(where: \.crashed) {
+            out.append("  " + dim("state \(crashed.state), " + ReportView.contextDescription(crashed)))
         }
+        if v.frames.isEmpty && v.kind != "abnormal_exit" { out.append("  (no frames)") }
+        out += frameLines(v.frames)
         if v.frames.contains(where: \.inApp) { out.append(dim("    * in app")) }
 
         if !v.registers.isEmpty {
@@ -104,6 +85,21 @@ struct Render {
                 }
             }
             if !row.isEmpty { out.append(row.joined(separator: "  ")) }
+        }
+
+        for t in v.threads ?? [] where !t.crashed {
+            var how = ["state \(t.state)", ReportView.contextDescription(t)]
+            if !t.frames.isEmpty { how.append("unwound with \(t.unwinder)") }
+            if t.truncated { how.append("truncated") }
+            if let signal = t.alsoCrashedSignal { how.append("also crashed: signal \(signal)") }
+            out.append(
+                "\n"
+                    + bold(
+                        "Thread \(t.id) \"\(t.name)\"" + (t.main ? " (main)" : "") + (t.aftermath ? " (Aftermath)" : "")
+                    )
+                    + " (" + how.joined(separator: ", ") + "):")
+            if t.frames.isEmpty { out.append("  (no frames)") }
+            out += frameLines(t.frames)
         }
 
         if !v.images.isEmpty {
@@ -130,6 +126,36 @@ struct Render {
             }
         }
         return out.joined(separator: "\n")
+    }
+
+    /// A stack's lines: index, in-app mark, image, address, then the function and its place
+    /// (inlined functions first, each on its own line).
+    func frameLines(_ frames: [ReportView.Frame]) -> [String] {
+        var out: [String] = []
+        let imageWidth = min(24, frames.map { ($0.image ?? "???").count }.max() ?? 3)
+        for f in frames {
+            let mark = f.inApp ? green("*") : " "
+            let index = String(f.index).leftPad(3)
+            let image = (f.image ?? "???").padding(toLength: imageWidth, withPad: " ", startingAt: 0)
+            let prefix = "\(index) \(mark) \(image)  \(f.address)  "
+            let indent = String(repeating: " ", count: 3 + 3 + imageWidth + 2 + f.address.count + 2)
+            var lines: [String] = []
+            for inl in f.inlined {
+                lines.append(
+                    dim("[inlined] ")
+                        + (inl.function.hasPrefix("Swift runtime failure:") ? red(inl.function) : inl.function)
+                        + place(inl.file, inl.line, inl.column))
+            }
+            if let function = f.function {
+                let name = f.inApp ? bold(function) : function
+                lines.append(name + " + \(f.offset ?? 0)" + place(f.file, f.line, f.column))
+            } else {
+                lines.append(dim((f.image ?? "???") + " + " + (f.imageOffset ?? "?")))
+            }
+            out.append(prefix + lines[0])
+            for line in lines.dropFirst() { out.append(indent + line) }
+        }
+        return out
     }
 
     private func place(_ file: String?, _ line: Int?, _ column: Int?) -> String {

@@ -25,6 +25,8 @@ struct ReportView: Encodable {
     var details: [Detail]
     var frames: [Frame]
     var registers: [Register]
+    /// A crash's every thread, the crashing one first (files that record them); nil otherwise.
+    var threads: [ThreadEntry]?
     var images: [Image]
 
     struct Failure: Encodable {
@@ -96,8 +98,9 @@ struct ReportView: Encodable {
 }
 
 extension ReportView {
-    /// Builds the view, symbolicating with `symbolicator` (nil: addresses only).
-    init(_ report: Report, symbolicator: DWARFSymbolicator?) {
+    /// Builds the view, symbolicating with `symbolicator` (nil: addresses only); a crash's
+    /// threads: all, or only the crashing one.
+    init(_ report: Report, symbolicator: DWARFSymbolicator?, crashedThreadOnly: Bool = false) {
         let r = report
         kind = r.kind.rawValue
         id = r.id
@@ -137,37 +140,21 @@ extension ReportView {
         guard let stack = r.stack else { return }
         var used = Set<Int>()
         for (index, address) in stack.frames.enumerated() {
-            let imageIndex = stack.frameImages[index]
-            let image = imageIndex.map { stack.images[$0] }
-            if let imageIndex { used.insert(imageIndex) }
-            var frame = Frame(
-                index: index, address: Self.hex(address), image: image?.name,
-                imageOffset: image.map { Self.hex(address &- $0.loadAddress, width: 0) },
-                inApp: image?.isInApp ?? false, inlined: [])
-            if let image, let symbolicator,
-                let s = symbolicator.symbolicate(address: address, image: image, isReturnAddress: index > 0)
-            {
-                frame.function = s.demangled
-                frame.mangled = s.function == s.demangled ? nil : s.function
-                frame.offset = s.offset
-                frame.file = s.location?.file
-                frame.line = s.location?.line
-                frame.column = s.location.map(\.column).flatMap { $0 > 0 ? $0 : nil }
-                frame.inlined = s.inlined.map {
-                    Inlined(
-                        function: $0.demangled, mangled: $0.name, file: $0.location?.file,
-                        line: $0.location?.line, column: $0.location.map(\.column).flatMap { $0 > 0 ? $0 : nil })
-                }
-                if index == 0, r.kind == .crash, let failure = s.swiftRuntimeFailure {
-                    let place = s.location.map { " at \($0)" } ?? ""
-                    swiftRuntimeFailure = Failure(
-                        reason: failure.reason, message: failure.message,
-                        function: s.demangled, location: s.location?.description)
-                    explanation =
-                        "Swift runtime failure: \(failure.reason) (\"\(failure.message)\") in \(s.demangled)\(place)."
-                }
+            let (frame, s) = Self.frame(index: index, address: address, stack: stack, symbolicator: symbolicator)
+            if let imageIndex = stack.frameImages[index] { used.insert(imageIndex) }
+            if index == 0, r.kind == .crash, let s, let failure = s.swiftRuntimeFailure {
+                let place = s.location.map { " at \($0)" } ?? ""
+                swiftRuntimeFailure = Failure(
+                    reason: failure.reason, message: failure.message,
+                    function: s.demangled, location: s.location?.description)
+                explanation =
+                    "Swift runtime failure: \(failure.reason) (\"\(failure.message)\") in \(s.demangled)\(place)."
             }
             frames.append(frame)
+        }
+        if let c = r.crash, !c.threads.isEmpty {
+            threads = Self.threads(
+                c, report: r, symbolicator: symbolicator, crashedOnly: crashedThreadOnly, used: &used)
         }
         if let main = stack.mainExecutable { used.insert(main) }
         for i in stack.images.indices where used.contains(i) {
@@ -183,6 +170,34 @@ extension ReportView {
                     debugFile: files?.debugFile, debugSource: files?.source?.rawValue,
                     debugInfoFound: files?.hasDWARF ?? false, problems: problems))
         }
+    }
+
+    /// One frame, symbolicated with `symbolicator` (nil: address and image only).
+    static func frame(
+        index: Int, address: UInt64, stack: Report.Stack, symbolicator: DWARFSymbolicator?
+    ) -> (
+        Frame, SymbolicatedFrame?
+    ) {
+        let image = stack.frameImages[index].map { stack.images[$0] }
+        var frame = Frame(
+            index: index, address: Self.hex(address), image: image?.name,
+            imageOffset: image.map { Self.hex(address &- $0.loadAddress, width: 0) },
+            inApp: image?.isInApp ?? false, inlined: [])
+        guard let image, let symbolicator,
+            let s = symbolicator.symbolicate(address: address, image: image, isReturnAddress: index > 0)
+        else { return (frame, nil) }
+        frame.function = s.demangled
+        frame.mangled = s.function == s.demangled ? nil : s.function
+        frame.offset = s.offset
+        frame.file = s.location?.file
+        frame.line = s.location?.line
+        frame.column = s.location.map(\.column).flatMap { $0 > 0 ? $0 : nil }
+        frame.inlined = s.inlined.map {
+            Inlined(
+                function: $0.demangled, mangled: $0.name, file: $0.location?.file,
+                line: $0.location?.line, column: $0.location.map(\.column).flatMap { $0 > 0 ? $0 : nil })
+        }
+        return (frame, s)
     }
 
     static func details(_ r: Report) -> [Detail] {

@@ -103,6 +103,8 @@ import Glibc
             ["list", "--dri", "/tmp"], ["list", "--dir"], ["show"], ["show", "a", "b"], ["list", "x"],
             ["symbolicate"], ["symbolicate", "x", "--debug-dir"], ["frobnicate"], [], ["dump", "--json=yes"],
             ["list", "--dir", "/tmp", "--service", "x"], ["show", "x", "--no-symbol"],
+            ["show", "x", "--threads", "some"], ["show", "x", "--threads"], ["minidump"], ["minidump", "a", "b"],
+            ["minidump", "x", "-o"], ["minidump", "x", "--json"], ["minidump", "x", "-o", "a", "-o", "b"],
         ])
     func usageErrors(arguments: [String]) throws {
         let r = try Tool.aftermath(arguments)
@@ -110,7 +112,7 @@ import Glibc
         #expect(!r.stderr.isEmpty)
     }
 
-    @Test("--help for each command: its usage, exit 0", arguments: ["list", "show", "dump", "symbolicate"])
+    @Test("--help for each command: its usage, exit 0", arguments: ["list", "show", "dump", "symbolicate", "minidump"])
     func help(command: String) throws {
         for arguments in [[command, "--help"], ["help", command]] {
             let r = try Tool.aftermath(arguments)

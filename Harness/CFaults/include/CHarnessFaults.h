@@ -90,4 +90,24 @@ uint32_t aft_hang_decide(uint64_t silent_ns, uint64_t threshold_ns, int32_t arme
                          int32_t pause_depth, int32_t foreground, int32_t crash_in_progress,
                          int32_t traced, char thread_state);
 
+/* A real snapshot of live threads for the minidump tests (thread_snapshot.c). */
+#define AFT_TEST_SNAPSHOT_STACK (64u * 1024u) /* stack bytes kept per thread */
+typedef struct {
+    int32_t signal;
+    int32_t code;
+    uint64_t address;
+    uint64_t thread_id;
+} aft_test_snapshot_fault;
+/* Starts `parked` threads named "md-alpha" and "md-beta" by turns, parked in
+ * aft_test_parked_in_alpha or aft_test_parked_in_beta, records each from its own signal frame
+ * (a real-time signal no one handles); one more, "md-blocked", blocks every signal and is
+ * recorded from /proc/self/task/<tid>/syscall (sp and pc); one more "md-alpha"/"md-beta" thread
+ * is listed without a context; then "md-crasher" writes to address 0x18 in
+ * aft_test_crash_in_named_function (SIGSEGV, SEGV_MAPERR) and is recorded from its fault's
+ * signal frame. records: an aft_thread array of capacity (>= parked + 3), the crasher first;
+ * stacks: capacity * AFT_TEST_SNAPSHOT_STACK bytes, record i's stack at i * that. All threads
+ * have ended on return. Returns the number of records, or -errno. */
+int aft_test_thread_snapshot(uint32_t parked, void *records, uint32_t capacity, uint8_t *stacks,
+                             aft_test_snapshot_fault *fault);
+
 #endif /* CHARNESSFAULTS_H */
