@@ -25,6 +25,18 @@ void aft_async_arch_registers(const void *ucontext, aft_crash_info *ci) {
     ci->arch = AFT_ARCH_ARM64;
 }
 
+/* A system call the signal cut short: it returned -EINTR (x0) and the instruction before the pc
+ * is `svc #0`. */
+int aft_async_arch_interrupted_syscall(const void *ucontext) {
+    const ucontext_t *uc = ucontext;
+    uint64_t pc = (uint64_t)uc->uc_mcontext.pc;
+    uint32_t insn;
+    if ((int64_t)uc->uc_mcontext.regs[0] != -4 || pc < 4 ||
+        aft_async_read_memory(pc - 4, &insn, sizeof(insn)) != 0)
+        return 0;
+    return insn == 0xd4000001u;
+}
+
 /* fpsr, fpcr, then v0-v31, from the fpsimd_context record among the kernel's records. */
 uint32_t aft_async_arch_fp_state(const void *ucontext, uint8_t *out, uint32_t capacity) {
     const ucontext_t *uc = ucontext;

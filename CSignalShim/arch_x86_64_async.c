@@ -23,6 +23,18 @@ void aft_async_arch_registers(const void *ucontext, aft_crash_info *ci) {
     ci->arch = AFT_ARCH_X86_64;
 }
 
+/* A system call the signal cut short: it returned -EINTR (rax) and the instruction before the
+ * pc is `syscall` (0f 05). */
+int aft_async_arch_interrupted_syscall(const void *ucontext) {
+    const ucontext_t *uc = ucontext;
+    uint64_t pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+    uint8_t b[2];
+    if ((int64_t)uc->uc_mcontext.gregs[REG_RAX] != -4 || pc < 2 ||
+        aft_async_read_memory(pc - 2, b, sizeof(b)) != 0)
+        return 0;
+    return b[0] == 0x0f && b[1] == 0x05;
+}
+
 /* The 512-byte FXSAVE area the kernel saved (the layout a minidump's context holds). */
 uint32_t aft_async_arch_fp_state(const void *ucontext, uint8_t *out, uint32_t capacity) {
     const ucontext_t *uc = ucontext;
@@ -104,6 +116,11 @@ int aft_async_arch_run_on_signal_frame(const void *ucontext, void *stack_top, vo
 void aft_async_arch_registers(const void *ucontext, aft_crash_info *ci) {
     (void)ucontext;
     ci->arch = AFT_ARCH_UNKNOWN;
+}
+
+int aft_async_arch_interrupted_syscall(const void *ucontext) {
+    (void)ucontext;
+    return 0;
 }
 
 uint32_t aft_async_arch_fp_state(const void *ucontext, uint8_t *out, uint32_t capacity) {

@@ -214,6 +214,7 @@ static void aft_async_survived(int signo) {
     sigemptyset(&ours.sa_mask);
     sigaction(signo, &ours, NULL);
     aft_async_threads_forget();
+    aft_async_threads_lived_on();
     atomic_store(&aft_g_crash_written, 0);
     atomic_store(&aft_g_crash_signal, 0);
     atomic_store(&aft_g_crashing_tid, 0);

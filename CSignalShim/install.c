@@ -344,11 +344,14 @@ static void aft_reserve_crash_space(int fd, uint32_t image_count) {
     uint64_t size = sizeof(aft_file_header) + 4 * sizeof(aft_section_header) + sizeof(aft_context) +
                     sizeof(aft_crash_info) + (uint64_t)AFT_MAX_FRAMES * sizeof(uint64_t) +
                     images * sizeof(aft_image);
-    /* And the other threads of a typical server: 64 records, their frames and stacks. */
-    size += 4 * sizeof(aft_section_header) + sizeof(aft_threads_info) +
-            AFT_STACK_EARLY_THREADS * (sizeof(aft_thread) + AFT_THREAD_MAX_FRAMES * sizeof(uint64_t)) +
-            AFT_STACK_CAP_CRASHED + (AFT_STACK_EARLY_THREADS - 1) * AFT_STACK_CAP_EARLY / 4;
-    (void)fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)size);
+    /* And the other threads of a typical server: 64 records, their frames and stacks. Where
+     * that does not fit, the report alone: the writer leaves out what the disk cannot take. */
+    uint64_t threads =
+        4 * sizeof(aft_section_header) + sizeof(aft_threads_info) +
+        AFT_STACK_EARLY_THREADS * (sizeof(aft_thread) + AFT_THREAD_MAX_FRAMES * sizeof(uint64_t)) +
+        AFT_STACK_CAP_CRASHED + (AFT_STACK_EARLY_THREADS - 1) * AFT_STACK_CAP_EARLY / 4;
+    if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)(size + threads)) != 0)
+        (void)fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)size);
 }
 
 /* In a forked child: the parent's reserved file (with its shared offset and lock) and its

@@ -96,6 +96,14 @@ static void aft_async_emit_fitting_images(aft_writer *w, const aft_image *images
     }
 }
 
+/* Whether the file system has size bytes for fd from offset on: allocated by the call (beyond
+ * the file's end too, its size unchanged). A file system that cannot tell (EOPNOTSUPP) is
+ * taken at its word. */
+static int aft_async_space_for(int fd, uint64_t offset, uint64_t size) {
+    long r = syscall(SYS_fallocate, (long)fd, (long)FALLOC_FL_KEEP_SIZE, (long)offset, (long)size);
+    return r == 0 || (errno != ENOSPC && errno != EDQUOT && errno != EFBIG);
+}
+
 /* The other threads' summary, records and frames. Under a file-size limit they go only where
  * they fit with room for the images, and the stack memory only where it fits too. */
 static int aft_async_emit_threads(aft_writer *w, const aft_thread_capture *c, uint64_t limit) {
@@ -108,12 +116,18 @@ static int aft_async_emit_threads(aft_writer *w, const aft_thread_capture *c, ui
     for (uint32_t i = 0; i < info.recorded; i++)
         if (c->records[i].stack_size > 0)
             stacks += sizeof(aft_section_header) + sizeof(aft_memory_header) + c->records[i].stack_size;
-    uint64_t images_room = sizeof(aft_section_header) + 16 * sizeof(aft_image);
+    uint64_t images_room = sizeof(aft_section_header) + 64 * sizeof(aft_image);
     uint64_t used = sizeof(aft_file_header) + w->body_size;
     int with_stacks = 1;
     if (limit != UINT64_MAX) {
         if (used + records + images_room > limit) return 0;
         with_stacks = used + records + images_room + stacks <= limit;
+    }
+    /* A full disk: the thread sections only where the space is there (allocated now, the file's
+     * size unchanged), so that they never cost the report its images or its commit. */
+    if (!aft_async_space_for(w->fd, used, records + images_room + (with_stacks ? stacks : 0))) {
+        with_stacks = 0;
+        if (!aft_async_space_for(w->fd, used, records + images_room)) return 0;
     }
     if (!with_stacks) info.flags |= AFT_THREADS_CUT_BY_FILE_LIMIT;
     aft_async_emit_section(w, AFT_SECTION_THREADS_INFO, sizeof(info), 1, 0, &info);

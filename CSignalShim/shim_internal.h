@@ -168,6 +168,8 @@ void aft_async_arch_registers(const void *ucontext, aft_crash_info *ci);
 /* The floating-point state of a signal context, as aft_thread.fp_state holds it; its size, 0
  * when there is none. */
 uint32_t aft_async_arch_fp_state(const void *ucontext, uint8_t *out, uint32_t capacity);
+/* 1 when the signal context is that of a system call the signal cut short (-EINTR). */
+int aft_async_arch_interrupted_syscall(const void *ucontext);
 /* The pc and frame pointer of a signal context. */
 void aft_async_arch_pc_fp(const void *ucontext, uint64_t *pc, uint64_t *fp);
 /* 1 when a kernel SIGTRAP leaves the pc on the trap instruction (it fires again on return). */

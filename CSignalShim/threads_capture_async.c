@@ -21,7 +21,8 @@
 #include "threads_internal.h"
 #include "watchdog_internal.h"
 
-aft_thread_capture aft_g_threads;
+aft_thread_capture aft_g_threads = {.unwind_slot = AFT_UNWIND_SLOT_CRASH};
+aft_thread_capture aft_g_hang_threads = {.for_hang = 1, .unwind_slot = AFT_UNWIND_SLOT_CAPTURE};
 _Atomic int aft_g_thread_capture_signal;
 
 void aft_async_fill_from_context(aft_thread *r, const void *ucontext, uint32_t source) {
@@ -53,6 +54,12 @@ void aft_async_threads_note_crash(int signo, void *ucontext) {
         uint64_t free_tid = 0;
         if (atomic_compare_exchange_strong(&a->tid, &free_tid, tid)) return;
     }
+}
+
+void aft_async_threads_lived_on(void) {
+    aft_thread_capture *c = &aft_g_threads;
+    atomic_store(&c->lived_on, atomic_load(&c->released));
+    aft_async_futex_wake(&c->lived_on);
 }
 
 void aft_async_threads_forget(void) {
@@ -93,6 +100,19 @@ static int aft_async_threads_park(aft_thread_capture *c, uint32_t gen, void *uco
         }
         atomic_fetch_add(&c->left, 1);
         aft_async_futex_wake(&c->left);
+        /* A crash's pause cut this thread's sleep short (nanosleep, poll, a futex wait with a
+         * timeout: never restarted): returning now would wake it early, and let it run ahead
+         * (return from main, exit) while the crash takes its course. It stays here instead,
+         * until the process dies of the crash, or lives on (the crash withdrawn), or 2 s.
+         * Nothing is blocked here that the Swift runtime's backtracer pauses threads with. */
+        if (!c->for_hang && aft_async_arch_interrupted_syscall(ucontext)) {
+            uint64_t until = aft_async_now_ns(CLOCK_MONOTONIC) + 2 * AFT_THREADS_PARK_NS;
+            for (;;) {
+                uint32_t lived = atomic_load(&c->lived_on);
+                if (lived == gen || aft_async_now_ns(CLOCK_MONOTONIC) >= until) break;
+                aft_async_futex_wait_until(&c->lived_on, lived, until);
+            }
+        }
         return 1;
     }
     return 0;
@@ -101,9 +121,11 @@ static int aft_async_threads_park(aft_thread_capture *c, uint32_t gen, void *uco
 int aft_async_threads_on_signal(int signo, siginfo_t *info, void *ucontext) {
     (void)signo;
     if (info == NULL || info->si_code != SI_TKILL || info->si_pid != getpid()) return 0;
-    aft_thread_capture *c = &aft_g_threads;
-    uint32_t gen = atomic_load(&c->generation);
-    if ((gen & 1u) && aft_async_threads_park(c, gen, ucontext)) return 1;
+    aft_thread_capture *captures[2] = {&aft_g_threads, &aft_g_hang_threads};
+    for (int k = 0; k < 2; k++) {
+        uint32_t gen = atomic_load(&captures[k]->generation);
+        if ((gen & 1u) && aft_async_threads_park(captures[k], gen, ucontext)) return 1;
+    }
     return aft_async_threads_altstack_request(ucontext);
 }
 
@@ -165,12 +187,14 @@ static void aft_async_sigprof_handler(int signo, siginfo_t *info, void *ucontext
  * (libdispatch's workers block every asynchronous signal but SIGPROF), else 0. */
 static int aft_async_pick_signal(aft_thread_capture *c, uint64_t blocked, int capture) {
     if (capture > 0 && !((blocked >> (capture - 1)) & 1u)) return capture;
-    if ((blocked >> (SIGPROF - 1)) & 1u) return 0;
+    if (((blocked >> (SIGPROF - 1)) & 1u) || c->for_hang) return 0; /* a live app's SIGPROF stays its own */
     if (!c->sigprof_borrowed) {
         struct sigaction ours;
         aft_async_memset(&ours, 0, sizeof(ours));
         ours.sa_sigaction = aft_async_sigprof_handler;
-        ours.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+        /* SA_NODEFER: a thread still in this handler can take SIGPROF again, from whoever
+         * pauses threads after us (the Swift runtime's backtracer). */
+        ours.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART | SA_NODEFER;
         sigemptyset(&ours.sa_mask);
         if (sigaction(SIGPROF, &ours, &c->sigprof_previous) != 0) return 0;
         c->sigprof_borrowed = 1;
@@ -248,6 +272,21 @@ static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, int captu
         aft_async_from_syscall_file(c, r, AFT_THREAD_WHY_NO_SIGNAL);
         return;
     }
+    if (c->for_hang) {
+        /* A handler would cut these sleeps short (EINTR): the app must not notice a capture. */
+        ssize_t m = aft_async_task_file(c, tid, "syscall");
+        int64_t nr = -2;
+        uint64_t sp = 0, pc = 0;
+        if (m > 0 && aft_async_syscall_parse(c->proc, (size_t)m, &nr, &sp, &pc) && nr >= 0 &&
+            aft_async_syscall_interrupted(nr)) {
+            r->why = AFT_THREAD_WHY_ASLEEP;
+            r->syscall_number = nr;
+            r->sp = sp;
+            r->pc = pc;
+            r->context_source = AFT_THREAD_CONTEXT_SYSCALL;
+            return;
+        }
+    }
     uint64_t blocked = 0;
     n = aft_async_task_file(c, tid, "status");
     if (n > 0) (void)aft_async_status_field(c->proc, (size_t)n, "SigBlk", 1, &blocked);
@@ -296,6 +335,7 @@ uint32_t aft_async_threads_list(aft_thread_capture *c, int capture, uint64_t *fi
                 tid = tid * 10 + (uint64_t)(name[digits] - '0');
             at += reclen;
             if (digits == 0 || name[digits] != '\0' || aft_async_listed(c, tid)) continue;
+            if (tid == c->skip_tid) continue;
             c->info.seen++;
             added++;
             aft_async_threads_add(c, tid, capture, first_signal);

@@ -53,11 +53,17 @@ typedef struct aft_also_crashed {
 } aft_also_crashed;
 
 typedef struct aft_thread_capture {
+    /* Set by the capturer before it opens the capture. */
+    int for_hang;         /* a hang's: leaves threads a handler would wake alone, no SIGPROF,
+                             no stack memory, the capturer itself not recorded */
+    uint32_t unwind_slot; /* the unwinding helper's slot (AFT_UNWIND_SLOT_*) */
+    uint64_t skip_tid;    /* a thread not to record (a hang's watched thread: its own stack) */
     /* Shared with the paused threads. */
     _Atomic uint32_t generation; /* odd while a capture is open */
     _Atomic uint32_t answered;   /* futex word: answers so far */
     _Atomic uint32_t released;   /* futex word: the generation released */
     _Atomic uint32_t left;       /* futex word: paused threads that have stopped waiting */
+    _Atomic uint32_t lived_on;   /* futex word: the generation whose crash was withdrawn */
     _Atomic uint32_t count;      /* slots in use */
     aft_capture_slot slots[AFT_MAX_THREADS];
     aft_thread records[AFT_MAX_THREADS];
@@ -103,7 +109,9 @@ extern aft_altstack_requests aft_g_altstack_requests;
  * context, which the return from the handler installs; 1 when there was a request. */
 int aft_async_threads_altstack_request(void *ucontext);
 
+/* The crash handler's capture, and the hang watchdog's (never the same memory). */
 extern aft_thread_capture aft_g_threads;
+extern aft_thread_capture aft_g_hang_threads;
 /* The signal that pauses a thread (the hang watchdog's capture signal), 0 when none. */
 extern _Atomic int aft_g_thread_capture_signal;
 
@@ -122,6 +130,13 @@ void aft_async_threads_capture(const aft_crash_info *ci, const void *ucontext,
 void aft_async_fill_from_context(aft_thread *r, const void *ucontext, uint32_t source);
 uint32_t aft_async_threads_list(aft_thread_capture *c, int capture, uint64_t *first_signal_ns);
 void aft_async_threads_collect(aft_thread_capture *c, uint64_t first_signal_ns);
+/* The same from the hang watchdog's thread while the watched thread is stuck: every thread but
+ * the watched one (whose stack the hang holds) and the watchdog, into aft_g_hang_threads.
+ * Threads sleeping in a call a handler would cut short (nanosleep, poll, epoll_wait, ...) are
+ * not signalled: /proc's sp and pc, so that the app sees no EINTR. */
+void aft_async_threads_capture_for_hang(uint64_t watched_tid);
+/* Lets the paused threads of a capture go (aft_async_threads_release is the crash's). */
+void aft_async_threads_release_capture(aft_thread_capture *c);
 /* Lets the paused threads go (before the handler chains), and waits (20 ms at most) until they
  * have stopped waiting: a thread still inside our handler has its signal blocked, and the
  * Swift runtime's backtracer, which reads each thread's mask to pick the signal that pauses it,
@@ -130,6 +145,8 @@ void aft_async_threads_release(void);
 /* A thread that crashed while another's crash is written: remembered with its context, so the
  * capture records it from its own fault. */
 void aft_async_threads_note_crash(int signo, void *ucontext);
+/* The process lived through its crash: the threads kept from an early wake-up go on. */
+void aft_async_threads_lived_on(void);
 /* The process lived through its crash: forget the threads that crashed with it. */
 void aft_async_threads_forget(void);
 

@@ -108,11 +108,11 @@ static void aft_async_unwind_thread(aft_thread_capture *c, uint32_t index, uint6
         uint64_t budget = deadline_ns > now ? deadline_ns - now : 0;
         if (budget > AFT_THREADS_UNWIND_EACH_NS) budget = AFT_THREADS_UNWIND_EACH_NS;
         if (budget >= 1000000ull && !atomic_load(&aft_g_libunwind_abandoned)) {
-            n = aft_async_unwind_context(slot->ucontext, frames, capacity, AFT_UNWIND_SLOT_CRASH,
-                                         budget, &unwinder, &truncated, &status);
+            n = aft_async_unwind_context(slot->ucontext, frames, capacity, c->unwind_slot, budget,
+                                         &unwinder, &truncated, &status);
         } else {
-            n = aft_async_unwind_frame_pointers(slot->ucontext, frames, capacity,
-                                                AFT_UNWIND_SLOT_CRASH, &unwinder, &truncated);
+            n = aft_async_unwind_frame_pointers(slot->ucontext, frames, capacity, c->unwind_slot,
+                                                &unwinder, &truncated);
         }
     } else if (r->context_source == AFT_THREAD_CONTEXT_SYSCALL && r->pc != 0) {
         frames[0] = r->pc;
@@ -126,41 +126,24 @@ static void aft_async_unwind_thread(aft_thread_capture *c, uint32_t index, uint6
     c->frame_count += n;
 }
 
-void aft_async_threads_capture(const aft_crash_info *ci, const void *ucontext,
-                               const uint64_t *frames, uint32_t frame_count, uint32_t truncated) {
-    aft_thread_capture *c = &aft_g_threads;
-    uint64_t begin = aft_async_now_ns(CLOCK_MONOTONIC);
+/* Opens a capture whose first slot is the calling thread's. */
+static void aft_async_capture_open(aft_thread_capture *c, uint64_t self_tid) {
     aft_async_memset(&c->info, 0, sizeof(c->info));
     c->frame_count = 0;
     c->sigprof_borrowed = 0;
     atomic_store(&c->answered, 0);
     atomic_store(&c->left, 0);
     atomic_store(&c->count, 0);
-    uint32_t gen = atomic_load(&c->generation);
-    gen = (gen | 1u) + 2u; /* odd: open, and not the last capture's */
-    atomic_store(&c->generation, gen);
-
-    /* The crashing thread first, from its own fault. */
-    aft_thread *r = &c->records[0];
-    aft_async_memset(r, 0, sizeof(*r));
-    r->thread_id = ci->thread_id;
-    aft_async_memcpy(r->name, ci->thread_name, sizeof(r->name));
-    r->flags = AFT_THREAD_CRASHED | (ci->is_main_thread ? AFT_THREAD_MAIN : 0);
-    r->state = 'R';
-    r->syscall_number = -2;
-    if (ucontext != NULL) aft_async_fill_from_context(r, ucontext, AFT_THREAD_CONTEXT_CRASH);
-    r->unwinder = ci->unwinder;
-    r->unwind_status = ci->unwind_status;
-    uint32_t n = frame_count < AFT_MAX_FRAMES ? frame_count : AFT_MAX_FRAMES;
-    aft_async_memcpy(c->frames, frames, (size_t)n * sizeof(uint64_t));
-    r->frame_count = n;
-    r->frames_truncated = truncated;
-    c->frame_count = n;
-    atomic_store(&c->slots[0].tid, ci->thread_id);
+    atomic_store(&c->slots[0].tid, self_tid);
     atomic_store(&c->slots[0].state, AFT_SLOT_LISTED);
     atomic_store(&c->count, 1);
     c->info.seen = 1;
+    uint32_t gen = atomic_load(&c->generation);
+    atomic_store(&c->generation, (gen | 1u) + 2u); /* odd: open, and not the last capture's */
+}
 
+/* Lists, signals and collects every other thread, then unwinds them and copies their stacks. */
+static void aft_async_capture_run(aft_thread_capture *c, uint64_t begin) {
     /* Our handler must still be the capture signal's: an app may have taken it since. */
     int capture = atomic_load(&aft_g_thread_capture_signal);
     struct sigaction current;
@@ -178,8 +161,8 @@ void aft_async_threads_capture(const aft_crash_info *ci, const void *ucontext,
     uint64_t collected = aft_async_now_ns(CLOCK_MONOTONIC);
     c->info.capture_ns = collected - begin;
 
-    /* Drop the threads that ended; keep the order of the rest. */
-    uint32_t count = atomic_load(&c->count), kept = 1;
+    /* Drop the threads that ended (and a hang's capturer); keep the order of the rest. */
+    uint32_t count = atomic_load(&c->count), kept = c->for_hang ? 0 : 1;
     for (uint32_t i = 1; i < count; i++) {
         if (atomic_load(&c->slots[i].state) == AFT_SLOT_EXITED) continue;
         if (kept != i) {
@@ -194,15 +177,48 @@ void aft_async_threads_capture(const aft_crash_info *ci, const void *ucontext,
     c->info.recorded = kept;
 
     uint64_t unwind_deadline = collected + AFT_THREADS_UNWIND_NS;
-    for (uint32_t i = 1; i < kept; i++) aft_async_unwind_thread(c, i, unwind_deadline);
+    for (uint32_t i = c->for_hang ? 0 : 1; i < kept; i++) aft_async_unwind_thread(c, i, unwind_deadline);
     uint64_t used = 0;
-    for (uint32_t i = 0; i < kept; i++) aft_async_copy_stack(c, i, &used);
+    for (uint32_t i = 0; i < kept && !c->for_hang; i++) aft_async_copy_stack(c, i, &used);
     c->info.stack_bytes = (uint32_t)used;
     c->info.unwind_ns = aft_async_now_ns(CLOCK_MONOTONIC) - collected;
 }
 
-void aft_async_threads_release(void) {
+void aft_async_threads_capture(const aft_crash_info *ci, const void *ucontext,
+                               const uint64_t *frames, uint32_t frame_count, uint32_t truncated) {
     aft_thread_capture *c = &aft_g_threads;
+    uint64_t begin = aft_async_now_ns(CLOCK_MONOTONIC);
+    aft_async_capture_open(c, ci->thread_id);
+    /* The crashing thread first, from its own fault. */
+    aft_thread *r = &c->records[0];
+    aft_async_memset(r, 0, sizeof(*r));
+    r->thread_id = ci->thread_id;
+    aft_async_memcpy(r->name, ci->thread_name, sizeof(r->name));
+    r->flags = AFT_THREAD_CRASHED | (ci->is_main_thread ? AFT_THREAD_MAIN : 0);
+    r->state = 'R';
+    r->syscall_number = -2;
+    if (ucontext != NULL) aft_async_fill_from_context(r, ucontext, AFT_THREAD_CONTEXT_CRASH);
+    r->unwinder = ci->unwinder;
+    r->unwind_status = ci->unwind_status;
+    uint32_t n = frame_count < AFT_MAX_FRAMES ? frame_count : AFT_MAX_FRAMES;
+    aft_async_memcpy(c->frames, frames, (size_t)n * sizeof(uint64_t));
+    r->frame_count = n;
+    r->frames_truncated = truncated;
+    c->frame_count = n;
+    aft_async_capture_run(c, begin);
+}
+
+void aft_async_threads_capture_for_hang(uint64_t watched_tid) {
+    aft_thread_capture *c = &aft_g_hang_threads;
+    uint64_t begin = aft_async_now_ns(CLOCK_MONOTONIC);
+    c->skip_tid = watched_tid;
+    aft_async_capture_open(c, aft_async_gettid());
+    aft_async_capture_run(c, begin);
+}
+
+void aft_async_threads_release(void) { aft_async_threads_release_capture(&aft_g_threads); }
+
+void aft_async_threads_release_capture(aft_thread_capture *c) {
     uint32_t gen = atomic_load(&c->generation);
     if (!(gen & 1u)) return;
     atomic_store(&c->released, gen);

@@ -401,6 +401,7 @@ int aft_watchdog_start(const aft_watchdog_options *options, char *error, size_t 
     w->mode = options->heartbeat_mode == AFT_HEARTBEAT_MANUAL ? AFT_HEARTBEAT_MANUAL
                                                               : AFT_HEARTBEAT_MAIN_QUEUE;
     w->notify = options->notify;
+    w->capture_other_threads = options->other_threads != 0;
     w->hang_fd = -1;
     atomic_store(&w->stop, 0);
     atomic_store(&w->in_hang, 0);

@@ -292,6 +292,13 @@ int aft_async_watchdog_begin_hang(aft_watchdog *w, uint64_t tid, uint64_t onset_
         if (have_regs) frame_count = aft_async_scan_stack(w, pc, sp, &truncated);
     }
 
+    /* The other threads: a blocked thread waits for another more often than not. */
+    const aft_thread_capture *threads = NULL;
+    if (w->capture_other_threads) {
+        aft_async_threads_capture_for_hang(tid);
+        threads = &aft_g_hang_threads;
+    }
+
     /* The hang's own report id; never overwrite an earlier hang's file. */
     for (int attempt = 0; attempt < 4; attempt++) {
         aft_async_new_hang_id(w, w->hang_context.report_id);
@@ -317,9 +324,11 @@ int aft_async_watchdog_begin_hang(aft_watchdog *w, uint64_t tid, uint64_t onset_
         .images = w->images,
         .fsync_file = 0,
         .keep_open = 1,
+        .threads = threads,
     };
     int fd = -1;
     int err = aft_async_write_report(w->dir_fd, w->tmp_name, w->final_name, &spec, &fd);
+    if (threads != NULL) aft_async_threads_release_capture(&aft_g_hang_threads);
     w->hang_fd = err == 0 ? fd : -1;
     /* Held until the hang ends (or the process does): a live hang is not a dead run's. */
     if (err == 0) syscall(SYS_flock, (long)fd, (long)(LOCK_EX | LOCK_NB));

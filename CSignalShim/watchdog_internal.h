@@ -37,6 +37,7 @@ typedef struct aft_watchdog {
     int signal_usable;                /* our handler is installed for capture_signal */
     struct sigaction previous_action; /* capture_signal's action before us */
     uint32_t mode;                    /* AFT_HEARTBEAT_* */
+    int capture_other_threads;        /* a hang also lists every other thread */
     void (*notify)(uint32_t event);
 
     /* Shared with other threads. */

@@ -121,6 +121,9 @@ typedef struct aft_watchdog_options {
                                        when the app handles it */
     uint32_t heartbeat_mode;        /* AFT_HEARTBEAT_* */
     uint32_t thread_later;          /* 1: the thread is started by aft_watchdog_start_thread */
+    uint32_t other_threads;         /* 1: a hang also records every other thread (paused for
+                                       a moment; those asleep in a call a signal would cut
+                                       short are read from /proc instead) */
     void (*notify)(uint32_t event); /* called on the watchdog thread; may be NULL */
 } aft_watchdog_options;
 

@@ -7,9 +7,9 @@
  *   - bump AFT_FORMAT_VERSION when a file may hold what an older reader cannot take, keep a
  *     fixture of every version; readers take every version from AFT_FORMAT_MIN_VERSION on.
  *
- * Versions: 1, the first; 2 (crash files) adds every thread of the process: THREADS_INFO,
- * THREADS, THREAD_FRAMES and STACK_MEMORY sections. A version 1 file has none of them and
- * still decodes. Run, hang and handled-error files are unchanged by 2.
+ * Versions: 1, the first; 2 adds every thread of the process: THREADS_INFO, THREADS and
+ * THREAD_FRAMES sections (crash and hang files) and STACK_MEMORY (crash files). A version 1
+ * file has none of them and still decodes. Run and handled-error files are unchanged by 2.
  *
  * A file is:  aft_file_header | section | section | ...
  * Each section is an aft_section_header followed by count entries of entry_size bytes.
@@ -247,6 +247,7 @@ typedef struct aft_image {
 #define AFT_THREAD_WHY_SIGNAL_FAILED 5u   /* the signal could not be sent */
 #define AFT_THREAD_WHY_NO_SIGNAL 6u       /* no capture signal could be installed */
 #define AFT_THREAD_WHY_ZOMBIE 7u          /* exiting (Z, X) */
+#define AFT_THREAD_WHY_ASLEEP 8u /* (hangs) asleep in a call a signal would cut short: not woken */
 
 /* aft_threads_info.flags */
 #define AFT_THREADS_DEADLINE_REACHED 0x1u /* some thread did not answer in time */

@@ -29,7 +29,7 @@ extension Aftermath {
         /// Crashpad).
         public var maxAttachmentBytes = 128 << 20
         /// Makes a crash's minidump for its attachment (empty: none for that crash).
-        package var minidump: (@Sendable (CrashReport) -> [UInt8])?
+        package var minidump: (@Sendable (CrashReport) -> [UInt8])? = { MinidumpWriter.write($0) }
         /// Images under this directory are in-app. Default: the executable's directory.
         public var appRoot: String?
         /// fsync each crash file before it is renamed into place (about 0.2-0.3 ms per crash).
@@ -59,6 +59,11 @@ extension Aftermath {
         public var hangCaptureSignal: Int32 = HangMonitor.defaultCaptureSignal
         /// Where the hang watchdog's heartbeat comes from (default: main-queue pings).
         public var hangHeartbeat: HangHeartbeat = .mainQueue
+        /// A hang also lists every other thread with its stack (`apsio.threads`): the blocked
+        /// thread usually waits for one of them (default on). Each is paused for a moment
+        /// through the capture signal; one asleep in a call a signal would cut short (sleep,
+        /// poll, epoll_wait) is read from /proc instead and never woken.
+        public var hangOtherThreads = true
 
         /// Benchmarks only: the handler writes its duration (UInt64 ns) to this descriptor.
         package var handlerTimingFileDescriptor: Int32 = -1

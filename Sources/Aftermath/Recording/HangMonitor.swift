@@ -32,6 +32,7 @@ enum HangMonitor {
             configuration.hangHeartbeat == .manual ? AFT_HEARTBEAT_MANUAL : AFT_HEARTBEAT_MAIN_QUEUE
         options.notify = { event in HangMonitor.handle(event) }
         options.thread_later = 1  // started by Aftermath.startBackgroundThreads()
+        options.other_threads = configuration.hangOtherThreads ? 1 : 0
         var error = [CChar](repeating: 0, count: 256)
         let status = directory.hangs.withCString { dir in
             options.hang_directory = dir

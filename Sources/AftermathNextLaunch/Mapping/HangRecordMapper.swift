@@ -10,6 +10,10 @@ package enum HangRecordMapper {
     /// `unfinished` hangs (the run ended during the hang) carry the last updated duration,
     /// a lower bound.
     package static func hang(_ h: HangReport, observedTimeUnixNano: UInt64, runCrashed: Bool = false) -> LogRecord {
+        let threads =
+            h.threads.isEmpty
+            ? nil
+            : StackFormatter.threads(h.threads, crashFrames: [], images: h.images, architecture: h.context.architecture)
         var a: [Attribute] = [
             Attribute("apsio.hang.source", "live"),
             Attribute("apsio.hang.duration", .int(Int64(clamping: h.durationMilliseconds))),
@@ -21,7 +25,7 @@ package enum HangRecordMapper {
                 "apsio.crash.images",
                 .string(
                     StackFormatter.imagesJSON(
-                        frames: h.frames, images: h.images, appRoot: h.context.appRoot))),
+                        frames: h.frames + (threads?.frames ?? []), images: h.images, appRoot: h.context.appRoot))),
             Attribute("apsio.hang.id", .string(h.context.reportID.lowercased)),
             Attribute(
                 "log.record.uid", .string(RecordMapper.recordUID(timeUnixNano: h.timeUnixNano, id: h.context.reportID))),
@@ -44,6 +48,10 @@ package enum HangRecordMapper {
         if !h.waitChannel.isEmpty { a.append(Attribute("apsio.hang.wait_channel", .string(h.waitChannel))) }
         if h.framesTruncated { a.append(Attribute("apsio.hang.frames_truncated", .bool(true))) }
         if runCrashed { a.append(Attribute("apsio.hang.run_crashed", .bool(true))) }
+        if let threads {
+            a.append(Attribute("apsio.threads", .string(threads.json)))
+            if threads.omitted > 0 { a.append(Attribute("apsio.threads.omitted", .int(Int64(threads.omitted)))) }
+        }
         return LogRecord(
             timeUnixNano: h.timeUnixNano, observedTimeUnixNano: observedTimeUnixNano,
             severityNumber: .error, eventName: "apsio.hang", attributes: a)

@@ -32,6 +32,9 @@ package struct CrashThread: Sendable, Hashable {
         case signalFailed = "signal_failed"
         case noSignal = "no_signal"
         case exiting
+        /// A hang's capture left it asleep in a call a signal would cut short (sp and pc from
+        /// /proc): the app never sees a capture.
+        case asleep
 
         package init?(code: UInt32) {
             switch code {
@@ -42,6 +45,7 @@ package struct CrashThread: Sendable, Hashable {
             case UInt32(AFT_THREAD_WHY_SIGNAL_FAILED): self = .signalFailed
             case UInt32(AFT_THREAD_WHY_NO_SIGNAL): self = .noSignal
             case UInt32(AFT_THREAD_WHY_ZOMBIE): self = .exiting
+            case UInt32(AFT_THREAD_WHY_ASLEEP): self = .asleep
             default: return nil
             }
         }

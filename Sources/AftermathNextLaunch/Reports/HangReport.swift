@@ -38,6 +38,9 @@ package struct HangReport: Sendable, Hashable {
     package var images: [LoadedImage]
     /// session.previous_id: the session before the hang's, when the app started a new one.
     package var previousSessionID: UUID?
+    /// The other threads at the capture (format version 2, with hangOtherThreads); the watched
+    /// thread is not among them: its stack is ``frames``.
+    package var threads: [CrashThread] = []
 
     /// The state letter in words, as records carry it (`apsio.hang.thread_state`).
     package var threadStateName: String {
@@ -83,5 +86,6 @@ extension HangReport {
         images = file.images.map(LoadedImage.init)
         let previous = UUID(bytes: &h.previous_session_id)
         previousSessionID = previous.bytes.allSatisfy { $0 == 0 } ? nil : previous
+        threads = file.crashThreads()
     }
 }
