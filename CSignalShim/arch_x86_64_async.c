@@ -35,6 +35,19 @@ int aft_async_arch_interrupted_syscall(const void *ucontext) {
     return b[0] == 0x0f && b[1] == 0x05;
 }
 
+void *aft_async_arch_synthesize_context(void *buffer, uint32_t capacity, uint64_t pc, uint64_t sp) {
+    _Static_assert(sizeof(ucontext_t) + 16 <= AFT_SYNTHETIC_CONTEXT_ROOM, "room for a context");
+    if (capacity < sizeof(ucontext_t) + 16) return NULL;
+    aft_async_memset(buffer, 0, sizeof(ucontext_t) + 16); /* the zero before it: no trampoline */
+    ucontext_t *uc = (ucontext_t *)((uint8_t *)buffer + 16);
+    uc->uc_mcontext.gregs[REG_RIP] = (greg_t)pc;
+    uc->uc_mcontext.gregs[REG_RSP] = (greg_t)sp;
+    /* The kernel gives no frame pointer: the first frame record above sp stands in for it
+     * (code built with frame pointers keeps its frames' unwind rules relative to rbp). */
+    uc->uc_mcontext.gregs[REG_RBP] = (greg_t)aft_async_frame_record_above(sp);
+    return uc;
+}
+
 /* The 512-byte FXSAVE area the kernel saved (the layout a minidump's context holds). */
 uint32_t aft_async_arch_fp_state(const void *ucontext, uint8_t *out, uint32_t capacity) {
     const ucontext_t *uc = ucontext;
@@ -121,6 +134,14 @@ void aft_async_arch_registers(const void *ucontext, aft_crash_info *ci) {
 int aft_async_arch_interrupted_syscall(const void *ucontext) {
     (void)ucontext;
     return 0;
+}
+
+void *aft_async_arch_synthesize_context(void *buffer, uint32_t capacity, uint64_t pc, uint64_t sp) {
+    (void)buffer;
+    (void)capacity;
+    (void)pc;
+    (void)sp;
+    return NULL;
 }
 
 uint32_t aft_async_arch_fp_state(const void *ucontext, uint8_t *out, uint32_t capacity) {

@@ -75,6 +75,7 @@ typedef struct aft_thread_capture {
     uint32_t frame_count;
     uint64_t stack_offsets[AFT_MAX_THREADS]; /* each record's bytes in the arena */
     uint8_t arena[AFT_THREADS_ARENA];
+    uint8_t synthetic[AFT_SYNTHETIC_CONTEXT_ROOM] __attribute__((aligned(16)));
     int sigprof_borrowed;
     struct sigaction sigprof_previous;
     char dirents[4096];

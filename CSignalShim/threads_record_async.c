@@ -115,9 +115,21 @@ static void aft_async_unwind_thread(aft_thread_capture *c, uint32_t index, uint6
                                                 &unwinder, &truncated);
         }
     } else if (r->context_source == AFT_THREAD_CONTEXT_SYSCALL && r->pc != 0) {
-        frames[0] = r->pc;
-        n = 1;
-        unwinder = AFT_UNWINDER_PC_ONLY;
+        /* Only sp and pc: the unwind tables still find its callers (a thread in a system call
+         * is in libc, whose tables say where each frame keeps its return address). */
+        uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC);
+        uint64_t budget = deadline_ns > now ? deadline_ns - now : 0;
+        if (budget > AFT_THREADS_UNWIND_EACH_NS) budget = AFT_THREADS_UNWIND_EACH_NS;
+        void *uc = aft_async_arch_synthesize_context(c->synthetic, sizeof(c->synthetic), r->pc, r->sp);
+        if (uc != NULL && budget >= 1000000ull && !atomic_load(&aft_g_libunwind_abandoned))
+            n = aft_async_unwind_context(uc, frames, capacity, c->unwind_slot, budget, &unwinder,
+                                         &truncated, &status);
+        if (n < 2) {
+            frames[0] = r->pc;
+            n = 1;
+            unwinder = AFT_UNWINDER_PC_ONLY;
+            truncated = 0;
+        }
     }
     r->frame_count = n;
     r->frames_truncated = truncated;

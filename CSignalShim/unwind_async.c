@@ -590,3 +590,15 @@ uint32_t aft_async_unwind_frame_pointers(const void *ucontext, uint64_t *frames,
     *unwinder = n > 1 ? AFT_UNWINDER_FRAME_POINTER : n == 1 ? AFT_UNWINDER_PC_ONLY : AFT_UNWINDER_NONE;
     return n;
 }
+
+uint64_t aft_async_frame_record_above(uint64_t sp) {
+    uint64_t words[512]; /* 4 KiB above sp */
+    if (sp == 0 || (sp & 7) != 0 || aft_async_read_memory(sp, words, sizeof(words)) != 0) return 0;
+    for (uint32_t i = 0; i + 1 < 512; i++) {
+        uint64_t at = sp + 8ull * i, next = words[i];
+        uint64_t ret = aft_async_arch_code_address(words[i + 1]);
+        int chained = next > at + 8 && next - at < (1u << 20) && (next & 7) == 0;
+        if (chained && ret > 4096 && aft_async_arch_follows_call(ret)) return at;
+    }
+    return 0;
+}

@@ -52,7 +52,9 @@ struct ThreadExpectation: Sendable {
             return ThreadExpectation(
                 minimumThreads: base + 3,
                 workers: [
-                    Worker(name: "blocker", context: "syscall", why: "blocks_signal"),
+                    Worker(
+                        name: "blocker", function: "aft_test_worker_blocking_signals", context: "syscall",
+                        why: "blocks_signal"),
                     Worker(name: "worker-0", function: "aft_test_worker_parked_0", context: "signal"),
                 ])
         case .spinningWorker:
@@ -64,11 +66,17 @@ struct ThreadExpectation: Sendable {
         case .tracedWorker:
             return ThreadExpectation(
                 minimumThreads: base + 1,
-                workers: [Worker(name: "traced", context: "syscall", why: "stopped", state: "t")])
+                workers: [
+                    Worker(
+                        name: "traced", function: "aft_test_worker_traced", context: "syscall", why: "stopped",
+                        state: "t")
+                ])
         case .unansweringWorker:
             return ThreadExpectation(
                 minimumThreads: base + 1,
-                workers: [Worker(name: "traced", context: "syscall", why: "no_answer")])
+                workers: [
+                    Worker(name: "traced", function: "aft_test_worker_traced", context: "syscall", why: "no_answer")
+                ])
         case .manyThreads:
             return ThreadExpectation(
                 minimumThreads: 256,
