@@ -18,6 +18,10 @@ enum CrashBench {
         let runs = args.firstIndex(of: "--runs").flatMap { Int(args[$0 + 1]) } ?? 15
         let root = NSTemporaryDirectory() + "aftermath-bench-\(getpid())"
         defer { try? FileManager.default.removeItem(atPath: root) }
+        if let threads = args.firstIndex(of: "--threads").flatMap({ Int(args[$0 + 1]) }) {
+            ThreadsCrashBench.run(threads: threads, runs: runs, root: root)
+            return
+        }
         print("Crash handler, medians of \(runs) crashes each (child processes, SWIFT_BACKTRACE=enable=no)")
         print("depth  frames  file size   handler (no fsync)  handler (fsync)")
         for depth in [10, 64, 1000, 4000] {
@@ -85,6 +89,7 @@ enum CrashBench {
         let depth = args.firstIndex(of: "--depth").flatMap { Int(args[$0 + 1]) } ?? 64
         let dir = args.firstIndex(of: "--dir").map { args[$0 + 1] } ?? "/tmp/aftermath-bench-child"
         let fsync = args.firstIndex(of: "--fsync").map { args[$0 + 1] == "1" } ?? false
+        let workers = args.firstIndex(of: "--workers").flatMap { Int32(args[$0 + 1]) } ?? 0
         if !args.contains("--no-aftermath") {
             var config = Aftermath.Configuration(
                 serviceName: "bench", serviceVersion: "1.0", exporter: InMemoryExporter(),
@@ -96,6 +101,8 @@ enum CrashBench {
             aft_install_complete()
             for _ in 0..<1000 where Aftermath.lastDelivery == nil { usleep(1000) }
         }
+        if workers > 0, aft_test_start_workers(AFT_TEST_WORKER_PARKED, workers) != 0 { exit(4) }
+        if args.contains("--unanswering"), aft_test_start_traced_worker(1) != 0 { exit(5) }
         // Frames already on the stack: main, the bench's dispatch, libc start; the fault adds
         // two (Fault.trigger and its body). Recurse the rest.
         var sink = 0
