@@ -139,7 +139,7 @@ let package = Package(
             name: "CrashHarness",
             dependencies: [
                 "HarnessSupport", "Aftermath", "AftermathNextLaunch", "AftermathSymbolication",
-                "AftermathTesting", "CSignalShim", "CHarnessFaults",
+                "AftermathTesting", "CSignalShim", "CHarnessFaults", "TestSupport",
             ],
             path: "Harness/Crash"
         ),

@@ -54,6 +54,13 @@ void *aft_async_arch_synthesize_context(void *buffer, uint32_t capacity, uint64_
     return uc;
 }
 
+/* The calling thread's thread pointer (tpidr_el0). */
+uint64_t aft_async_arch_thread_pointer(void) {
+    uint64_t tp;
+    __asm__ volatile("mrs %0, tpidr_el0" : "=r"(tp));
+    return tp;
+}
+
 /* fpsr, fpcr, then v0-v31, from the fpsimd_context record among the kernel's records. */
 uint32_t aft_async_arch_fp_state(const void *ucontext, uint8_t *out, uint32_t capacity) {
     const ucontext_t *uc = ucontext;

@@ -48,6 +48,13 @@ void *aft_async_arch_synthesize_context(void *buffer, uint32_t capacity, uint64_
     return uc;
 }
 
+/* The calling thread's thread pointer: the TCB's pointer to itself at %fs:0. */
+uint64_t aft_async_arch_thread_pointer(void) {
+    uint64_t tp;
+    __asm__ volatile("mov %%fs:0, %0" : "=r"(tp));
+    return tp;
+}
+
 /* The 512-byte FXSAVE area the kernel saved (the layout a minidump's context holds). */
 uint32_t aft_async_arch_fp_state(const void *ucontext, uint8_t *out, uint32_t capacity) {
     const ucontext_t *uc = ucontext;
@@ -135,6 +142,8 @@ int aft_async_arch_interrupted_syscall(const void *ucontext) {
     (void)ucontext;
     return 0;
 }
+
+uint64_t aft_async_arch_thread_pointer(void) { return 0; }
 
 void *aft_async_arch_synthesize_context(void *buffer, uint32_t capacity, uint64_t pc, uint64_t sp) {
     (void)buffer;

@@ -173,6 +173,8 @@ uint32_t aft_async_arch_fp_state(const void *ucontext, uint8_t *out, uint32_t ca
  * stack from there as from a signal frame. Returns it, or NULL. */
 #define AFT_SYNTHETIC_CONTEXT_ROOM 8192u
 void *aft_async_arch_synthesize_context(void *buffer, uint32_t capacity, uint64_t pc, uint64_t sp);
+/* The calling thread's TLS thread pointer, 0 where unknown. */
+uint64_t aft_async_arch_thread_pointer(void);
 /* 1 when the signal context is that of a system call the signal cut short (-EINTR). */
 int aft_async_arch_interrupted_syscall(const void *ucontext);
 /* The pc and frame pointer of a signal context. */

@@ -9,6 +9,7 @@
  * for up to two seconds.
  */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -29,6 +30,15 @@
 void aft_threads_prepare(int requested_signal) {
     int signo = aft_watchdog_prepare_capture_signal(requested_signal);
     atomic_store(&aft_g_thread_capture_signal, signo);
+    /* glibc's own answer (the one its sanitizers use), found at run time: another libc has
+     * none, and stacks are then cut at their mapping's end only. */
+    typedef void (*tls_info_fn)(size_t *, size_t *);
+    tls_info_fn info = (tls_info_fn)dlsym(RTLD_DEFAULT, "_dl_get_tls_static_info");
+    if (info != NULL) {
+        size_t size = 0, align = 0;
+        info(&size, &align);
+        aft_g_static_tls_size = size;
+    }
 }
 
 /* 1 when the capture signal is blocked in tid's mask, or its status cannot be read. */

@@ -24,6 +24,7 @@
 aft_thread_capture aft_g_threads = {.unwind_slot = AFT_UNWIND_SLOT_CRASH};
 aft_thread_capture aft_g_hang_threads = {.for_hang = 1, .unwind_slot = AFT_UNWIND_SLOT_CAPTURE};
 _Atomic int aft_g_thread_capture_signal;
+uint64_t aft_g_static_tls_size;
 
 void aft_async_fill_from_context(aft_thread *r, const void *ucontext, uint32_t source) {
     aft_crash_info regs;
@@ -88,6 +89,7 @@ static int aft_async_threads_park(aft_thread_capture *c, uint32_t gen, void *uco
             aft_async_fill_from_context(r, ucontext, AFT_THREAD_CONTEXT_SIGNAL);
             slot->ucontext = ucontext;
         }
+        r->thread_pointer = aft_async_arch_thread_pointer();
         atomic_store(&slot->state, AFT_SLOT_PARKED);
         atomic_fetch_add(&c->answered, 1);
         aft_async_futex_wake(&c->answered);
@@ -186,7 +188,7 @@ static void aft_async_sigprof_handler(int signo, siginfo_t *info, void *ucontext
 /* The signal a thread with this blocked mask can take: the capture signal, else SIGPROF
  * (libdispatch's workers block every asynchronous signal but SIGPROF), else 0. */
 static int aft_async_pick_signal(aft_thread_capture *c, uint64_t blocked, int capture) {
-    if (capture > 0 && !((blocked >> (capture - 1)) & 1u)) return capture;
+    if (capture > 0 && !((blocked >> (capture - 1)) & 1u)) return capture; /* 0: SIGPROF only */
     if (((blocked >> (SIGPROF - 1)) & 1u) || c->for_hang) return 0; /* a live app's SIGPROF stays its own */
     if (!c->sigprof_borrowed) {
         struct sigaction ours;
@@ -287,17 +289,17 @@ static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, int captu
             return;
         }
     }
-    uint64_t blocked = 0;
-    n = aft_async_task_file(c, tid, "status");
-    if (n > 0) (void)aft_async_status_field(c->proc, (size_t)n, "SigBlk", 1, &blocked);
-    int signo = aft_async_pick_signal(c, blocked, capture);
-    if (signo == 0) {
-        aft_async_from_syscall_file(c, r, AFT_THREAD_WHY_BLOCKS_SIGNAL);
-        return;
-    }
+    /* Sent at once, the mask unread: reading every thread's status costs more than the few
+     * that block the signal, which the collection finds by their silence. */
+    aft_async_threads_send(c, i, capture, first_signal_ns);
+}
+
+int aft_async_threads_send(aft_thread_capture *c, uint32_t i, int signo, uint64_t *first_signal_ns) {
+    aft_capture_slot *slot = &c->slots[i];
+    aft_thread *r = &c->records[i];
     slot->signal = signo;
     atomic_store(&slot->state, AFT_SLOT_SENT);
-    if (syscall(SYS_tgkill, (long)getpid(), (long)tid, (long)signo) != 0) {
+    if (syscall(SYS_tgkill, (long)getpid(), (long)r->thread_id, (long)signo) != 0) {
         int err = errno;
         uint32_t sent = AFT_SLOT_SENT;
         atomic_compare_exchange_strong(&slot->state, &sent, AFT_SLOT_LATE);
@@ -307,10 +309,31 @@ static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, int captu
         } else {
             aft_async_from_syscall_file(c, r, AFT_THREAD_WHY_SIGNAL_FAILED);
         }
-        return;
+        return 0;
     }
     if (*first_signal_ns == 0) *first_signal_ns = aft_async_now_ns(CLOCK_MONOTONIC);
     c->info.signalled++;
+    return 1;
+}
+
+/* A thread that has not answered the capture signal yet: if it blocks it, SIGPROF instead where
+ * it can take that one, else /proc's sp and pc. The capture signal stays pending there, and
+ * finds nothing to answer once the thread lets it through. */
+static void aft_async_threads_retry_blocked(aft_thread_capture *c, uint32_t i, int capture,
+                                            uint64_t *first_signal_ns) {
+    aft_capture_slot *slot = &c->slots[i];
+    if (slot->signal != capture || atomic_load(&slot->state) != AFT_SLOT_SENT) return;
+    uint64_t blocked = 0;
+    ssize_t n = aft_async_task_file(c, c->records[i].thread_id, "status");
+    if (n <= 0 || !aft_async_status_field(c->proc, (size_t)n, "SigBlk", 1, &blocked)) return;
+    if (!((blocked >> (capture - 1)) & 1u)) return; /* it will answer: not scheduled yet */
+    uint32_t sent = AFT_SLOT_SENT;
+    if (!atomic_compare_exchange_strong(&slot->state, &sent, AFT_SLOT_LISTED)) return;
+    c->info.signalled--;
+    int signo = aft_async_pick_signal(c, blocked, 0);
+    if (signo == 0 || !aft_async_threads_send(c, i, signo, first_signal_ns))
+        if (atomic_load(&slot->state) == AFT_SLOT_LISTED)
+            aft_async_from_syscall_file(c, &c->records[i], AFT_THREAD_WHY_BLOCKS_SIGNAL);
 }
 
 /* One listing of /proc/self/task; the number of threads not seen before. */
@@ -346,15 +369,25 @@ uint32_t aft_async_threads_list(aft_thread_capture *c, int capture, uint64_t *fi
 }
 
 /* Waits for the signalled threads' answers until the deadline, then closes the rest. */
-void aft_async_threads_collect(aft_thread_capture *c, uint64_t first_signal_ns) {
-    uint64_t deadline = first_signal_ns + AFT_THREADS_ANSWER_NS;
-    c->info.deadline_ns = AFT_THREADS_ANSWER_NS;
+/* Waits until every signalled thread has answered, or until the deadline. */
+static void aft_async_threads_await(aft_thread_capture *c, uint64_t deadline) {
     for (;;) {
         uint32_t answered = atomic_load(&c->answered);
         if (answered >= c->info.signalled) break;
         if (aft_async_now_ns(CLOCK_MONOTONIC) >= deadline) break;
         aft_async_futex_wait_until(&c->answered, answered, deadline);
     }
+}
+
+void aft_async_threads_collect(aft_thread_capture *c, int capture, uint64_t first_signal_ns) {
+    uint64_t deadline = first_signal_ns + AFT_THREADS_ANSWER_NS;
+    c->info.deadline_ns = AFT_THREADS_ANSWER_NS;
+    /* The first answers; then the silent threads' masks, and the rest of the answers. */
+    aft_async_threads_await(c, aft_async_now_ns(CLOCK_MONOTONIC) + AFT_THREADS_FIRST_WAIT_NS);
+    uint32_t count = atomic_load(&c->count);
+    for (uint32_t i = 1; i < count && capture > 0; i++)
+        aft_async_threads_retry_blocked(c, i, capture, &first_signal_ns);
+    aft_async_threads_await(c, deadline);
     uint32_t n = atomic_load(&c->count);
     for (uint32_t i = 1; i < n; i++) {
         aft_capture_slot *slot = &c->slots[i];

@@ -15,11 +15,15 @@
 
 /* How long the crashing thread waits for the others' answers, from the first signal. */
 #define AFT_THREADS_ANSWER_NS (100ull * 1000 * 1000)
+/* How long the first answers are waited for before the silent threads' masks are read. */
+#define AFT_THREADS_FIRST_WAIT_NS (300ull * 1000)
 /* How long a paused thread waits to be released before it goes on by itself. */
 #define AFT_THREADS_PARK_NS (1000ull * 1000 * 1000)
 /* libunwind's time for all the other threads together; frame pointers after that. */
 #define AFT_THREADS_UNWIND_NS (40ull * 1000 * 1000)
 #define AFT_THREADS_UNWIND_EACH_NS (10ull * 1000 * 1000)
+/* Writable mappings read from /proc/self/maps, to cut each stack at its mapping's end. */
+#define AFT_THREADS_MAPPINGS 4096u
 /* Listings of /proc/self/task until no new thread appears. */
 #define AFT_THREADS_ROUNDS 4u
 /* Threads that crash while the first crash is written, remembered with their context. */
@@ -76,6 +80,8 @@ typedef struct aft_thread_capture {
     uint64_t stack_offsets[AFT_MAX_THREADS]; /* each record's bytes in the arena */
     uint8_t arena[AFT_THREADS_ARENA];
     uint8_t synthetic[AFT_SYNTHETIC_CONTEXT_ROOM] __attribute__((aligned(16)));
+    uint64_t mappings[AFT_THREADS_MAPPINGS][2]; /* writable mappings [start, end), in order */
+    uint32_t mapping_count;
     int sigprof_borrowed;
     struct sigaction sigprof_previous;
     char dirents[4096];
@@ -115,6 +121,9 @@ extern aft_thread_capture aft_g_threads;
 extern aft_thread_capture aft_g_hang_threads;
 /* The signal that pauses a thread (the hang watchdog's capture signal), 0 when none. */
 extern _Atomic int aft_g_thread_capture_signal;
+/* glibc's static TLS size (its TCB included), read at start; 0: unknown. A thread's stack ends
+ * below its static TLS: on x86-64 at its thread pointer less that size. */
+extern uint64_t aft_g_static_tls_size;
 
 /* ---- crash time (threads_capture_async.c) ---- */
 /* In the capture signal's handler (and SIGPROF's while it is borrowed): 1 when the signal was a
@@ -130,7 +139,10 @@ void aft_async_threads_capture(const aft_crash_info *ci, const void *ucontext,
  * first_signal_ns, that closes the rest. */
 void aft_async_fill_from_context(aft_thread *r, const void *ucontext, uint32_t source);
 uint32_t aft_async_threads_list(aft_thread_capture *c, int capture, uint64_t *first_signal_ns);
-void aft_async_threads_collect(aft_thread_capture *c, uint64_t first_signal_ns);
+void aft_async_threads_collect(aft_thread_capture *c, int capture, uint64_t first_signal_ns);
+/* Sends slot i's thread signo and marks it sent; 0 when it could not be sent (the record then
+ * says why, or the thread is gone). */
+int aft_async_threads_send(aft_thread_capture *c, uint32_t i, int signo, uint64_t *first_signal_ns);
 /* The same from the hang watchdog's thread while the watched thread is stuck: every thread but
  * the watched one (whose stack the hang holds) and the watchdog, into aft_g_hang_threads.
  * Threads sleeping in a call a handler would cut short (nanosleep, poll, epoll_wait, ...) are

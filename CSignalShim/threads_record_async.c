@@ -7,6 +7,7 @@
  * before start an alternate stack from its own signal handler.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
@@ -66,6 +67,63 @@ static uint64_t aft_async_read_prefix(uint64_t address, uint8_t *out, uint64_t s
     return got;
 }
 
+/* The writable mappings, "start-end rw..." at each line's start of /proc/self/maps, parsed as
+ * the bytes come (a line may span two reads). */
+static void aft_async_read_mappings(aft_thread_capture *c) {
+    c->mapping_count = 0;
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    uint64_t start = 0, end = 0;
+    int field = 0; /* 0 start, 1 end, 2 r, 3 w, 4 rest of the line */
+    int writable = 0;
+    char *buf = c->dirents;
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof(c->dirents));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        for (ssize_t i = 0; i < n; i++) {
+            char ch = buf[i];
+            if (ch == '\n') {
+                if (writable && end > start && c->mapping_count < AFT_THREADS_MAPPINGS) {
+                    c->mappings[c->mapping_count][0] = start;
+                    c->mappings[c->mapping_count][1] = end;
+                    c->mapping_count++;
+                }
+                start = end = 0;
+                field = writable = 0;
+                continue;
+            }
+            uint64_t digit = ch >= '0' && ch <= '9' ? (uint64_t)(ch - '0')
+                             : ch >= 'a' && ch <= 'f' ? (uint64_t)(ch - 'a' + 10)
+                                                      : 16;
+            if (field == 0 && ch == '-') field = 1;
+            else if (field == 0 && digit < 16) start = start << 4 | digit;
+            else if (field == 1 && ch == ' ') field = 2;
+            else if (field == 1 && digit < 16) end = end << 4 | digit;
+            else if (field == 2) field = 3; /* r, or - */
+            else if (field == 3) {
+                writable = ch == 'w';
+                field = 4;
+            }
+        }
+    }
+    close(fd);
+}
+
+/* The end of the writable mapping that holds address, or of the first one above it (an sp in a
+ * guard page); 0 when there is none, or no list. */
+static uint64_t aft_async_mapping_end(const aft_thread_capture *c, uint64_t *address) {
+    for (uint32_t i = 0; i < c->mapping_count; i++) {
+        if (c->mappings[i][1] <= *address) continue;
+        if (c->mappings[i][0] > *address) {
+            if (c->mappings[i][0] - *address > 65536) return 0; /* no stack of its */
+            *address = c->mappings[i][0];
+        }
+        return c->mappings[i][1];
+    }
+    return 0;
+}
+
 /* Copies a thread's stack from its sp (less the red zone) up, at most cap bytes, cut at the end
  * of the mapping. An sp in a guard page (a stack overflow) starts at the next pages up. */
 static void aft_async_copy_stack(aft_thread_capture *c, uint32_t index, uint64_t *used) {
@@ -75,6 +133,23 @@ static void aft_async_copy_stack(aft_thread_capture *c, uint32_t index, uint64_t
                                                      : AFT_STACK_CAP_LATE;
     if (r->sp <= AFT_STACK_RED_ZONE || *used + cap > sizeof(c->arena)) return;
     uint64_t start = (r->sp - AFT_STACK_RED_ZONE) & ~15ull;
+    /* Cut at the end of the stack's own mapping: the next one up is another thread's guard
+     * page and stack, which /proc/self/mem would read as well. */
+    uint64_t end = c->mapping_count > 0 ? aft_async_mapping_end(c, &start) : 0;
+    /* And below its static TLS, which glibc keeps at the top of a thread's stack mapping (tens
+     * of KiB in a Swift process, the same in every thread): on x86-64 below the thread pointer,
+     * with a page to spare for glibc's thread descriptor above the last frame; on arm64 the
+     * TLS is above the thread pointer. */
+    uint64_t tp = r->thread_pointer;
+#if defined(__x86_64__)
+    uint64_t tls = aft_g_static_tls_size;
+    uint64_t below_tls = tp > tls + 4096 ? tp - tls + 4096 : 0;
+#else
+    uint64_t below_tls = tp;
+#endif
+    if (below_tls > start && (end == 0 || below_tls < end)) end = below_tls;
+    uint64_t whole = cap;
+    if (end > start && end - start < cap) cap = end - start;
     uint8_t *out = c->arena + *used;
     uint64_t got = 0;
     for (int attempt = 0; attempt < 3 && got == 0; attempt++) {
@@ -82,7 +157,7 @@ static void aft_async_copy_stack(aft_thread_capture *c, uint32_t index, uint64_t
         if (got == 0) start = (start + 4096) & ~4095ull;
     }
     if (got == 0) return;
-    if (got == cap) {
+    if (got == cap && cap == whole && (end == 0 || end > start + cap)) {
         uint8_t probe;
         if (aft_async_read_prefix(start + cap, &probe, 1) == 1) r->flags |= AFT_THREAD_STACK_TRUNCATED;
     }
@@ -121,6 +196,13 @@ static void aft_async_unwind_thread(aft_thread_capture *c, uint32_t index, uint6
         uint64_t budget = deadline_ns > now ? deadline_ns - now : 0;
         if (budget > AFT_THREADS_UNWIND_EACH_NS) budget = AFT_THREADS_UNWIND_EACH_NS;
         void *uc = aft_async_arch_synthesize_context(c->synthetic, sizeof(c->synthetic), r->pc, r->sp);
+        if (uc != NULL) { /* its registers as the readers of a minidump will unwind them */
+            aft_crash_info regs;
+            aft_async_memset(&regs, 0, sizeof(regs));
+            aft_async_arch_registers(uc, &regs);
+            aft_async_memcpy(r->registers, regs.registers, sizeof(r->registers));
+            r->register_count = regs.register_count;
+        }
         if (uc != NULL && budget >= 1000000ull && !atomic_load(&aft_g_libunwind_abandoned))
             n = aft_async_unwind_context(uc, frames, capacity, c->unwind_slot, budget, &unwinder,
                                          &truncated, &status);
@@ -169,7 +251,7 @@ static void aft_async_capture_run(aft_thread_capture *c, uint64_t begin) {
         c->info.rounds = round + 1;
         if (aft_async_threads_list(c, capture, &first_signal) == 0) break;
     }
-    if (first_signal != 0) aft_async_threads_collect(c, first_signal);
+    if (first_signal != 0) aft_async_threads_collect(c, capture, first_signal);
     uint64_t collected = aft_async_now_ns(CLOCK_MONOTONIC);
     c->info.capture_ns = collected - begin;
 
@@ -191,6 +273,7 @@ static void aft_async_capture_run(aft_thread_capture *c, uint64_t begin) {
     uint64_t unwind_deadline = collected + AFT_THREADS_UNWIND_NS;
     for (uint32_t i = c->for_hang ? 0 : 1; i < kept; i++) aft_async_unwind_thread(c, i, unwind_deadline);
     uint64_t used = 0;
+    if (!c->for_hang) aft_async_read_mappings(c);
     for (uint32_t i = 0; i < kept && !c->for_hang; i++) aft_async_copy_stack(c, i, &used);
     c->info.stack_bytes = (uint32_t)used;
     c->info.unwind_ns = aft_async_now_ns(CLOCK_MONOTONIC) - collected;
@@ -210,6 +293,7 @@ void aft_async_threads_capture(const aft_crash_info *ci, const void *ucontext,
     r->state = 'R';
     r->syscall_number = -2;
     if (ucontext != NULL) aft_async_fill_from_context(r, ucontext, AFT_THREAD_CONTEXT_CRASH);
+    r->thread_pointer = aft_async_arch_thread_pointer();
     r->unwinder = ci->unwinder;
     r->unwind_status = ci->unwind_status;
     uint32_t n = frame_count < AFT_MAX_FRAMES ? frame_count : AFT_MAX_FRAMES;

@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 swift build --product crash-harness
+swift build --product aftermath  # aftermath show, for the thread rows
 # The handler detector: preloaded into every crashing child, it fails a row when the crash
 # handler calls malloc, free, a mutex or dl_iterate_phdr on the signal stack.
 mkdir -p .build

@@ -235,7 +235,10 @@ typedef struct aft_image {
 /* aft_thread.context_source: where the registers come from */
 #define AFT_THREAD_CONTEXT_NONE 0u    /* none: listed by id, name and state only */
 #define AFT_THREAD_CONTEXT_SIGNAL 1u  /* every register, from the thread's own signal frame */
-#define AFT_THREAD_CONTEXT_SYSCALL 2u /* sp and pc only, from /proc/self/task/<tid>/syscall */
+#define AFT_THREAD_CONTEXT_SYSCALL 2u /* sp and pc only, from /proc/self/task/<tid>/syscall; its
+                                         registers then hold those two and the frame pointer
+                                         (and arm64's link register) taken from the first frame
+                                         record above sp, the rest zero */
 #define AFT_THREAD_CONTEXT_CRASH 3u   /* every register, from its crash's signal frame */
 
 /* aft_thread.why: why a thread has no full context (0 when it has one) */
@@ -295,7 +298,8 @@ typedef struct aft_thread {
     int32_t crash_signal;   /* AFT_THREAD_ALSO_CRASHED: its signal */
     char state;             /* /proc state letter: R, S, D, T, t, Z, ... ('?' unknown) */
     char _pad[7];
-    uint8_t _reserved[32];
+    uint64_t thread_pointer; /* its TLS thread pointer (x86-64 fs base, arm64 tpidr_el0), 0: unknown */
+    uint8_t _reserved[24];
 } aft_thread;
 
 /* Precedes the bytes of a STACK_MEMORY section. */

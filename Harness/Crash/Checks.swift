@@ -21,6 +21,8 @@ enum Column: String, CaseIterable, Sendable, TableColumn {
     case pending = "pending"
     case handlerCalls = "handler calls"
     case threads = "threads"
+    case show = "show"
+    case minidump = "minidump"
 }
 
 typealias CheckResult = TableCheck<Column>
@@ -43,7 +45,7 @@ struct Checks {
     func all() -> [CheckResult] {
         [
             signal(), sameExit(), recordType(), sessionRelease(), chain(), images(), frameCount(), thread(),
-            swiftBacktrace(), pending(), handlerCalls(), threads(),
+            swiftBacktrace(), pending(), handlerCalls(), threads(), show(), minidump(),
         ]
     }
 

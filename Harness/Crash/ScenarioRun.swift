@@ -31,6 +31,8 @@ struct Evidence: Sendable {
     var reportsDirectory: String
     /// What the handler detector logged for the crashing child; nil when it ran without one.
     var detectorLog: String?
+    /// The crash's minidump and `aftermath show`, taken before the next launch.
+    var artifacts = ThreadArtifacts()
 
     var crashesDirectory: String { ReportDirectory(root: reportsDirectory).crashes }
 }
@@ -73,6 +75,7 @@ struct ScenarioRunner: Sendable {
             executable, ["child", scenario.name, "--dir", unusedDirectory, "--no-aftermath"],
             environment: environment, timeout: timeoutSeconds)
         let afterCrash = Self.listing(crashes)
+        let artifacts = ThreadArtifacts.collect(reports: reports, root: root)
         let next = ChildProcess.run(
             executable, ["next-launch", "--dir", reports],
             environment: environment, timeout: timeoutSeconds)
@@ -87,7 +90,8 @@ struct ScenarioRunner: Sendable {
             otherEventNames: records.filter { $0.eventName != "app.crash" }.map { $0.eventName ?? "(none)" },
             exportProblems: problems,
             printedSession: context["session"], printedBuildID: context["build"], reportsDirectory: reports,
-            detectorLog: detector == nil ? nil : ((try? String(contentsOfFile: detectorLog, encoding: .utf8)) ?? ""))
+            detectorLog: detector == nil ? nil : ((try? String(contentsOfFile: detectorLog, encoding: .utf8)) ?? ""),
+            artifacts: artifacts)
     }
 
     /// The key=value pairs of the child's AFTERMATH_CONTEXT line.

@@ -86,7 +86,11 @@ package enum MinidumpWriter {
         switch t.contextSource {
         case .signal, .crash:
             if !t.registers.isEmpty { return .full(registers: t.registers, fpState: t.fpState) }
-        case .syscall, .none:
+        case .syscall:
+            // sp, pc and the frame pointer found above sp: the readers' unwind tables take it
+            // from there as from a full context.
+            if !t.registers.isEmpty { return .full(registers: t.registers, fpState: []) }
+        case .none:
             break
         }
         return t.sp != 0 || t.pc != 0 ? .stackAndPC(sp: t.sp, pc: t.pc) : nil
