@@ -233,6 +233,17 @@ static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, int captu
     atomic_store(&slot->tid, tid);
     atomic_store(&c->count, i + 1); /* published before a signal can look for it */
 
+    /* Aftermath's long-lived threads are known by their ids: listed without a read of /proc. */
+    static const char watchdog_name[] = "aftermath.hang", donor_name[] = "aftermath.unw";
+    const char *own_name = tid == atomic_load(&aft_g_watchdog.watchdog_tid) ? watchdog_name
+                           : (int)tid == aft_g_unwind_resident.donor_tid ? donor_name
+                                                                          : NULL;
+    if (own_name != NULL) {
+        aft_async_copy_tail(r->name, AFT_THREAD_NAME, own_name, aft_async_strlen(own_name, 16));
+        r->flags |= AFT_THREAD_AFTERMATH;
+        r->why = AFT_THREAD_WHY_OWN;
+        return;
+    }
     ssize_t n = aft_async_task_file(c, tid, "stat");
     if (n <= 0) { /* gone already */
         atomic_store(&slot->state, AFT_SLOT_EXITED);
@@ -245,6 +256,10 @@ static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, int captu
     int ours = 1;
     for (uint32_t k = 0; k < sizeof(own) - 1 && ours; k++) ours = r->name[k] == own[k];
     if (ours) r->flags |= AFT_THREAD_AFTERMATH;
+    if (ours) { /* its stack says nothing of the app's crash: listed, not paused */
+        r->why = AFT_THREAD_WHY_OWN;
+        return;
+    }
 
     aft_also_crashed *also = aft_async_also_crashed(tid);
     if (also != NULL) { /* crashed too and waits in our handler: its own fault's context */

@@ -82,6 +82,7 @@ typedef struct aft_thread_capture {
     uint8_t synthetic[AFT_SYNTHETIC_CONTEXT_ROOM] __attribute__((aligned(16)));
     uint64_t mappings[AFT_THREADS_MAPPINGS][2]; /* writable mappings [start, end), in order */
     uint32_t mapping_count;
+    int mappings_read; /* read once per capture, when a stack needs them */
     int sigprof_borrowed;
     struct sigaction sigprof_previous;
     char dirents[4096];

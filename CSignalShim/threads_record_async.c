@@ -132,22 +132,29 @@ static void aft_async_copy_stack(aft_thread_capture *c, uint32_t index, uint64_t
                    : index < AFT_STACK_EARLY_THREADS ? AFT_STACK_CAP_EARLY
                                                      : AFT_STACK_CAP_LATE;
     if (r->sp <= AFT_STACK_RED_ZONE || *used + cap > sizeof(c->arena)) return;
+    if (r->flags & AFT_THREAD_AFTERMATH) return; /* one of ours: its stack is no evidence */
     uint64_t start = (r->sp - AFT_STACK_RED_ZONE) & ~15ull;
-    /* Cut at the end of the stack's own mapping: the next one up is another thread's guard
-     * page and stack, which /proc/self/mem would read as well. */
-    uint64_t end = c->mapping_count > 0 ? aft_async_mapping_end(c, &start) : 0;
-    /* And below its static TLS, which glibc keeps at the top of a thread's stack mapping (tens
+    /* Cut below its static TLS, which glibc keeps at the top of a thread's stack mapping (tens
      * of KiB in a Swift process, the same in every thread): on x86-64 below the thread pointer,
-     * with a page to spare for glibc's thread descriptor above the last frame; on arm64 the
-     * TLS is above the thread pointer. */
+     * with a page to spare for glibc's thread descriptor above the last frame; on arm64 the TLS
+     * is above the thread pointer. Else at the end of the stack's own mapping: the next one up
+     * is another thread's guard page and stack, which /proc/self/mem would read as well. The
+     * main thread's stack has no neighbour above: a read stops at its end by itself. */
     uint64_t tp = r->thread_pointer;
 #if defined(__x86_64__)
     uint64_t tls = aft_g_static_tls_size;
-    uint64_t below_tls = tp > tls + 4096 ? tp - tls + 4096 : 0;
+    uint64_t end = tp > tls + 4096 ? tp - tls + 4096 : 0;
 #else
-    uint64_t below_tls = tp;
+    uint64_t end = tp;
 #endif
-    if (below_tls > start && (end == 0 || below_tls < end)) end = below_tls;
+    if (end <= start || end - start > (1u << 24)) end = 0; /* not above this stack */
+    if (end == 0 && !(r->flags & AFT_THREAD_MAIN)) {
+        if (!c->mappings_read) {
+            aft_async_read_mappings(c);
+            c->mappings_read = 1;
+        }
+        end = c->mapping_count > 0 ? aft_async_mapping_end(c, &start) : 0;
+    }
     uint64_t whole = cap;
     if (end > start && end - start < cap) cap = end - start;
     uint8_t *out = c->arena + *used;
@@ -189,6 +196,11 @@ static void aft_async_unwind_thread(aft_thread_capture *c, uint32_t index, uint6
             n = aft_async_unwind_frame_pointers(slot->ucontext, frames, capacity, c->unwind_slot,
                                                 &unwinder, &truncated);
         }
+    } else if (r->context_source == AFT_THREAD_CONTEXT_SYSCALL && r->pc != 0 &&
+               (r->flags & AFT_THREAD_AFTERMATH)) {
+        frames[0] = r->pc; /* one of ours: where it waits is enough */
+        n = 1;
+        unwinder = AFT_UNWINDER_PC_ONLY;
     } else if (r->context_source == AFT_THREAD_CONTEXT_SYSCALL && r->pc != 0) {
         /* Only sp and pc: the unwind tables still find its callers (a thread in a system call
          * is in libc, whose tables say where each frame keeps its return address). */
@@ -249,7 +261,8 @@ static void aft_async_capture_run(aft_thread_capture *c, uint64_t begin) {
     uint64_t first_signal = 0;
     for (uint32_t round = 0; round < AFT_THREADS_ROUNDS; round++) {
         c->info.rounds = round + 1;
-        if (aft_async_threads_list(c, capture, &first_signal) == 0) break;
+        /* Again only while threads are being paused: a thread created meanwhile is listed. */
+        if (aft_async_threads_list(c, capture, &first_signal) == 0 || first_signal == 0) break;
     }
     if (first_signal != 0) aft_async_threads_collect(c, capture, first_signal);
     uint64_t collected = aft_async_now_ns(CLOCK_MONOTONIC);
@@ -273,7 +286,8 @@ static void aft_async_capture_run(aft_thread_capture *c, uint64_t begin) {
     uint64_t unwind_deadline = collected + AFT_THREADS_UNWIND_NS;
     for (uint32_t i = c->for_hang ? 0 : 1; i < kept; i++) aft_async_unwind_thread(c, i, unwind_deadline);
     uint64_t used = 0;
-    if (!c->for_hang) aft_async_read_mappings(c);
+    c->mappings_read = 0;
+    c->mapping_count = 0;
     for (uint32_t i = 0; i < kept && !c->for_hang; i++) aft_async_copy_stack(c, i, &used);
     c->info.stack_bytes = (uint32_t)used;
     c->info.unwind_ns = aft_async_now_ns(CLOCK_MONOTONIC) - collected;

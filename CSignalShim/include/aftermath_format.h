@@ -251,6 +251,7 @@ typedef struct aft_image {
 #define AFT_THREAD_WHY_NO_SIGNAL 6u       /* no capture signal could be installed */
 #define AFT_THREAD_WHY_ZOMBIE 7u          /* exiting (Z, X) */
 #define AFT_THREAD_WHY_ASLEEP 8u /* (hangs) asleep in a call a signal would cut short: not woken */
+#define AFT_THREAD_WHY_OWN 9u    /* one of Aftermath's own threads: listed, never paused */
 
 /* aft_threads_info.flags */
 #define AFT_THREADS_DEADLINE_REACHED 0x1u /* some thread did not answer in time */

@@ -35,6 +35,8 @@ package struct CrashThread: Sendable, Hashable {
         /// A hang's capture left it asleep in a call a signal would cut short (sp and pc from
         /// /proc): the app never sees a capture.
         case asleep
+        /// One of Aftermath's own threads: listed with the kernel's sp and pc, never paused.
+        case aftermath
 
         package init?(code: UInt32) {
             switch code {
@@ -46,6 +48,7 @@ package struct CrashThread: Sendable, Hashable {
             case UInt32(AFT_THREAD_WHY_NO_SIGNAL): self = .noSignal
             case UInt32(AFT_THREAD_WHY_ZOMBIE): self = .exiting
             case UInt32(AFT_THREAD_WHY_ASLEEP): self = .asleep
+            case UInt32(AFT_THREAD_WHY_OWN): self = .aftermath
             default: return nil
             }
         }
