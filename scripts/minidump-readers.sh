@@ -63,6 +63,11 @@ else
   if command -v pyenv >/dev/null; then
     candidates+=("$(pyenv root)"/versions/3.10.*/lib)
   fi
+  # pyenv's versions beside the python3 on PATH, and its default root, when pyenv itself is not
+  # on PATH (a CI shell).
+  pyroot="$(python3 -c 'import sys; print(sys.base_prefix)' 2>/dev/null || true)"
+  [ -n "$pyroot" ] && candidates+=("$(dirname "$pyroot")"/3.10.*/lib)
+  candidates+=("${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.10.*/lib)
   candidates+=(/usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu /usr/local/lib /usr/lib)
   for d in "${candidates[@]}"; do
     if [ -e "$d/libpython3.10.so.1.0" ]; then pylib="$d"; break; fi
