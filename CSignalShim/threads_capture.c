@@ -9,6 +9,7 @@
  * for up to two seconds.
  */
 #include <dirent.h>
+#include <signal.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -131,8 +132,34 @@ static void aft_await_altstack(aft_altstack_request *r) {
     }
 }
 
+static int aft_g_sigprof_borrowed;
+
+static void aft_sigprof_for_requests(int signo, siginfo_t *info, void *ucontext) {
+    int saved = errno;
+    (void)aft_async_threads_on_signal(signo, info, ucontext); /* anything else: ignored */
+    errno = saved;
+}
+
+/* Our handler on SIGPROF for the requests, when nobody handles or ignores it. */
+static int aft_borrow_sigprof(void) {
+    if (aft_g_sigprof_borrowed) return 1;
+    struct sigaction current;
+    if (sigaction(SIGPROF, NULL, &current) != 0 || (current.sa_flags & SA_SIGINFO) ||
+        current.sa_handler != SIG_DFL)
+        return 0;
+    struct sigaction ours;
+    memset(&ours, 0, sizeof(ours));
+    ours.sa_sigaction = aft_sigprof_for_requests;
+    ours.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&ours.sa_mask);
+    if (sigaction(SIGPROF, &ours, NULL) != 0) return 0;
+    aft_g_sigprof_borrowed = 1;
+    return 1;
+}
+
 void aft_threads_give_alternate_stacks(void) {
     int signo = atomic_load(&aft_g_thread_capture_signal);
+    int sigprof_unanswered = 0;
     if (signo <= 0) return;
     aft_altstack_requests *q = &aft_g_altstack_requests;
     atomic_store(&q->open, 1);
@@ -149,13 +176,24 @@ void aft_threads_give_alternate_stacks(void) {
             if (end == e->d_name || *end != '\0' || tid == self) continue;
             aft_altstack_request *known = aft_request_for(tid);
             if (known != NULL && atomic_load(&known->state) != AFT_ALTSTACK_CANCELLED) continue;
-            if (aft_thread_blocks(tid, signo, buf, sizeof(buf))) continue;
+            int use = signo;
+            if (aft_thread_blocks(tid, signo, buf, sizeof(buf))) {
+                /* A thread created by one that blocks every asynchronous signal (a libdispatch
+                 * worker) blocks ours too, but lets SIGPROF through: that one, while nobody
+                 * else uses it. */
+                if (aft_thread_blocks(tid, SIGPROF, buf, sizeof(buf)) || !aft_borrow_sigprof()) continue;
+                use = SIGPROF;
+            }
             if (aft_thread_sleeps(tid, buf, sizeof(buf))) {
                 deferred++;
                 continue;
             }
             if (known != NULL) continue; /* asked once and not answered: left alone */
-            if (aft_request_altstack(tid, signo)) aft_await_altstack(aft_request_for(tid));
+            if (aft_request_altstack(tid, use)) {
+                aft_altstack_request *r = aft_request_for(tid);
+                aft_await_altstack(r);
+                if (use == SIGPROF && atomic_load(&r->state) == AFT_ALTSTACK_CANCELLED) sigprof_unanswered = 1;
+            }
         }
         closedir(dir);
         if (deferred == 0) break;
@@ -163,4 +201,13 @@ void aft_threads_give_alternate_stacks(void) {
         nanosleep(&pause, NULL);
     }
     atomic_store(&q->open, 0);
+    /* SIGPROF back to its default, unless a request may still be pending on a thread that
+     * never answered: its default action would end the process. Ours ignores it. */
+    if (aft_g_sigprof_borrowed && !sigprof_unanswered) {
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof(dfl));
+        dfl.sa_handler = SIG_DFL;
+        sigaction(SIGPROF, &dfl, NULL);
+    }
+    aft_g_sigprof_borrowed = 0;
 }

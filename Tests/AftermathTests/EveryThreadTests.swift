@@ -1,0 +1,139 @@
+import Aftermath
+import AftermathNextLaunch
+import AftermathOTLP
+import AftermathTesting
+import CHarnessFaults
+import CSignalShim
+import Foundation
+import Testing
+import TestSupport
+
+/// Every thread of a crashed process in its crash file: real children crash with workers
+/// parked, blocking signals, sleeping, or crashing as well; the next launch decodes them.
+@Suite("Every thread at a crash")
+struct EveryThreadTests {
+    static func crashes(_ directory: String) -> [CrashReport] {
+        ReportCollector(directory: ReportDirectory(root: directory)).collect(moveRejected: false).reports
+            .compactMap(\.crash)
+    }
+
+    @Test("Named workers, a signal-blocking one: each listed with its registers or its reason, stacks kept")
+    func parkedWorkers() async throws {
+        let directory: String = TestSupport.childDirectory("threads-parked")
+        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
+            ExitStatusTests.childStart(directory)
+            guard aft_test_start_workers(AFT_TEST_WORKER_PARKED, 8) == 0,
+                aft_test_start_workers(AFT_TEST_WORKER_BLOCKS_SIGNALS, 1) == 0
+            else { _exit(97) }
+            UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
+        }
+        let crash = try #require(Self.crashes(directory).first)
+        let capture = try #require(crash.threadCapture)
+        #expect(crash.threads.first?.crashed == true && crash.threads.first?.id == crash.threadID)
+        #expect(crash.threads.filter(\.crashed).count == 1)
+        #expect(capture.answered >= 8 && !capture.deadlineReached)
+        for i in 0..<8 {
+            let worker = try #require(crash.threads.first { $0.name == "worker-\(i)" })
+            #expect(worker.contextSource == .signal && worker.missingContext == nil)
+            #expect(worker.registers.count >= 17 && worker.fpState.count > 0)
+            #expect(worker.frames.count >= 3, "libunwind through its signal frame")
+            #expect(!worker.stack.isEmpty && worker.stackStart <= worker.sp)
+            #expect(worker.stack.count <= Int(AFT_STACK_CAP_EARLY))
+            #expect(worker.state == "S", "blocked in read(2) when paused")
+        }
+        let blocker = try #require(crash.threads.first { $0.name == "blocker" })
+        #expect(blocker.contextSource == .syscall && blocker.missingContext == .blocksSignal)
+        #if arch(x86_64)
+        #expect(blocker.syscallNumber == 0, "read(2)")
+        #else
+        #expect(blocker.syscallNumber == 63, "read(2)")
+        #endif
+        #expect(blocker.frames.count >= 3, "unwound from /proc's sp and pc")
+        // Every thread the process had, Aftermath's own listed but not paused.
+        let own = crash.threads.filter(\.isAftermath)
+        #expect(!own.isEmpty && own.allSatisfy { $0.missingContext == .aftermath })
+        #expect(Set(crash.threads.map(\.id)).count == crash.threads.count, "no thread twice")
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    @Test("A sleeping main thread is not woken early by the pause: the process dies of the crash")
+    func sleeperStaysAsleep() async throws {
+        let directory: String = TestSupport.childDirectory("threads-sleeper")
+        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
+            ExitStatusTests.childStart(directory)
+            Thread.detachNewThread {
+                usleep(20_000)
+                UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
+            }
+            sleep(5)  // cut short by the pause, it would return and exit 0 here
+            _exit(0)
+        }
+        let crash = try #require(Self.crashes(directory).first)
+        let main = try #require(crash.threads.first { $0.isMain })
+        #expect(!main.crashed && main.contextSource == .signal)
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    @Test("A thread created before start overflows its stack: reported, from its alternate stack")
+    func overflowBeforeStart() async throws {
+        let directory: String = TestSupport.childDirectory("threads-overflow")
+        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
+            guard aft_test_start_overflow_worker() == 0 else { _exit(97) }
+            ExitStatusTests.childStart(directory)
+            aft_install_complete()  // its alternate stack is given here
+            aft_test_release_overflow_worker()
+            while true { pause() }
+        }
+        let crash = try #require(Self.crashes(directory).first)
+        #expect(crash.threadName == "overflower" && !crash.isMainThread)
+        #expect(crash.frames.count > 100)
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    @Test("Hostile thread sections never crash the decoder and never lose the crash itself")
+    func hostileSections() throws {
+        let directory: String = TestSupport.childDirectory("threads-hostile")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var generator = SystemRandomNumberGenerator()
+        for round in 0..<200 {
+            // A crash file with a thread section of random counts and sizes, a frame count past
+            // its section, and a stack memory header claiming more bytes than follow.
+            var body: [UInt8] = []
+            func section(_ type: UInt32, _ entrySize: UInt32, _ count: UInt32, _ bytes: [UInt8]) {
+                for v in [type, entrySize, count, 0] { withUnsafeBytes(of: v.littleEndian) { body += $0 } }
+                body += bytes
+            }
+            var context = aft_context()
+            context.report_id.0 = UInt8(truncatingIfNeeded: round)
+            section(UInt32(AFT_SECTION_CONTEXT), UInt32(MemoryLayout<aft_context>.size), 1, withUnsafeBytes(of: context) { Array($0) })
+            var info = aft_crash_info()
+            info.signal = SIGSEGV
+            section(UInt32(AFT_SECTION_CRASH), UInt32(MemoryLayout<aft_crash_info>.size), 1, withUnsafeBytes(of: info) { Array($0) })
+            var thread = aft_thread()
+            thread.frame_count = UInt32.random(in: 0...UInt32.max, using: &generator)
+            thread.register_count = UInt32.random(in: 0...1000, using: &generator)
+            thread.fp_state_size = UInt32.random(in: 0...100_000, using: &generator)
+            let records = withUnsafeBytes(of: thread) { Array($0) }
+            let claimed = UInt32.random(in: 0...4, using: &generator)
+            section(UInt32(AFT_SECTION_THREADS), UInt32(MemoryLayout<aft_thread>.size), claimed, records)
+            section(UInt32(AFT_SECTION_THREAD_FRAMES), 8, UInt32.random(in: 0...9, using: &generator), [UInt8](repeating: 7, count: 16))
+            var memory = aft_memory_header()
+            memory.size = UInt64.random(in: 0...UInt64.max, using: &generator)
+            section(UInt32(AFT_SECTION_STACK_MEMORY), 1, UInt32.random(in: 0...64, using: &generator), withUnsafeBytes(of: memory) { Array($0) } + [1, 2, 3])
+            var header = aft_file_header()
+            header.magic = AFT_MAGIC
+            header.version = UInt16(AFT_FORMAT_VERSION)
+            header.header_size = UInt16(MemoryLayout<aft_file_header>.size)
+            header.kind = AFT_KIND_CRASH
+            header.body_size = UInt64(body.count)
+            header.body_crc = body.withUnsafeBytes { ReportFile.crc32($0) }
+            header.commit = AFT_COMMIT_MARKER
+            let bytes = withUnsafeBytes(of: header) { Array($0) } + body
+            let crash = try ReportFile.decode(bytes).crashReport()
+            #expect(crash.signal == SIGSEGV)
+            #expect(crash.threads.count <= Int(claimed))
+            #expect(crash.threads.allSatisfy { $0.registers.count <= Int(AFT_MAX_REGISTERS) && $0.fpState.count <= Int(AFT_FP_STATE_CAPACITY) })
+            _ = MinidumpWriter.write(crash)  // and a minidump made of it never traps
+        }
+    }
+}
