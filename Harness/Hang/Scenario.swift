@@ -17,7 +17,7 @@ struct Scenario {
     /// Checks common to every hang record, plus the blocking function in the stack.
     static func checkHang(
         _ outcome: ChildOutcome, function: String, durationMs: ClosedRange<Int>?,
-        unfinished: Bool, state: String? = nil, ownSession: Bool = true
+        unfinished: Bool, state: String? = nil, ownSession: Bool = true, otherThread: String? = nil
     ) -> (String, [String]) {
         var failures: [String] = []
         // Other records (an abnormal exit of a killed run) are not this harness's business.
@@ -46,11 +46,26 @@ struct Scenario {
         if let state, string(r, "apsio.hang.thread_state") != state {
             failures.append("thread_state \(string(r, "apsio.hang.thread_state")), expected \(state)")
         }
+        // The other threads, each with its stack: the one the blocked thread waits for among them.
+        var others = 0
+        if let data = string(r, "apsio.threads").data(using: .utf8),
+            let list = try? JSONSerialization.jsonObject(with: data) as? [[String: Any]]
+        {
+            others = list.count
+            if let otherThread {
+                let holder = list.first { entry in
+                    Parent.symbols(entry["stacktrace"] as? String ?? "").contains { $0.contains(otherThread) }
+                }
+                if holder == nil { failures.append("no other thread in \(otherThread) in apsio.threads") }
+            }
+        } else {
+            failures.append("no apsio.threads")
+        }
         let syscall = string(r, "apsio.hang.syscall_name")
         let seen =
             "\(duration) ms, \(string(r, "apsio.hang.thread_state"))\(syscall.isEmpty ? "" : "/" + syscall), "
             + "\(string(r, "apsio.hang.capture")), \(symbols.count) app frames\(found ? ", fn found" : "")"
-            + (unfinished ? ", unfinished" : "")
+            + (unfinished ? ", unfinished" : "") + ", \(others) others"
         return (seen, failures)
     }
 

@@ -14,14 +14,15 @@ if arguments.count >= 4, arguments[1] == "child" {
 }
 
 func live(
-    _ name: String, _ function: String, state: String? = nil, range: ClosedRange<Int>? = 900...1100
+    _ name: String, _ function: String, state: String? = nil, range: ClosedRange<Int>? = 900...1100,
+    otherThread: String? = nil
 ) -> () -> (String, [String]) {
     {
         let dir = Parent.makeDirectory(name)
         let outcome = Parent.runChild(["child", name, dir])
         var (seen, failures) = Scenario.checkHang(
             outcome, function: function, durationMs: range,
-            unfinished: false, state: state)
+            unfinished: false, state: state, otherThread: otherThread)
         if !Parent.hangFiles(dir).isEmpty { failures.append("hang file not deleted after export") }
         return (seen, failures)
     }
@@ -70,7 +71,7 @@ let scenarios: [Scenario] = [
         }),
     Scenario(
         name: "lock", summary: "blocked in a mutex held by another thread",
-        run: live("lock", "hangHarnessLockWait", state: "sleeping")),
+        run: live("lock", "hangHarnessLockWait", state: "sleeping", otherThread: "hangHarnessLockWait")),
     Scenario(name: "sleep", summary: "blocked in usleep", run: live("sleep", "hangHarnessSleep", state: "sleeping")),
     Scenario(name: "busy", summary: "busy loop 1 s", run: live("busy", "hangHarnessBusyLoop", state: "running")),
     Scenario(name: "stall200", summary: "five stalls of 200 ms", run: none("stall200")),
