@@ -87,6 +87,7 @@ enum Setup: Sendable {
     var workers: [(kind: Int32, count: Int32)] {
         switch self {
         case .namedWorkers: [(AFT_TEST_WORKER_PARKED, 8)]
+        case .seccompKillProcessVMReadv, .seccompRefuseProcessVMReadv: [(AFT_TEST_WORKER_PARKED, 4)]
         case .signalBlockingWorker: [(AFT_TEST_WORKER_PARKED, 2), (AFT_TEST_WORKER_BLOCKS_SIGNALS, 1)]
         case .spinningWorker: [(AFT_TEST_WORKER_PARKED, 2), (AFT_TEST_WORKER_SPINNING, 1)]
         case .manyThreads: [(AFT_TEST_WORKER_PARKED, 255)]
@@ -141,11 +142,11 @@ extension Scenario {
                 fault: .deepRecursion, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
                 minimumFrames: Fault.recursionDepth),
             Scenario(
-                "seccomp-kill", "null dereference under a seccomp filter killing on process_vm_readv",
+                "seccomp-kill", "null dereference, 4 workers, a seccomp filter killing on process_vm_readv and ptrace",
                 fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
                 setup: .seccompKillProcessVMReadv),
             Scenario(
-                "seccomp-eperm", "null dereference under a seccomp filter refusing process_vm_readv",
+                "seccomp-eperm", "null dereference, 4 workers, a seccomp filter refusing process_vm_readv and ptrace",
                 fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
                 setup: .seccompRefuseProcessVMReadv),
             Scenario(

@@ -48,6 +48,13 @@ struct ThreadExpectation: Sendable {
                 workers: (0..<8).map {
                     Worker(name: "worker-\($0)", function: "aft_test_worker_parked_\($0)", context: "signal")
                 })
+        case .seccompKillProcessVMReadv, .seccompRefuseProcessVMReadv:
+            // No ptrace anywhere: the same threads as without the filter.
+            return ThreadExpectation(
+                minimumThreads: base + 4,
+                workers: (0..<4).map {
+                    Worker(name: "worker-\($0)", function: "aft_test_worker_parked_\($0)", context: "signal")
+                })
         case .signalBlockingWorker:
             return ThreadExpectation(
                 minimumThreads: base + 3,

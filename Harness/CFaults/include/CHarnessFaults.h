@@ -23,9 +23,9 @@ void aft_test_fault_in_unwinding_helper(int enabled);
 int32_t aft_test_last_unwinding_helper_status(void);
 /* The exit status of a helper that faulted with signo (its handler's _exit). */
 int32_t aft_test_unwinding_helper_fault_exit(int32_t signo);
-/* Installs a seccomp filter on the calling process that refuses process_vm_readv, as hardened
- * services do: kill != 0 kills the process (SECCOMP_RET_KILL_PROCESS), else EPERM. Other
- * system calls are allowed. Irreversible; for child processes of tests. Returns 0 or errno. */
+/* Installs a seccomp filter on the calling process that refuses process_vm_readv and ptrace, as
+ * hardened services and containers do: kill != 0 kills the process (SECCOMP_RET_KILL_PROCESS),
+ * else EPERM. Other system calls are allowed. Irreversible; for child processes of tests. Returns 0 or errno. */
 int aft_test_refuse_process_vm_readv(int kill);
 /* Moves the calling process into its own mount namespace with an empty tmpfs on /proc, as in
  * sandboxes without /proc. Needs root; for child processes of tests. Returns 0 or errno. */
