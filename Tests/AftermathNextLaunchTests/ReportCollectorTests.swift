@@ -72,6 +72,22 @@ struct ReportCollectorTests {
         #expect(again.exported == 0)
     }
 
+    @Test("A crash of the delivering process itself is left for the next launch, untouched")
+    func ownRunsCrashIsNotDelivered() throws {
+        let dir = try TestSupport.reportsDirectory()
+        let crash = try TestSupport.pendingCrash(in: dir)
+        let path = dir.crashes + "/\(crash.context.reportID.lowercased).crash"
+        let exporter = InMemoryExporter()
+        // Another thread of this run crashed while this one delivers: not this delivery's.
+        let same = ReportCollector(directory: dir, currentRunID: crash.context.runID)
+        #expect(same.deliver(to: exporter, resource: Resource()).exported == 0)
+        #expect(exporter.records.isEmpty && FileManager.default.fileExists(atPath: path))
+        // The next launch (another run) sends it, once.
+        let next = ReportCollector(directory: dir, currentRunID: UUID())
+        #expect(next.deliver(to: exporter, resource: Resource()).exported == 1)
+        #expect(exporter.records.count == 1 && !FileManager.default.fileExists(atPath: path))
+    }
+
     @Test("The debug command's read-only collection changes nothing on disk")
     func readOnlyCollection() throws {
         let dir = try TestSupport.reportsDirectory()

@@ -135,6 +135,9 @@ package struct ReportCollector: Sendable {
             },
             accept: { pass, path, file in
                 let crash = try file.crashReport()
+                // This process's own crash, written by another of its threads while it delivers:
+                // the process is dying of it (or withdraws it); the next launch sends it, once.
+                if let currentRunID, crash.context.runID == currentRunID { return }
                 pass.crashedRuns.insert(crash.context.runID)
                 pass.reports.append(
                     PendingReport(
