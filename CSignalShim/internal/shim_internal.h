@@ -194,7 +194,8 @@ int aft_async_arch_run_on_signal_frame(const void *ucontext, void *stack_top, vo
                                        void *arg);
 #define AFT_UNWIND_FRAME_ROOM 4096u
 
-/* ---- unwinding (unwind_async.c; the helpers are prepared by install.c) ---- */
+/* ---- unwinding (unwind_async.c, unwind_walk_async.c, unwind_resident_async.c; the helpers
+ * are prepared by unwind_helpers.c, from install.c; what only they share: unwind_internal.h) ---- */
 /* A slot for one unwinding helper at a time: the crash handler and the hang capture each own
  * one, so they never share. */
 #define AFT_UNWIND_SLOTS 2u
