@@ -52,8 +52,9 @@
 #define AFT_SECTION_THREADS_INFO 6u /* one aft_threads_info: how the capture of every thread went */
 #define AFT_SECTION_THREADS 7u      /* aft_thread entries, the crashing thread first */
 #define AFT_SECTION_THREAD_FRAMES 8u /* uint64_t: each thread's frame_count frames, record order */
-#define AFT_SECTION_STACK_MEMORY 9u  /* entry_size 1: an aft_memory_header, then its bytes; one
-                                        section per captured stack, in record order */
+/* entry_size 1: an aft_memory_header, then its bytes; one section per captured stack, in record
+ * order */
+#define AFT_SECTION_STACK_MEMORY 9u
 
 /* Section flags */
 #define AFT_SECTION_TRUNCATED 0x1u /* more entries existed than the capacity */
@@ -225,21 +226,22 @@ typedef struct aft_image {
 #define AFT_STACK_RED_ZONE 128u
 
 /* aft_thread.flags */
-#define AFT_THREAD_CRASHED 0x1u        /* the thread whose crash this is */
-#define AFT_THREAD_MAIN 0x2u           /* tid == pid */
-#define AFT_THREAD_ALSO_CRASHED 0x4u   /* crashed too while the crash was written: its registers
-                                          are those of its own fault (crash_signal) */
+#define AFT_THREAD_CRASHED 0x1u /* the thread whose crash this is */
+#define AFT_THREAD_MAIN 0x2u    /* tid == pid */
+/* crashed too while the crash was written: its registers are those of its own fault
+ * (crash_signal) */
+#define AFT_THREAD_ALSO_CRASHED 0x4u
 #define AFT_THREAD_STACK_TRUNCATED 0x8u /* the stack went on past its cap */
-#define AFT_THREAD_AFTERMATH 0x10u     /* one of Aftermath's own threads ("aftermath.*") */
+#define AFT_THREAD_AFTERMATH 0x10u      /* one of Aftermath's own threads ("aftermath.*") */
 
 /* aft_thread.context_source: where the registers come from */
-#define AFT_THREAD_CONTEXT_NONE 0u    /* none: listed by id, name and state only */
-#define AFT_THREAD_CONTEXT_SIGNAL 1u  /* every register, from the thread's own signal frame */
-#define AFT_THREAD_CONTEXT_SYSCALL 2u /* sp and pc only, from /proc/self/task/<tid>/syscall; its
-                                         registers then hold those two and the frame pointer
-                                         (and arm64's link register) taken from the first frame
-                                         record above sp, the rest zero */
-#define AFT_THREAD_CONTEXT_CRASH 3u   /* every register, from its crash's signal frame */
+#define AFT_THREAD_CONTEXT_NONE 0u   /* none: listed by id, name and state only */
+#define AFT_THREAD_CONTEXT_SIGNAL 1u /* every register, from the thread's own signal frame */
+/* sp and pc only, from /proc/self/task/<tid>/syscall; its registers then hold those two and the
+ * frame pointer (and arm64's link register) taken from the first frame record above sp, the rest
+ * zero */
+#define AFT_THREAD_CONTEXT_SYSCALL 2u
+#define AFT_THREAD_CONTEXT_CRASH 3u /* every register, from its crash's signal frame */
 
 /* aft_thread.why: why a thread has no full context (0 when it has one) */
 #define AFT_THREAD_WHY_NONE 0u
@@ -253,10 +255,10 @@ typedef struct aft_image {
 #define AFT_THREAD_WHY_ASLEEP 8u /* (hangs) asleep in a call a signal would cut short: not woken */
 
 /* aft_threads_info.flags */
-#define AFT_THREADS_DEADLINE_REACHED 0x1u /* some thread did not answer in time */
-#define AFT_THREADS_NO_TASK_LIST 0x2u     /* /proc/self/task could not be read */
+#define AFT_THREADS_DEADLINE_REACHED 0x1u  /* some thread did not answer in time */
+#define AFT_THREADS_NO_TASK_LIST 0x2u      /* /proc/self/task could not be read */
 #define AFT_THREADS_CUT_BY_FILE_LIMIT 0x4u /* stacks left out: RLIMIT_FSIZE */
-#define AFT_THREADS_SIGPROF_BORROWED 0x8u /* SIGPROF reached threads that block the other */
+#define AFT_THREADS_SIGPROF_BORROWED 0x8u  /* SIGPROF reached threads that block the other */
 
 typedef struct aft_threads_info {
     uint32_t seen;           /* distinct threads /proc/self/task listed during the capture */
@@ -298,7 +300,8 @@ typedef struct aft_thread {
     int32_t crash_signal;   /* AFT_THREAD_ALSO_CRASHED: its signal */
     char state;             /* /proc state letter: R, S, D, T, t, Z, ... ('?' unknown) */
     char _pad[7];
-    uint64_t thread_pointer; /* its TLS thread pointer (x86-64 fs base, arm64 tpidr_el0), 0: unknown */
+    /* its TLS thread pointer (x86-64 fs base, arm64 tpidr_el0), 0: unknown */
+    uint64_t thread_pointer;
     uint8_t _reserved[24];
 } aft_thread;
 

@@ -66,7 +66,9 @@ uint32_t aft_async_unwind_frame_pointers(const void *ucontext, uint64_t *frames,
     aft_async_arch_pc_fp(ucontext, &pc, &fp);
     uint32_t n = aft_async_frame_pointer_walk(&aft_g_stack_windows[slot], pc, fp, frames, capacity,
                                               truncated);
-    *unwinder = n > 1 ? AFT_UNWINDER_FRAME_POINTER : n == 1 ? AFT_UNWINDER_PC_ONLY : AFT_UNWINDER_NONE;
+    *unwinder = n > 1    ? AFT_UNWINDER_FRAME_POINTER
+                : n == 1 ? AFT_UNWINDER_PC_ONLY
+                         : AFT_UNWINDER_NONE;
     return n;
 }
 
