@@ -40,7 +40,9 @@ let package = Package(
             dependencies: ["CLibunwind"],
             path: "CSignalShim",
             exclude: ["libunwind", "README.md"],
-            cSettings: [.define("_GNU_SOURCE")],
+            // Sources by concern (crash/, unwind/, arch/, hang/, runs/, images/, io/); the headers
+            // they share, never seen by Swift, in internal/ (CSignalShim/README.md, The files).
+            cSettings: [.define("_GNU_SOURCE"), .headerSearchPath("internal")],
             // Also without pkg-config (a bare Debian Swift root has none): the module map's
             // link line only reaches modules that import CLibunwind, and Swift imports CSignalShim.
             linkerSettings: [.linkedLibrary("unwind")]
@@ -128,7 +130,7 @@ let package = Package(
             name: "CHarnessFaults",
             dependencies: ["CSignalShim"],
             path: "Harness/CFaults",
-            cSettings: [.define("_GNU_SOURCE"), .headerSearchPath("../../CSignalShim")]
+            cSettings: [.define("_GNU_SOURCE"), .headerSearchPath("../../CSignalShim/internal")]
         ),
         .target(
             name: "HarnessSupport",

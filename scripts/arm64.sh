@@ -175,11 +175,12 @@ trap '[ -n "${KEEP:-}" ] || rm -rf "$WORK"' EXIT # KEEP=1 keeps the files
 OBJ=$WORK/obj; mkdir -p "$OBJ"
 CC=aarch64-linux-gnu-gcc
 CFLAGS=(-std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -O1 -g -fPIC -fno-optimize-sibling-calls
-        -ICSignalShim/include -ICSignalShim -IHarness/CFaults/include -isystem "$SYSROOT/usr/include/aarch64-linux-gnu")
+        -ICSignalShim/include -ICSignalShim/internal -IHarness/CFaults/include -isystem "$SYSROOT/usr/include/aarch64-linux-gnu")
 
 # 1. every C file of CSignalShim, and the test faults (the brk the driver executes)
 t=$(now); bad=()
-sources=(CSignalShim/*.c Harness/CFaults/*.c)
+mapfile -t sources < <(find CSignalShim -name '*.c' | sort)
+sources+=(Harness/CFaults/*.c)
 for f in "${sources[@]}"; do
   if ! $CC "${CFLAGS[@]}" -c "$f" -o "$OBJ/$(basename "$f").o" 2>"$WORK/cc.log"; then
     bad+=("$(basename "$f")"); sed 's/^/    /' "$WORK/cc.log" | head -20

@@ -9,10 +9,10 @@ cc=${CC:-clang}
 command -v "$cc" >/dev/null || cc=gcc
 status=0
 count=0
-for f in CSignalShim/*.c Harness/CFaults/*.c Harness/Detector/*.c Sources/CSymbolication/*.c Sources/CAftermathHTTP/*.c; do
+for f in $(find CSignalShim -name '*.c' | sort) Harness/CFaults/*.c Harness/Detector/*.c Sources/CSymbolication/*.c Sources/CAftermathHTTP/*.c; do
   count=$((count + 1))
   if ! "$cc" -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE $(pkg-config --cflags libunwind 2>/dev/null) \
-      -ICSignalShim/include -ICSignalShim -IHarness/CFaults/include -ISources/CSymbolication/include -ISources/CAftermathHTTP/include -fsyntax-only "$f"; then
+      -ICSignalShim/include -ICSignalShim/internal -IHarness/CFaults/include -ISources/CSymbolication/include -ISources/CAftermathHTTP/include -fsyntax-only "$f"; then
     echo "check-c: $f has warnings or errors" >&2
     status=1
   fi

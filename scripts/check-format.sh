@@ -10,8 +10,8 @@ if ! command -v clang-format >/dev/null; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq clang-format >/dev/null
 fi
 swift format lint --strict -r Sources Harness Tests Package.swift
-c_files=$(ls CSignalShim/*.c CSignalShim/*.h CSignalShim/include/*.h Harness/CFaults/*.c \
-  Harness/CFaults/include/*.h Harness/Detector/*.c Sources/*/*.c Sources/*/include/*.h scripts/arm64/*.c 2>/dev/null |
+c_files=$( (find CSignalShim -path CSignalShim/libunwind -prune -o \( -name '*.c' -o -name '*.h' \) -print | sort; ls Harness/CFaults/*.c \
+  Harness/CFaults/include/*.h Harness/Detector/*.c Sources/*/*.c Sources/*/include/*.h scripts/arm64/*.c 2>/dev/null) |
   grep -v crc32_tables.h)
 clang-format --dry-run --Werror $c_files
 echo "check-format: Swift and C files are formatted ($(echo "$c_files" | wc -l) C files)"

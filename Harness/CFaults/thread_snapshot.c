@@ -7,7 +7,7 @@
  * function and leaves its handler by siglongjmp.
  */
 #include "CHarnessFaults.h"
-#include "include/aftermath_format.h"
+#include "aftermath_format.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -35,7 +35,8 @@ struct AsyncSafetyTests {
             || symbol.hasPrefix("aft_async_") || symbol.hasPrefix("aft_g_")
     }
 
-    /// The package's build directory, found from this source file.
+    /// Every compiled `*_async.c` object of CSignalShim under the package's build directory
+    /// (SwiftPM keeps the source folders: CSignalShim.build/<folder>/<name>.c.o).
     static func asyncObjects() -> [String] {
         let build = root.appendingPathComponent(".build").path
         guard let walker = FileManager.default.enumerator(atPath: build) else { return [] }
@@ -73,6 +74,7 @@ struct AsyncSafetyTests {
         let names = Set(objects.map { ($0 as NSString).lastPathComponent })
         for required in [
             "handler_async.c.o", "report_async.c.o", "images_async.c.o", "unwind_async.c.o", "safe_io_async.c.o",
+            "unwind_walk_async.c.o", "unwind_resident_async.c.o", "threads_park_async.c.o",
         ] {
             #expect(names.contains(required), "\(required) not found under .build: the check would prove nothing")
         }
@@ -97,13 +99,18 @@ struct AsyncSafetyTests {
     @Test("Every C file names its class in its first comment: crash-time files are *_async.c")
     func everyFileIsLabelled() throws {
         let fm = FileManager.default
+        var checked = 0
         for dir in ["CSignalShim", "Sources/CAftermathHTTP", "Harness/CFaults"] {
             let path = Self.root.appendingPathComponent(dir).path
-            for name in try fm.contentsOfDirectory(atPath: path) where name.hasSuffix(".c") {
-                let head = String((try String(contentsOfFile: path + "/" + name, encoding: .utf8)).prefix(300))
+            // CSignalShim keeps its files in folders by concern (crash/, hang/, ...): every level.
+            for item in try fm.subpathsOfDirectory(atPath: path) where item.hasSuffix(".c") {
+                let name = (item as NSString).lastPathComponent
+                let head = String((try String(contentsOfFile: path + "/" + item, encoding: .utf8)).prefix(300))
                 let label = name.hasSuffix("_async.c") ? "CRASH-TIME CODE" : "NORMAL-TIME CODE"
-                #expect(head.contains("\(name): \(label)"), "\(dir)/\(name) does not open with \"\(name): \(label)\"")
+                #expect(head.contains("\(name): \(label)"), "\(dir)/\(item) does not open with \"\(name): \(label)\"")
+                checked += 1
             }
         }
+        #expect(checked >= 20, "only \(checked) C files found: the check would prove little")
     }
 }

@@ -6,7 +6,7 @@ import Foundation
 import Glibc
 #endif
 
-/// Runs the C hang watchdog (CSignalShim/watchdog.c) for this process and reports its hangs in
+/// Runs the C hang watchdog (CSignalShim/hang/watchdog.c) for this process and reports its hangs in
 /// this run: when a hang finishes, its file is exported as a live `apsio.hang` record and
 /// deleted once the exporter acknowledged it. A refused export keeps the file; the next finished
 /// hang, or the next launch, sends it again.

@@ -40,7 +40,7 @@ extern _Atomic int aft_g_thread_stacks_enabled;
 extern const int aft_g_signals[AFT_SIGNAL_COUNT];
 /* The signal mask of Aftermath's own threads (watchdog, run updater), set on entry: the app's
  * asynchronous signals blocked (they are for the app's threads), crash signals and SIGPROF (the
- * Swift backtracer's pause) let through. Normal time (watchdog.c). */
+ * Swift backtracer's pause) let through. Normal time (watchdog_signal.c). */
 void aft_thread_set_own_mask(void);
 /* pthread_create for Aftermath's own threads: the new thread has their mask from the start. */
 int aft_thread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start)(void *),
@@ -194,7 +194,8 @@ int aft_async_arch_run_on_signal_frame(const void *ucontext, void *stack_top, vo
                                        void *arg);
 #define AFT_UNWIND_FRAME_ROOM 4096u
 
-/* ---- unwinding (unwind_async.c; the helpers are prepared by install.c) ---- */
+/* ---- unwinding (unwind_async.c, unwind_walk_async.c, unwind_resident_async.c; the helpers
+ * are prepared by unwind_helpers.c, from install.c; what only they share: unwind_internal.h) ---- */
 /* A slot for one unwinding helper at a time: the crash handler and the hang capture each own
  * one, so they never share. */
 #define AFT_UNWIND_SLOTS 2u

@@ -18,6 +18,20 @@ void aft_memory_reader_prepare(void) {
     aft_async_memory_reader_refresh();
 }
 
+uint32_t aft_images_from_maps_fd(int fd, aft_image *images, uint32_t capacity, int read_build_ids,
+                                 const char *main_executable_path, uint32_t *truncated) {
+    static _Thread_local aft_maps_scratch scratch;
+    if (read_build_ids) aft_memory_reader_prepare();
+    return aft_async_images_from_fd(&scratch, fd, images, capacity, read_build_ids,
+                                    main_executable_path, truncated);
+}
+
+uint32_t aft_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity, uint64_t *load_bias,
+                         uint32_t *flags) {
+    aft_memory_reader_prepare();
+    return aft_async_build_id_at(base, out, capacity, load_bias, flags);
+}
+
 /* Memory inside a loaded object's PT_LOAD segments: mapped, so read directly. */
 static int aft_read_mapped(uint64_t address, void *out, size_t size) {
     memcpy(out, (const void *)(uintptr_t)address, size);

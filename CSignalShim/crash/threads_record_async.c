@@ -93,14 +93,19 @@ static void aft_async_read_mappings(aft_thread_capture *c) {
                 field = writable = 0;
                 continue;
             }
-            uint64_t digit = ch >= '0' && ch <= '9' ? (uint64_t)(ch - '0')
+            uint64_t digit = ch >= '0' && ch <= '9'   ? (uint64_t)(ch - '0')
                              : ch >= 'a' && ch <= 'f' ? (uint64_t)(ch - 'a' + 10)
                                                       : 16;
-            if (field == 0 && ch == '-') field = 1;
-            else if (field == 0 && digit < 16) start = start << 4 | digit;
-            else if (field == 1 && ch == ' ') field = 2;
-            else if (field == 1 && digit < 16) end = end << 4 | digit;
-            else if (field == 2) field = 3; /* r, or - */
+            if (field == 0 && ch == '-')
+                field = 1;
+            else if (field == 0 && digit < 16)
+                start = start << 4 | digit;
+            else if (field == 1 && ch == ' ')
+                field = 2;
+            else if (field == 1 && digit < 16)
+                end = end << 4 | digit;
+            else if (field == 2)
+                field = 3; /* r, or - */
             else if (field == 3) {
                 writable = ch == 'w';
                 field = 4;
@@ -128,7 +133,7 @@ static uint64_t aft_async_mapping_end(const aft_thread_capture *c, uint64_t *add
  * of the mapping. An sp in a guard page (a stack overflow) starts at the next pages up. */
 static void aft_async_copy_stack(aft_thread_capture *c, uint32_t index, uint64_t *used) {
     aft_thread *r = &c->records[index];
-    uint64_t cap = index == 0                           ? AFT_STACK_CAP_CRASHED
+    uint64_t cap = index == 0                        ? AFT_STACK_CAP_CRASHED
                    : index < AFT_STACK_EARLY_THREADS ? AFT_STACK_CAP_EARLY
                                                      : AFT_STACK_CAP_LATE;
     if (r->sp <= AFT_STACK_RED_ZONE || *used + cap > sizeof(c->arena)) return;
@@ -166,7 +171,8 @@ static void aft_async_copy_stack(aft_thread_capture *c, uint32_t index, uint64_t
     if (got == 0) return;
     if (got == cap && cap == whole && (end == 0 || end > start + cap)) {
         uint8_t probe;
-        if (aft_async_read_prefix(start + cap, &probe, 1) == 1) r->flags |= AFT_THREAD_STACK_TRUNCATED;
+        if (aft_async_read_prefix(start + cap, &probe, 1) == 1)
+            r->flags |= AFT_THREAD_STACK_TRUNCATED;
     }
     r->stack_start = start;
     r->stack_size = got;
@@ -207,7 +213,8 @@ static void aft_async_unwind_thread(aft_thread_capture *c, uint32_t index, uint6
         uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC);
         uint64_t budget = deadline_ns > now ? deadline_ns - now : 0;
         if (budget > AFT_THREADS_UNWIND_EACH_NS) budget = AFT_THREADS_UNWIND_EACH_NS;
-        void *uc = aft_async_arch_synthesize_context(c->synthetic, sizeof(c->synthetic), r->pc, r->sp);
+        void *uc =
+            aft_async_arch_synthesize_context(c->synthetic, sizeof(c->synthetic), r->pc, r->sp);
         if (uc != NULL) { /* its registers as the readers of a minidump will unwind them */
             aft_crash_info regs;
             aft_async_memset(&regs, 0, sizeof(regs));
@@ -253,9 +260,9 @@ static void aft_async_capture_run(aft_thread_capture *c, uint64_t begin) {
     /* Our handler must still be the capture signal's: an app may have taken it since. */
     int capture = atomic_load(&aft_g_thread_capture_signal);
     struct sigaction current;
-    if (capture > 0 && (sigaction(capture, NULL, &current) != 0 ||
-                        !(current.sa_flags & SA_SIGINFO) ||
-                        current.sa_sigaction != aft_async_watchdog_capture_handler))
+    if (capture > 0 &&
+        (sigaction(capture, NULL, &current) != 0 || !(current.sa_flags & SA_SIGINFO) ||
+         current.sa_sigaction != aft_async_watchdog_capture_handler))
         capture = 0;
     c->info.capture_signal = capture > 0 ? (uint32_t)capture : 0;
     uint64_t first_signal = 0;
@@ -284,7 +291,8 @@ static void aft_async_capture_run(aft_thread_capture *c, uint64_t begin) {
     c->info.recorded = kept;
 
     uint64_t unwind_deadline = collected + AFT_THREADS_UNWIND_NS;
-    for (uint32_t i = c->for_hang ? 0 : 1; i < kept; i++) aft_async_unwind_thread(c, i, unwind_deadline);
+    for (uint32_t i = c->for_hang ? 0 : 1; i < kept; i++)
+        aft_async_unwind_thread(c, i, unwind_deadline);
     uint64_t used = 0;
     c->mappings_read = 0;
     c->mapping_count = 0;
@@ -337,7 +345,8 @@ void aft_async_threads_release_capture(aft_thread_capture *c) {
     uint64_t deadline = aft_async_now_ns(CLOCK_MONOTONIC) + 20ull * 1000 * 1000;
     for (;;) {
         uint32_t left = atomic_load(&c->left);
-        if (left >= atomic_load(&c->answered) || aft_async_now_ns(CLOCK_MONOTONIC) >= deadline) break;
+        if (left >= atomic_load(&c->answered) || aft_async_now_ns(CLOCK_MONOTONIC) >= deadline)
+            break;
         aft_async_futex_wait_until(&c->left, left, deadline);
     }
     /* SIGPROF back to its owner, unless a thread we sent it to never answered: it may still be

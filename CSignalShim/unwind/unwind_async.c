@@ -11,19 +11,17 @@
  *    deadline: a helper stuck on a lock another thread holds, or faulting on a corrupt stack,
  *    ends alone. Where CLONE_VM is refused (qemu-user accepts it only with the thread flags)
  *    the helper is a copy of the process instead, writing into a shared mapping, and the
- *    handler waits for it with the same deadline.
- * 2. Without libunwind's stack, lock free: the frame-pointer walk from the signal context,
- *    every read through aft_async_read_memory, so a corrupt chain ends the walk instead of
- *    faulting. The report never waits on a lock longer than the deadline.
+ *    handler waits for it with the same deadline. A request goes to the resident helper
+ *    (unwind_resident_async.c) when there is one for this process and it is free.
+ * 2. Without libunwind's stack, lock free: the frame-pointer walk from the signal context
+ *    (unwind_walk_async.c), every read through aft_async_read_memory, so a corrupt chain ends
+ *    the walk instead of faulting. The report never waits on a lock longer than the deadline.
  */
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 #include <errno.h>
 #include <linux/futex.h>
 #include <sched.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <stddef.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -36,51 +34,7 @@
 #include <unistd.h>
 
 #include "shim_internal.h"
-
-static aft_stack_window aft_g_stack_windows[AFT_UNWIND_SLOTS];
-
-/* The 16 bytes at address, through the window: refilled from address with 16 KiB, or up to the
- * end of its page near the end of a mapping, or just the 16 bytes. */
-static int aft_async_read_pair(aft_stack_window *w, uint64_t address, uint64_t pair[2]) {
-    if (address < w->base || address + 16 > w->base + w->size) {
-        uint64_t page_end = (address | 4095u) + 1;
-        w->size = 0;
-        if (aft_async_read_memory(address, w->data, sizeof(w->data)) == 0) {
-            w->size = sizeof(w->data);
-        } else if (page_end - address >= 16 &&
-                   aft_async_read_memory(address, w->data, page_end - address) == 0) {
-            w->size = page_end - address;
-        } else if (aft_async_read_memory(address, w->data, 16) == 0) {
-            w->size = 16;
-        } else {
-            return EFAULT;
-        }
-        w->base = address;
-    }
-    aft_async_memcpy(pair, w->data + (address - w->base), 16);
-    return 0;
-}
-
-uint32_t aft_async_frame_pointer_walk(aft_stack_window *w, uint64_t pc, uint64_t fp,
-                                      uint64_t *frames, uint32_t capacity, uint32_t *truncated) {
-    w->base = w->size = 0;
-    uint32_t n = 0;
-    if (capacity == 0) return 0;
-    if (pc != 0) frames[n++] = pc;
-    while (fp != 0 && (fp & 7) == 0) {
-        uint64_t pair[2]; /* saved fp, return address */
-        if (aft_async_read_pair(w, fp, pair) != 0) break;
-        if (pair[1] == 0) break;
-        if (n == capacity) {
-            if (truncated) *truncated = 1;
-            break;
-        }
-        frames[n++] = aft_async_arch_code_address(pair[1]);
-        if (pair[0] <= fp) break; /* stacks grow down: the chain must go up */
-        fp = pair[0];
-    }
-    return n;
-}
+#include "unwind_internal.h"
 
 /* ---- the unwinding helper ---- */
 
@@ -164,7 +118,7 @@ __attribute__((noreturn)) static void aft_unwind_trace_on_frame(void *arg) {
 }
 
 /* One request, in a helper: the loader's list, then the stack. */
-static void aft_unwind_serve(aft_unwind_slot *slot) {
+void aft_async_unwind_serve(aft_unwind_slot *slot) {
     atomic_store(&slot->shared->started, 1);
     if (&aft_g_test_fault_in_helper != NULL && aft_g_test_fault_in_helper)
         *(volatile int *)aft_g_test_fault_in_helper = 0;
@@ -206,7 +160,7 @@ static void aft_unwind_helper_fault(int signo) {
 /* A helper's signals, whatever the app installed (a helper has its own copy of the
  * dispositions): the crash signals go to aft_unwind_helper_fault on stack_index's stack; with
  * block_all every other signal is blocked (the resident), else none. */
-static void aft_unwind_helper_signals(int block_all, uint32_t stack_index) {
+void aft_async_unwind_helper_signals(int block_all, uint32_t stack_index) {
     stack_t alt = {.ss_sp = aft_g_helper_fault_stacks[stack_index],
                    .ss_size = sizeof(aft_g_helper_fault_stacks[stack_index]),
                    .ss_flags = 0};
@@ -230,7 +184,7 @@ static void aft_unwind_helper_signals(int block_all, uint32_t stack_index) {
 /* Runs in a helper process of its own, never in a signal handler. */
 static int aft_unwind_helper_main(void *arg) {
     aft_unwind_slot *slot = arg;
-    aft_unwind_helper_signals(0, (uint32_t)(slot - aft_g_unwind_slots));
+    aft_async_unwind_helper_signals(0, (uint32_t)(slot - aft_g_unwind_slots));
     /* The deadline, enforced on the helper itself: a timer that sends it SIGKILL, which no
      * mask blocks (libunwind blocks every other signal around dl_iterate_phdr). Without the
      * timer, no unwinding: the handler waits for this process. */
@@ -245,170 +199,8 @@ static int aft_unwind_helper_main(void *arg) {
         syscall(SYS_timer_create, (long)CLOCK_MONOTONIC, &kill_at, &timer) != 0 ||
         syscall(SYS_timer_settime, (long)timer, 0L, &budget, NULL) != 0)
         return 1;
-    aft_unwind_serve(slot);
+    aft_async_unwind_serve(slot);
     return 0;
-}
-
-/* ---- the resident helper ---- */
-
-aft_unwind_resident aft_g_unwind_resident;
-
-/* The resident's sandbox: it may only compute on the memory it shares with us and wait. Every
- * other system call fails with EPERM (libunwind then finds less, it does not fault). The
- * resident lives as long as the app, which may later drop privileges or sandbox itself; a
- * process that shares its memory must never be more privileged than the app is then. */
-#if defined(__x86_64__)
-#define AFT_AUDIT_ARCH AUDIT_ARCH_X86_64
-#elif defined(__aarch64__)
-#define AFT_AUDIT_ARCH AUDIT_ARCH_AARCH64
-#endif
-#define AFT_ALLOW(nr)                                                                              \
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)
-static int aft_unwind_resident_sandbox(void) {
-#ifdef AFT_AUDIT_ARCH
-    static const struct sock_filter program[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AFT_AUDIT_ARCH, 1, 0),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        /* waiting, answering, exiting */
-        AFT_ALLOW(__NR_futex),
-        AFT_ALLOW(__NR_exit),
-        AFT_ALLOW(__NR_exit_group),
-        AFT_ALLOW(__NR_rt_sigreturn),
-        AFT_ALLOW(__NR_restart_syscall),
-        AFT_ALLOW(__NR_getpid),
-        AFT_ALLOW(__NR_getppid),
-        AFT_ALLOW(__NR_gettid),
-        AFT_ALLOW(__NR_sched_yield),
-        AFT_ALLOW(__NR_nanosleep),
-        AFT_ALLOW(__NR_clock_nanosleep),
-        AFT_ALLOW(__NR_clock_gettime),
-        AFT_ALLOW(__NR_gettimeofday),
-        /* what libunwind calls while it walks: its signal masks around the loader's lock, its
-         * memory checks (mincore, msync, a pipe) and pools, and our reads of memory */
-        AFT_ALLOW(__NR_rt_sigprocmask),
-        AFT_ALLOW(__NR_mincore),
-        AFT_ALLOW(__NR_msync),
-        AFT_ALLOW(__NR_read),
-        AFT_ALLOW(__NR_write),
-        AFT_ALLOW(__NR_pread64),
-        AFT_ALLOW(__NR_pipe2),
-        AFT_ALLOW(__NR_close),
-        AFT_ALLOW(__NR_munmap),
-        AFT_ALLOW(__NR_madvise),
-        /* mmap, never executable */
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mmap, 0, 3),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
-        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, PROT_EXEC, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mmap, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
-    };
-    struct sock_fprog fprog = {.len = (unsigned short)(sizeof(program) / sizeof(program[0])),
-                               .filter = (struct sock_filter *)(uintptr_t)program};
-    if (syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1L, 0L, 0L, 0L) != 0) return 0;
-    return syscall(SYS_prctl, PR_SET_SECCOMP, (long)SECCOMP_MODE_FILTER, &fprog, 0L, 0L) == 0;
-#else
-    return 0;
-#endif
-}
-
-/* The resident helper's life: requests, one at a time, until the process ends. Its deadline is
- * the requester's, who kills it then. */
-static int aft_unwind_resident_main(void *arg) {
-    aft_unwind_resident *r = arg;
-    aft_unwind_helper_signals(1, AFT_UNWIND_SLOTS);
-    /* Dies with the thread that created it, which lives as long as the process image. */
-    if (syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0L, 0L, 0L) != 0 || getppid() != r->owner)
-        return 0;
-    syscall(SYS_prctl, PR_SET_NAME, "aftermath.unw", 0L, 0L, 0L);
-    /* libunwind's first walk on this thread-local storage sets up its caches: now, not at a
-     * crash. */
-    void *warm[8];
-    (void)unw_backtrace(warm, 8);
-    /* Whether it may be moved (a seccomp filter that kills on sched_setaffinity kills this
-     * helper alone, now): a request then moves it to the requester's CPU, where it runs as
-     * soon as the requester waits, without waking another CPU. */
-    cpu_set_t mask;
-    r->last_cpu = -1;
-    r->affinity_ok = syscall(SYS_sched_getaffinity, 0, sizeof(mask), &mask) > 0 &&
-                     syscall(SYS_sched_setaffinity, 0, sizeof(mask), &mask) == 0;
-    /* Unsandboxed, it serves nothing: without its sandbox there is no resident. */
-    if (!aft_unwind_resident_sandbox()) return 0;
-    atomic_store(&r->ready, 1);
-    syscall(SYS_futex, (uint32_t *)&r->ready, FUTEX_WAKE, 1, NULL, NULL, 0);
-    uint32_t handled = r->request_at_spawn;
-    for (;;) {
-        uint32_t now = atomic_load(&r->request);
-        if (now == handled) {
-            syscall(SYS_futex, (uint32_t *)&r->request, FUTEX_WAIT, handled, NULL, NULL, 0);
-            continue;
-        }
-        handled = now;
-        aft_unwind_slot *slot = atomic_load(&r->slot);
-        if (slot != NULL) aft_unwind_serve(slot);
-    }
-}
-
-int aft_unwind_resident_spawn(void) {
-    aft_unwind_resident *r = &aft_g_unwind_resident;
-    if (r->stack_top == NULL || r->trace_top == NULL) return -1;
-    r->owner = (int)getpid();
-    r->donor_tid = (int)aft_async_gettid();
-    r->request_at_spawn = atomic_load(&r->request);
-    atomic_store(&r->ready, 0);
-    /* No exit signal: the app sees no SIGCHLD, and its waitpid(-1) does not see the helper. */
-    pid_t pid =
-        clone(aft_unwind_resident_main, r->stack_top, CLONE_VM | CLONE_FILES | CLONE_UNTRACED, r);
-    return pid < 0 ? -1 : pid;
-}
-
-void aft_async_unwind_resident_retire(void) {
-    aft_unwind_resident *r = &aft_g_unwind_resident;
-    pid_t self = getpid();
-    if (r->owner != (int)self || r->donor_tid <= 0 || atomic_exchange(&r->retire, 1)) return;
-    atomic_store(&r->pid, 0);
-    syscall(SYS_futex, (uint32_t *)&r->retire, FUTEX_WAKE, 1, NULL, NULL, 0);
-    /* Until the donor is gone from /proc/self/task (50 ms at most). */
-    struct timespec pause = {.tv_sec = 0, .tv_nsec = 50 * 1000};
-    for (int i = 0; i < 1000; i++) {
-        if (syscall(SYS_tgkill, (long)self, (long)r->donor_tid, 0L) != 0 && errno == ESRCH) break;
-        nanosleep(&pause, NULL);
-    }
-}
-
-/* Hands slot's request to the resident helper: 1 with its pid when it took it, 0 when there is
- * none for this process, it is busy with another request, or it has died. */
-static int aft_async_resident_take(aft_unwind_slot *slot, pid_t *pid) {
-    aft_unwind_resident *r = &aft_g_unwind_resident;
-    pid_t p = (pid_t)atomic_load(&r->pid);
-    if (p <= 0 || r->owner != (int)getpid()) return 0; /* none, or the parent's (a fork) */
-    int expected = 0;
-    if (!atomic_compare_exchange_strong(&r->busy, &expected, 1)) return 0;
-    int status = 0;
-    if (waitpid(p, &status, __WALL | WNOHANG) != 0) { /* it died (reaped now), or is not ours */
-        atomic_store(&r->pid, 0);
-        atomic_store(&r->busy, 0);
-        return 0;
-    }
-    slot->resident = 1;
-    slot->shares_memory = 1;
-    unsigned int cpu = 0;
-    if (r->affinity_ok && syscall(SYS_getcpu, &cpu, NULL, NULL) == 0 && cpu < CPU_SETSIZE &&
-        (int)cpu != r->last_cpu) {
-        cpu_set_t one;
-        CPU_ZERO(&one);
-        CPU_SET(cpu, &one);
-        if (syscall(SYS_sched_setaffinity, p, sizeof(one), &one) == 0) r->last_cpu = (int)cpu;
-    }
-    atomic_store(&r->slot, slot);
-    atomic_fetch_add(&r->request, 1);
-    syscall(SYS_futex, (uint32_t *)&r->request, FUTEX_WAKE, 1, NULL, NULL, 0);
-    *pid = p;
-    return 1;
 }
 
 /* Waits on the helper's done word until deadline_ns (CLOCK_MONOTONIC), or until it exited. */
@@ -576,29 +368,4 @@ uint32_t aft_async_unwind_context(void *ucontext, uint64_t *frames, uint32_t cap
                 : n == 1 ? AFT_UNWINDER_PC_ONLY
                          : AFT_UNWINDER_NONE;
     return n;
-}
-
-uint32_t aft_async_unwind_frame_pointers(const void *ucontext, uint64_t *frames, uint32_t capacity,
-                                         uint32_t slot, uint32_t *unwinder, uint32_t *truncated) {
-    uint64_t pc = 0, fp = 0;
-    *truncated = 0;
-    *unwinder = AFT_UNWINDER_NONE;
-    if (ucontext == NULL || slot >= AFT_UNWIND_SLOTS || capacity == 0) return 0;
-    aft_async_arch_pc_fp(ucontext, &pc, &fp);
-    uint32_t n = aft_async_frame_pointer_walk(&aft_g_stack_windows[slot], pc, fp, frames, capacity,
-                                              truncated);
-    *unwinder = n > 1 ? AFT_UNWINDER_FRAME_POINTER : n == 1 ? AFT_UNWINDER_PC_ONLY : AFT_UNWINDER_NONE;
-    return n;
-}
-
-uint64_t aft_async_frame_record_above(uint64_t sp) {
-    uint64_t words[512]; /* 4 KiB above sp */
-    if (sp == 0 || (sp & 7) != 0 || aft_async_read_memory(sp, words, sizeof(words)) != 0) return 0;
-    for (uint32_t i = 0; i + 1 < 512; i++) {
-        uint64_t at = sp + 8ull * i, next = words[i];
-        uint64_t ret = aft_async_arch_code_address(words[i + 1]);
-        int chained = next > at + 8 && next - at < (1u << 20) && (next & 7) == 0;
-        if (chained && ret > 4096 && aft_async_arch_follows_call(ret)) return at;
-    }
-    return 0;
 }

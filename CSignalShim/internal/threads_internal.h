@@ -1,8 +1,9 @@
 /*
  * threads_internal.h: the capture of every thread at a crash, shared by threads_capture.c
  * (normal time: the signal, the alternate stacks of threads that existed before start) and
- * threads_capture_async.c (crash time: pause, record, release). Not imported by Swift. All the
- * memory the crash path uses is static (BSS): untouched, it costs no resident memory.
+ * threads_capture_async.c, threads_park_async.c (crash time: pause, record, release). Not
+ * imported by Swift. All the memory the crash path uses is static (BSS): untouched, it costs no
+ * resident memory.
  */
 #ifndef AFT_THREADS_INTERNAL_H
 #define AFT_THREADS_INTERNAL_H
@@ -29,8 +30,8 @@
 /* Threads that crash while the first crash is written, remembered with their context. */
 #define AFT_THREADS_ALSO_CRASHED 8u
 /* The stack memory of every thread, at the caps of aftermath_format.h. */
-#define AFT_THREADS_ARENA                                                                        \
-    (AFT_STACK_CAP_CRASHED + (AFT_STACK_EARLY_THREADS - 1u) * AFT_STACK_CAP_EARLY +              \
+#define AFT_THREADS_ARENA                                                                          \
+    (AFT_STACK_CAP_CRASHED + (AFT_STACK_EARLY_THREADS - 1u) * AFT_STACK_CAP_EARLY +                \
      (AFT_MAX_THREADS - AFT_STACK_EARLY_THREADS) * AFT_STACK_CAP_LATE)
 /* Every thread's frames: the crashing thread's (up to AFT_MAX_FRAMES), then the others'. */
 #define AFT_THREADS_FRAME_CAPACITY (AFT_MAX_FRAMES + AFT_MAX_THREADS * AFT_THREAD_MAX_FRAMES)
@@ -46,8 +47,8 @@
 typedef struct aft_capture_slot {
     _Atomic uint64_t tid;
     _Atomic uint32_t state;
-    int signal;      /* the signal it was sent */
-    void *ucontext;  /* its signal frame's context, while it waits */
+    int signal;     /* the signal it was sent */
+    void *ucontext; /* its signal frame's context, while it waits */
 } aft_capture_slot;
 
 typedef struct aft_also_crashed {
@@ -126,7 +127,7 @@ extern _Atomic int aft_g_thread_capture_signal;
  * below its static TLS: on x86-64 at its thread pointer less that size. */
 extern uint64_t aft_g_static_tls_size;
 
-/* ---- crash time (threads_capture_async.c) ---- */
+/* ---- crash time (threads_capture_async.c, threads_park_async.c) ---- */
 /* In the capture signal's handler (and SIGPROF's while it is borrowed): 1 when the signal was a
  * crash capture's or an alternate-stack request and has been handled, 0 when it is not ours. */
 int aft_async_threads_on_signal(int signo, siginfo_t *info, void *ucontext);
@@ -139,6 +140,9 @@ void aft_async_threads_capture(const aft_crash_info *ci, const void *ucontext,
  * can answer (returns how many were new); the wait for answers, 100 ms at most from
  * first_signal_ns, that closes the rest. */
 void aft_async_fill_from_context(aft_thread *r, const void *ucontext, uint32_t source);
+/* The remembered crash of thread tid (aft_async_threads_note_crash), or NULL
+ * (threads_park_async.c). */
+aft_also_crashed *aft_async_also_crashed(uint64_t tid);
 uint32_t aft_async_threads_list(aft_thread_capture *c, int capture, uint64_t *first_signal_ns);
 void aft_async_threads_collect(aft_thread_capture *c, int capture, uint64_t first_signal_ns);
 /* Sends slot i's thread signo and marks it sent; 0 when it could not be sent (the record then

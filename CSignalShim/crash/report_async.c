@@ -115,7 +115,8 @@ static int aft_async_emit_threads(aft_writer *w, const aft_thread_capture *c, ui
     uint64_t stacks = 0;
     for (uint32_t i = 0; i < info.recorded; i++)
         if (c->records[i].stack_size > 0)
-            stacks += sizeof(aft_section_header) + sizeof(aft_memory_header) + c->records[i].stack_size;
+            stacks +=
+                sizeof(aft_section_header) + sizeof(aft_memory_header) + c->records[i].stack_size;
     uint64_t images_room = sizeof(aft_section_header) + 64 * sizeof(aft_image);
     uint64_t used = sizeof(aft_file_header) + w->body_size;
     int with_stacks = 1;
@@ -143,7 +144,8 @@ static void aft_async_emit_stacks(aft_writer *w, const aft_thread_capture *c) {
     for (uint32_t i = 0; i < c->info.recorded; i++) {
         const aft_thread *r = &c->records[i];
         if (r->stack_size == 0) continue;
-        aft_memory_header m = {.thread_id = r->thread_id, .start = r->stack_start, .size = r->stack_size};
+        aft_memory_header m = {
+            .thread_id = r->thread_id, .start = r->stack_start, .size = r->stack_size};
         aft_section_header sh = {.type = AFT_SECTION_STACK_MEMORY,
                                  .entry_size = 1,
                                  .count = (uint32_t)(sizeof(m) + r->stack_size),

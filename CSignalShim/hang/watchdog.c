@@ -1,11 +1,12 @@
 /*
- * watchdog.c: NORMAL-TIME CODE. The hang watchdog's thread and its controls: start/stop, the
- * tick on CLOCK_MONOTONIC (at most 10 wakeups a second, none while paused, in the background or
- * before the first heartbeat), stop detection (a late tick), pause/resume, foreground, the
- * heartbeat's rare path and the main-queue ping (which lets the capture signal through on the
- * thread serving the main queue), the capture signal's choice, the mask of Aftermath's threads.
- * Everything it does once the watched thread is suspected stuck is in watchdog_async.c; the only
- * call out of C (notify) is made by start, or while the watched thread is known to be running.
+ * watchdog.c: NORMAL-TIME CODE. The hang watchdog's thread: start/stop, the tick on
+ * CLOCK_MONOTONIC (at most 10 wakeups a second, none while paused, in the background or before
+ * the first heartbeat), stop detection (a late tick), the main-queue ping's posting. Its controls
+ * (pause/resume, foreground, the heartbeat's rare path, the ping's answer) are in
+ * watchdog_controls.c; the capture signal's choice and the mask of Aftermath's threads in
+ * watchdog_signal.c. Everything it does once the watched thread is suspected stuck is in
+ * watchdog_async.c; the only call out of C (notify) is made by start, or while the watched thread
+ * is known to be running.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -48,11 +49,10 @@ static pthread_once_t aft_g_watchdog_atfork_once = PTHREAD_ONCE_INIT;
 static void aft_watchdog_register_atfork(void) {
     pthread_atfork(NULL, NULL, aft_watchdog_atfork_child);
 }
-static int aft_g_watchdog_handler_installed;
 
 enum { AFT_STRETCH_NONE, AFT_STRETCH_HANG, AFT_STRETCH_IGNORED };
 
-static void aft_watchdog_wake(aft_watchdog *w) {
+void aft_watchdog_wake(aft_watchdog *w) {
     atomic_fetch_add(&w->wake, 1);
     aft_async_futex_wake(&w->wake);
 }
@@ -66,37 +66,6 @@ static uint64_t aft_beats(void) {
     return __atomic_load_n(&aft_g_heartbeat_beats, __ATOMIC_ACQUIRE);
 }
 
-/* The signal mask of Aftermath's own threads. */
-static void aft_thread_own_mask(sigset_t *mask) {
-    sigfillset(mask);
-    for (int i = 0; i < AFT_SIGNAL_COUNT; i++) sigdelset(mask, aft_g_signals[i]);
-    /* The Swift runtime's backtracer pauses every other thread of a crashing process with
-     * SIGUSR1, SIGUSR2 or SIGPROF, whichever the thread lets through; a thread that blocks all
-     * three is missing from its report. SIGPROF: the one signal an app sends without caring
-     * which thread takes it (a profiling timer). */
-    sigdelset(mask, SIGPROF);
-}
-
-void aft_thread_set_own_mask(void) {
-    sigset_t mask;
-    aft_thread_own_mask(&mask);
-    /* Set, not added: a thread started from one that blocks everything (a libdispatch worker)
-     * inherits that mask. */
-    pthread_sigmask(SIG_SETMASK, &mask, NULL);
-}
-
-int aft_thread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start)(void *),
-                      void *arg) {
-    /* The new thread inherits the creator's mask: give it its own from its first instruction,
-     * so a crash right after start never finds it blocking what the backtracer needs. */
-    sigset_t mask, saved;
-    aft_thread_own_mask(&mask);
-    pthread_sigmask(SIG_SETMASK, &mask, &saved);
-    int err = pthread_create(thread, attr, start, arg);
-    pthread_sigmask(SIG_SETMASK, &saved, NULL);
-    return err;
-}
-
 /* Posts one main-queue ping; returns its time, or 0 when none was posted. */
 static uint64_t aft_watchdog_post_ping(aft_watchdog *w) {
     if (w->mode != AFT_HEARTBEAT_MAIN_QUEUE || w->notify == NULL) return 0;
@@ -106,52 +75,6 @@ static uint64_t aft_watchdog_post_ping(aft_watchdog *w) {
     atomic_store(&w->ping_outstanding, 1);
     w->notify(AFT_WATCHDOG_EVENT_PING);
     return now;
-}
-
-/* Lets the capture signal through on the calling thread, the one to be watched. libdispatch's
- * workers (which serve the main queue under dispatchMain() and an async main) block every
- * asynchronous signal; the signal is ours alone, so letting it through changes nothing else. Done
- * at every ping: the app may block it again, and the thread serving the main queue may change. */
-static void aft_watchdog_admit_capture_signal(aft_watchdog *w) {
-    if (!w->signal_usable) return;
-    struct sigaction current; /* an app that took the signal since start keeps its mask */
-    if (sigaction(w->capture_signal, NULL, &current) != 0 || !(current.sa_flags & SA_SIGINFO) ||
-        current.sa_sigaction != aft_async_watchdog_capture_handler)
-        return;
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, w->capture_signal);
-    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
-}
-
-void aft_watchdog_ping_ran(void) {
-    aft_watchdog *w = &aft_g_watchdog;
-    aft_watchdog_admit_capture_signal(w);
-    uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC);
-    atomic_store(&w->watched_tid, aft_async_gettid());
-    atomic_store(&w->ping_ran_ns, now);
-    __atomic_fetch_add(&aft_g_heartbeat_beats, 1, __ATOMIC_RELEASE);
-    atomic_store(&w->ping_outstanding, 0);
-    int was_armed = atomic_exchange(&w->armed, 1);
-    if (!was_armed || atomic_load(&w->in_hang)) aft_watchdog_wake(w);
-}
-
-void aft_heartbeat_slow(void) {
-    aft_watchdog *w = &aft_g_watchdog;
-    uint32_t attention = __atomic_load_n(&aft_g_heartbeat_attention, __ATOMIC_ACQUIRE);
-    uint64_t tid = aft_async_gettid();
-    if (attention & AFT_ATTENTION_BIND) {
-        atomic_store(&w->watched_tid, tid);
-        aft_watchdog_admit_capture_signal(w);
-        __atomic_fetch_and(&aft_g_heartbeat_attention, ~AFT_ATTENTION_BIND, __ATOMIC_RELEASE);
-        if (!atomic_exchange(&w->armed, 1)) aft_watchdog_wake(w);
-    }
-    if ((attention & AFT_ATTENTION_HANG) && tid == atomic_load(&w->watched_tid)) {
-        uint64_t zero = 0;
-        atomic_compare_exchange_strong(&w->hang_end_ns, &zero, aft_async_now_ns(CLOCK_MONOTONIC));
-        __atomic_fetch_and(&aft_g_heartbeat_attention, ~AFT_ATTENTION_HANG, __ATOMIC_RELEASE);
-        aft_watchdog_wake(w);
-    }
 }
 
 /* The watched thread ran again: close the hang's file and tell the owner. */
@@ -308,79 +231,6 @@ static void aft_watchdog_set_error(char *error, size_t capacity, const char *wha
     if (error && capacity > 0) snprintf(error, capacity, "%s: %s", what, strerror(err));
 }
 
-/* Whether signo's action is left to its default (nobody handles or ignores it). */
-static int aft_watchdog_signal_free(int signo) {
-    struct sigaction current;
-    if (sigaction(signo, NULL, &current) != 0) return 0;
-    return !(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_DFL;
-}
-
-/* Whether signo can be sent to this thread. qemu-user accepts a handler for every real-time
- * signal but has fewer host signals to map them to: sending the highest fails with EINVAL. Sent
- * here while blocked and taken back with sigtimedwait, it runs neither a handler nor its default
- * action. */
-static int aft_watchdog_signal_deliverable(int signo) {
-    sigset_t one, old;
-    sigemptyset(&one);
-    sigaddset(&one, signo);
-    if (pthread_sigmask(SIG_BLOCK, &one, &old) != 0) return 0;
-    int taken = 0;
-    if (syscall(SYS_tgkill, (long)getpid(), (long)aft_async_gettid(), (long)signo) == 0) {
-        struct timespec zero = {0, 0};
-        taken = sigtimedwait(&one, NULL, &zero) == signo;
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return taken;
-}
-
-/* A real-time signal nobody uses that can be sent, from the top down (libraries that take one
- * take SIGRTMIN + n), or 0. One the starting thread blocks while others are let through is
- * skipped: an app waiting for a signal with sigwait() blocks it first. */
-static int aft_watchdog_choose_signal(void) {
-    if (aft_g_watchdog_handler_installed) return aft_g_watchdog_handler_installed; /* kept */
-    sigset_t blocked;
-    pthread_sigmask(SIG_BLOCK, NULL, &blocked);
-    for (int pass = 0; pass < 2; pass++) {
-        for (int signo = SIGRTMAX; signo >= SIGRTMIN; signo--) {
-            if (pass == 0 && sigismember(&blocked, signo)) continue;
-            if (aft_watchdog_signal_free(signo) && aft_watchdog_signal_deliverable(signo))
-                return signo;
-        }
-    }
-    return 0;
-}
-
-static void aft_watchdog_install_signal(aft_watchdog *w, int signo) {
-    struct sigaction current;
-    if (signo == 0) signo = aft_watchdog_choose_signal();
-    if (signo == 0) signo = SIGURG;
-    w->capture_signal = signo;
-    w->signal_usable = 0;
-    if (signo <= 0 || signo >= 65 || sigaction(signo, NULL, &current) != 0) return;
-    int ours = (current.sa_flags & SA_SIGINFO) &&
-               current.sa_sigaction == aft_async_watchdog_capture_handler;
-    int app_handles = !ours && ((current.sa_flags & SA_SIGINFO) ||
-                                (current.sa_handler != SIG_DFL && current.sa_handler != SIG_IGN));
-    if (app_handles) return; /* never take a signal the app uses: /proc capture only */
-    if (!ours) {
-        struct sigaction action;
-        memset(&action, 0, sizeof(action));
-        action.sa_sigaction = aft_async_watchdog_capture_handler;
-        action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
-        sigemptyset(&action.sa_mask);
-        if (sigaction(signo, &action, &w->previous_action) != 0) return;
-        aft_g_watchdog_handler_installed = signo;
-    }
-    w->signal_usable = 1;
-}
-
-int aft_watchdog_prepare_capture_signal(int requested) {
-    aft_watchdog *w = &aft_g_watchdog;
-    if (aft_g_watchdog_handler_installed) return aft_g_watchdog_handler_installed;
-    aft_watchdog_install_signal(w, requested);
-    return w->signal_usable ? w->capture_signal : 0;
-}
-
 int aft_watchdog_start(const aft_watchdog_options *options, char *error, size_t error_capacity) {
     if (!options || !options->hang_directory) {
         aft_watchdog_set_error(error, error_capacity, "aft_watchdog_start", EINVAL);
@@ -444,13 +294,7 @@ static void aft_watchdog_stop_locked(void) {
         w->hang_fd = -1;
     }
     atomic_store(&w->in_hang, 0);
-    /* A capture signal still pending would find the previous action (for a real-time signal,
-     * the default: death). Our handler stays; it ignores captures nobody asked for. */
-    if (aft_g_watchdog_handler_installed && !atomic_load(&w->capture_undelivered)) {
-        sigaction(aft_g_watchdog_handler_installed, &w->previous_action, NULL);
-        aft_g_watchdog_handler_installed = 0;
-    }
-    w->signal_usable = 0;
+    aft_watchdog_release_capture_signal(w);
     close(w->dir_fd);
     w->dir_fd = -1;
 }
@@ -480,50 +324,4 @@ void aft_watchdog_stop(void) {
     pthread_mutex_lock(&aft_g_watchdog_thread_lock);
     aft_watchdog_stop_locked();
     pthread_mutex_unlock(&aft_g_watchdog_thread_lock);
-}
-
-void aft_watchdog_pause(void) {
-    atomic_fetch_add(&aft_g_watchdog.pause_depth, 1);
-    aft_watchdog_wake(&aft_g_watchdog);
-}
-
-void aft_watchdog_resume(void) {
-    _Atomic int32_t *word = &aft_g_watchdog.pause_depth;
-    int32_t depth = atomic_load(word);
-    while (depth > 0 && !atomic_compare_exchange_weak(word, &depth, depth - 1)) {
-    }
-    aft_watchdog_wake(&aft_g_watchdog);
-}
-
-void aft_watchdog_set_foreground(int32_t foreground) {
-    atomic_store(&aft_g_watchdog.foreground, foreground != 0);
-    aft_watchdog_wake(&aft_g_watchdog);
-}
-
-int32_t aft_watchdog_is_foreground(void) { return atomic_load(&aft_g_watchdog.foreground) ? 1 : 0; }
-
-void aft_watchdog_set_previous_session(const uint8_t previous_session_id[AFT_ID_SIZE]) {
-    for (uint32_t i = 0; i < AFT_ID_SIZE; i++)
-        aft_g_watchdog.previous_session_id[i] = previous_session_id ? previous_session_id[i] : 0;
-}
-
-void aft_watchdog_watch_next_heartbeat_thread(void) {
-    __atomic_fetch_or(&aft_g_heartbeat_attention, AFT_ATTENTION_BIND, __ATOMIC_RELEASE);
-}
-
-void aft_watchdog_get_stats(aft_watchdog_stats *out) {
-    aft_watchdog *w = &aft_g_watchdog;
-    memset(out, 0, sizeof(*out));
-    out->wakeups = atomic_load(&w->wakeups);
-    out->hangs = atomic_load(&w->hangs);
-    out->ignored_stretches = atomic_load(&w->ignored);
-    out->late_ticks = atomic_load(&w->late_ticks);
-    out->last_detection_latency_ns = atomic_load(&w->detection_latency_ns);
-    out->last_detection_ns = atomic_load(&w->detection_ns);
-    out->last_capture_pause_ns = atomic_load(&w->last_capture_pause_ns);
-    out->last_capture_method = atomic_load(&w->last_capture_method);
-    out->signal_usable = (uint32_t)w->signal_usable;
-    out->watched_tid = atomic_load(&w->armed) ? atomic_load(&w->watched_tid) : 0;
-    out->watchdog_tid = atomic_load(&w->watchdog_tid);
-    out->capture_signal = w->capture_signal;
 }

@@ -1,14 +1,12 @@
 /*
  * install.c: NORMAL-TIME CODE (never runs in a signal handler). Prepares everything the crash
  * path needs: the context, the crash directory's fd, the file names, the alternate stack, the
- * handlers; warms libunwind up; and offers test entry points.
+ * handlers; warms libunwind up; and offers test entry points. The unwinding helpers' stacks,
+ * buffers and resident helper are prepared by unwind_helpers.c, called from here.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
-#include <linux/futex.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <sys/stat.h>
 #include <linux/falloc.h>
 #include <pthread.h>
@@ -21,19 +19,12 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
-
 #include "CSignalShim.h"
 #include "shim_internal.h"
 #include "threads_internal.h"
+#include "unwind_internal.h"
 
 #define AFT_MIN_ALT_STACK (64u * 1024u)
-#ifdef MADV_POPULATE_WRITE
-#define AFT_MADV_POPULATE_WRITE MADV_POPULATE_WRITE
-#else
-#define AFT_MADV_POPULATE_WRITE 23 /* Linux 5.14 */
-#endif
 
 aft_state aft_g_state = {.crash_dir_fd = -1, .timing_fd = -1, .reserved_fd = -1};
 const int aft_g_signals[AFT_SIGNAL_COUNT] = {SIGSEGV, SIGBUS,  SIGILL, SIGTRAP,
@@ -45,131 +36,6 @@ _Atomic uint32_t aft_g_known_image_count;
 aft_link_map_snapshot aft_g_known_link_map;
 
 static uint32_t aft_g_alt_stack_size = AFT_MIN_ALT_STACK;
-aft_unwind_slot aft_g_unwind_slots[AFT_UNWIND_SLOTS];
-
-void aft_unwind_helpers_prepare(int in_forked_child) {
-    long page = sysconf(_SC_PAGESIZE);
-    if (page <= 0) page = 4096;
-    size_t shared_size = (sizeof(aft_unwind_shared) + (size_t)page - 1) & ~((size_t)page - 1);
-    for (uint32_t i = 0; i < AFT_UNWIND_SLOTS; i++) {
-        aft_unwind_slot *slot = &aft_g_unwind_slots[i];
-        if (in_forked_child) {
-            /* fork(2) shares a MAP_SHARED mapping with the parent: replace it in place. */
-            if (slot->shared == NULL) continue;
-            void *fresh = mmap(slot->shared, shared_size, PROT_READ | PROT_WRITE,
-                               MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-            if (fresh == MAP_FAILED) slot->shared = NULL; /* the frame-pointer stack only */
-            continue;
-        }
-        if (slot->shared != NULL) continue;
-        uint8_t *stack = mmap(NULL, AFT_UNWIND_HELPER_STACK + (size_t)page, PROT_READ | PROT_WRITE,
-                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (stack == MAP_FAILED) continue;
-        if (mprotect(stack, (size_t)page, PROT_NONE) != 0) { /* the guard page */
-            munmap(stack, AFT_UNWIND_HELPER_STACK + (size_t)page);
-            continue;
-        }
-        void *shared = mmap(NULL, shared_size, PROT_READ | PROT_WRITE,
-                            MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (shared == MAP_FAILED) {
-            munmap(stack, AFT_UNWIND_HELPER_STACK + (size_t)page);
-            continue;
-        }
-        /* The stack grows down from its top, 16-byte aligned. */
-        slot->stack_top = stack + (size_t)page + AFT_UNWIND_HELPER_STACK;
-        slot->shared = shared;
-    }
-}
-
-/* ---- the resident unwinding helper and its donor thread ---- */
-static _Atomic int aft_g_resident_started;    /* once per process (again in a forked child) */
-static _Atomic uint32_t aft_g_resident_ready; /* futex word: the donor has tried */
-
-/* Waits until *word is non-zero, 1 s at most; returns it. */
-static uint32_t aft_wait_until_set(_Atomic uint32_t *word) {
-    for (int i = 0; i < 100 && !atomic_load(word); i++) {
-        struct timespec ten_ms = {.tv_sec = 0, .tv_nsec = 10 * 1000 * 1000};
-        syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, 0u, &ten_ms, NULL, 0);
-    }
-    return atomic_load(word);
-}
-
-static void *aft_unwind_donor_main(void *arg) {
-    (void)arg;
-    /* Every signal blocked: no handler of the app's may run on the thread-local storage the
-     * helper uses (the loader's recursive lock, for one, knows its owner by it). The Swift
-     * backtracer, which pauses threads with signals, never meets this thread: a crash ends it
-     * first (aft_async_unwind_resident_retire). */
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, NULL);
-    prctl(PR_SET_NAME, "aftermath.unw", 0, 0, 0);
-    aft_unwind_resident *r = &aft_g_unwind_resident;
-    atomic_store(&r->retire, 0);
-    int pid = aft_unwind_resident_spawn();
-    /* Served only once it runs in its sandbox (its warm-up first); a helper that never gets
-     * there is ended. */
-    if (pid > 0 && !aft_wait_until_set(&r->ready)) {
-        kill(pid, SIGKILL);
-        while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR) {
-        }
-        pid = -1;
-    }
-    if (pid > 0) atomic_store(&r->pid, pid);
-    atomic_store(&aft_g_resident_ready, 1);
-    syscall(SYS_futex, (uint32_t *)&aft_g_resident_ready, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-    if (pid <= 0) return NULL;
-    /* From here on this thread only sleeps: its thread-local storage is the helper's, and its
-     * end (the process's exit, an exec, a crash) ends the helper. */
-    for (;;) {
-        syscall(SYS_futex, (uint32_t *)&r->retire, FUTEX_WAIT, 0u, NULL, NULL, 0);
-        if (atomic_load(&r->retire)) syscall(SYS_exit, 0L); /* raw: no cleanup on its storage */
-    }
-    return NULL;
-}
-
-/* Starts the resident helper (once per process) and waits, bounded, until it runs. Without it
- * (no stack, no thread, clone refused: an emulator) each request starts a helper of its own. */
-static void aft_unwind_resident_start(void) {
-    int expected = 0;
-    if (!atomic_compare_exchange_strong(&aft_g_resident_started, &expected, 1)) return;
-    long page = sysconf(_SC_PAGESIZE);
-    if (page <= 0) page = 4096;
-    aft_unwind_resident *r = &aft_g_unwind_resident;
-    if (r->stack_top == NULL) {
-        /* Two stacks, each above a guard page: its loop's, and one for the copy of a signal
-         * frame that libunwind's tracer walks from. */
-        size_t one = AFT_UNWIND_HELPER_STACK + (size_t)page;
-        uint8_t *stack = mmap(NULL, 2 * one, PROT_READ | PROT_WRITE,
-                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (stack == MAP_FAILED) return;
-        if (mprotect(stack, (size_t)page, PROT_NONE) != 0 ||
-            mprotect(stack + one, (size_t)page, PROT_NONE) != 0) {
-            munmap(stack, 2 * one);
-            return;
-        }
-        r->stack_top = stack + one;
-        r->trace_top = stack + 2 * one;
-        (void)madvise((uint8_t *)r->stack_top - 32 * 1024, 32 * 1024, AFT_MADV_POPULATE_WRITE);
-        (void)madvise((uint8_t *)r->trace_top - 32 * 1024, 32 * 1024, AFT_MADV_POPULATE_WRITE);
-    }
-    pthread_t donor;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 64 * 1024);
-    int err = aft_thread_create(&donor, &attr, aft_unwind_donor_main, NULL);
-    pthread_attr_destroy(&attr);
-    if (err == 0) (void)aft_wait_until_set(&aft_g_resident_ready);
-}
-
-/* In a forked child: the parent's resident helper serves the parent; the child has none. */
-static void aft_unwind_resident_after_fork_in_child(void) {
-    atomic_store(&aft_g_unwind_resident.pid, 0);
-    atomic_store(&aft_g_unwind_resident.busy, 0);
-    atomic_store(&aft_g_resident_ready, 0);
-    atomic_store(&aft_g_resident_started, 0);
-}
 
 static void aft_set_error(char *error, size_t capacity, const char *what, int err) {
     if (error && capacity > 0) snprintf(error, capacity, "%s: %s", what, strerror(err));
@@ -229,41 +95,6 @@ void aft_release_file_size_signal(const aft_file_size_hold *hold) {
 
 uint32_t aft_crc32(uint32_t crc, const void *data, size_t size) {
     return aft_async_crc32(crc, data, size);
-}
-
-uint32_t aft_images_from_maps_fd(int fd, aft_image *images, uint32_t capacity, int read_build_ids,
-                                 const char *main_executable_path, uint32_t *truncated) {
-    static _Thread_local aft_maps_scratch scratch;
-    if (read_build_ids) aft_memory_reader_prepare();
-    return aft_async_images_from_fd(&scratch, fd, images, capacity, read_build_ids,
-                                    main_executable_path, truncated);
-}
-
-uint32_t aft_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity, uint64_t *load_bias,
-                         uint32_t *flags) {
-    aft_memory_reader_prepare();
-    return aft_async_build_id_at(base, out, capacity, load_bias, flags);
-}
-
-uint32_t aft_current_stack(uint64_t *frames, uint32_t capacity, uint32_t skip) {
-    uint64_t scratch[AFT_MAX_FRAMES + AFT_UNWIND_SLACK];
-    int n = 0;
-    if (!atomic_load(&aft_g_libunwind_abandoned)) {
-        n = unw_backtrace((void **)scratch, (int)(AFT_MAX_FRAMES + AFT_UNWIND_SLACK));
-    } else {
-        /* libunwind may hold a lock for good (a helper killed at its deadline): frame
-         * pointers from here, frame 0 this function's own as libunwind's would be. */
-        aft_stack_window window;
-        uint32_t truncated = 0;
-        n = (int)aft_async_frame_pointer_walk(&window, (uint64_t)(uintptr_t)aft_current_stack,
-                                              (uint64_t)(uintptr_t)__builtin_frame_address(0),
-                                              scratch, AFT_MAX_FRAMES + AFT_UNWIND_SLACK,
-                                              &truncated);
-    }
-    /* Frame 0 is this function: skip it too. */
-    uint32_t out = 0;
-    for (int i = (int)skip + 1; i < n && out < capacity; i++) frames[out++] = scratch[i];
-    return out;
 }
 
 /* Reads the loaded images once at install: the main executable's build id goes into the
@@ -398,16 +229,7 @@ void aft_install_complete(void) {
         return;
     }
     aft_prepare_images(&aft_g_state.context);
-    long page = sysconf(_SC_PAGESIZE);
-    for (uint32_t i = 0; i < AFT_UNWIND_SLOTS; i++) {
-        aft_unwind_slot *slot = &aft_g_unwind_slots[i];
-        if (slot->shared == NULL) continue;
-        /* Faulted in now, so a crash takes no page faults there. MADV_POPULATE_WRITE leaves
-         * the bytes as they are: a crash's helper may already be running on them. Kernels
-         * before 5.14 refuse it; the pages are then faulted in at the crash. */
-        (void)madvise((uint8_t *)slot->stack_top - 32 * 1024, 32 * 1024, AFT_MADV_POPULATE_WRITE);
-        (void)madvise(slot->shared, page > 0 ? (size_t)page : 4096, AFT_MADV_POPULATE_WRITE);
-    }
+    aft_unwind_helpers_fault_in();
     aft_unwind_resident_start();
     /* Threads that existed before start get an alternate stack, as later ones do. */
     aft_threads_give_alternate_stacks();

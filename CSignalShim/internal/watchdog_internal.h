@@ -1,7 +1,7 @@
 /*
- * watchdog_internal.h: the hang watchdog's state, shared by watchdog.c (normal time: the thread,
- * its clock, pause and foreground) and watchdog_async.c (the hang path: capture, persist, live
- * updates). Not imported by Swift. Everything the hang path touches is prepared at start.
+ * watchdog_internal.h: the hang watchdog's state, shared by watchdog.c, watchdog_signal.c and
+ * watchdog_controls.c (normal time: the thread, its clock, the capture signal, pause and
+ * foreground) and watchdog_async.c (the hang path: capture, persist, live updates). Not imported by Swift. Everything the hang path touches is prepared at start.
  */
 #ifndef AFT_WATCHDOG_INTERNAL_H
 #define AFT_WATCHDOG_INTERNAL_H
@@ -92,6 +92,14 @@ extern aft_watchdog aft_g_watchdog;
 /* Normal time: installs the capture signal's handler once per process (requested: 0 = a free
  * real-time signal), also for the capture of every thread at a crash; the signal, 0: none. */
 int aft_watchdog_prepare_capture_signal(int requested);
+/* Normal time, between watchdog.c, watchdog_signal.c and watchdog_controls.c: wakes the
+ * watchdog's thread; installs the capture signal for w (signo 0: choose one; w->signal_usable
+ * says whether it can be used); lets it through on the calling thread, the watched one; gives
+ * it back at stop (the handler stays while a capture signal may still be pending). */
+void aft_watchdog_wake(aft_watchdog *w);
+void aft_watchdog_install_signal(aft_watchdog *w, int signo);
+void aft_watchdog_admit_capture_signal(aft_watchdog *w);
+void aft_watchdog_release_capture_signal(aft_watchdog *w);
 
 /* ---- the hang path (watchdog_async.c) ---- */
 /* The capture signal's handler, run on the watched thread. */

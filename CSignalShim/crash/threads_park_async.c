@@ -1,0 +1,119 @@
+/*
+ * threads_park_async.c: CRASH-TIME CODE, under the crash-time contract of CSignalShim/README.md
+ * (async-signal-safe calls only, no malloc, no locks, no stdio, no Swift; checked by
+ * AsyncSafetyTests). The paused threads' side of the capture of every thread
+ * (threads_capture_async.c): in the capture signal's handler a thread writes its record from its
+ * signal frame (registers, floating-point state, thread pointer; its own fault's context when it
+ * crashed too), answers, and waits on a futex until released; and the threads that crash while
+ * another's crash is written, remembered with their context.
+ */
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "threads_internal.h"
+#include "watchdog_internal.h"
+
+void aft_async_fill_from_context(aft_thread *r, const void *ucontext, uint32_t source) {
+    aft_crash_info regs;
+    aft_async_memset(&regs, 0, sizeof(regs));
+    aft_async_arch_registers(ucontext, &regs);
+    aft_async_memcpy(r->registers, regs.registers, sizeof(r->registers));
+    r->register_count = regs.register_count;
+    r->pc = regs.pc;
+    r->sp = regs.sp;
+    r->fp_state_size = aft_async_arch_fp_state(ucontext, r->fp_state, AFT_FP_STATE_CAPACITY);
+    r->context_source = source;
+    r->why = AFT_THREAD_WHY_NONE;
+}
+
+aft_also_crashed *aft_async_also_crashed(uint64_t tid) {
+    for (uint32_t i = 0; i < AFT_THREADS_ALSO_CRASHED; i++)
+        if (atomic_load(&aft_g_threads.also[i].tid) == tid) return &aft_g_threads.also[i];
+    return NULL;
+}
+
+void aft_async_threads_note_crash(int signo, void *ucontext) {
+    uint64_t tid = aft_async_gettid();
+    for (uint32_t i = 0; i < AFT_THREADS_ALSO_CRASHED && ucontext != NULL; i++) {
+        aft_also_crashed *a = &aft_g_threads.also[i];
+        if (atomic_load(&a->tid) != 0) continue;
+        a->ucontext = ucontext;
+        a->signo = signo;
+        uint64_t free_tid = 0;
+        if (atomic_compare_exchange_strong(&a->tid, &free_tid, tid)) return;
+    }
+}
+
+void aft_async_threads_lived_on(void) {
+    aft_thread_capture *c = &aft_g_threads;
+    atomic_store(&c->lived_on, atomic_load(&c->released));
+    aft_async_futex_wake(&c->lived_on);
+}
+
+void aft_async_threads_forget(void) {
+    for (uint32_t i = 0; i < AFT_THREADS_ALSO_CRASHED; i++)
+        atomic_store(&aft_g_threads.also[i].tid, 0);
+}
+
+static int aft_async_threads_park(aft_thread_capture *c, uint32_t gen, void *ucontext) {
+    uint64_t tid = aft_async_gettid();
+    uint32_t n = atomic_load(&c->count);
+    for (uint32_t i = 1; i < n && i < AFT_MAX_THREADS; i++) {
+        aft_capture_slot *slot = &c->slots[i];
+        if (atomic_load(&slot->tid) != tid) continue;
+        uint32_t expected = AFT_SLOT_SENT;
+        if (!atomic_compare_exchange_strong(&slot->state, &expected, AFT_SLOT_FILLING))
+            return 1; /* closed at the deadline, or not sent: a late answer changes nothing */
+        aft_thread *r = &c->records[i];
+        aft_also_crashed *also = aft_async_also_crashed(tid);
+        if (also != NULL) { /* paused inside its own crash: its fault's context, not ours */
+            aft_async_fill_from_context(r, also->ucontext, AFT_THREAD_CONTEXT_CRASH);
+            r->flags |= AFT_THREAD_ALSO_CRASHED;
+            r->crash_signal = also->signo;
+            slot->ucontext = also->ucontext;
+        } else {
+            aft_async_fill_from_context(r, ucontext, AFT_THREAD_CONTEXT_SIGNAL);
+            slot->ucontext = ucontext;
+        }
+        r->thread_pointer = aft_async_arch_thread_pointer();
+        atomic_store(&slot->state, AFT_SLOT_PARKED);
+        atomic_fetch_add(&c->answered, 1);
+        aft_async_futex_wake(&c->answered);
+        /* Until released; should the crashing thread never release us, on by ourselves. */
+        uint64_t deadline = aft_async_now_ns(CLOCK_MONOTONIC) + AFT_THREADS_PARK_NS;
+        for (;;) {
+            uint32_t released = atomic_load(&c->released);
+            if (released == gen || aft_async_now_ns(CLOCK_MONOTONIC) >= deadline) break;
+            aft_async_futex_wait_until(&c->released, released, deadline);
+        }
+        atomic_fetch_add(&c->left, 1);
+        aft_async_futex_wake(&c->left);
+        /* A crash's pause cut this thread's sleep short (nanosleep, poll, a futex wait with a
+         * timeout: never restarted): returning now would wake it early, and let it run ahead
+         * (return from main, exit) while the crash takes its course. It stays here instead,
+         * until the process dies of the crash, or lives on (the crash withdrawn), or 2 s.
+         * Nothing is blocked here that the Swift runtime's backtracer pauses threads with. */
+        if (!c->for_hang && aft_async_arch_interrupted_syscall(ucontext)) {
+            uint64_t until = aft_async_now_ns(CLOCK_MONOTONIC) + 2 * AFT_THREADS_PARK_NS;
+            for (;;) {
+                uint32_t lived = atomic_load(&c->lived_on);
+                if (lived == gen || aft_async_now_ns(CLOCK_MONOTONIC) >= until) break;
+                aft_async_futex_wait_until(&c->lived_on, lived, until);
+            }
+        }
+        return 1;
+    }
+    return 0;
+}
+
+int aft_async_threads_on_signal(int signo, siginfo_t *info, void *ucontext) {
+    (void)signo;
+    if (info == NULL || info->si_code != SI_TKILL || info->si_pid != getpid()) return 0;
+    aft_thread_capture *captures[2] = {&aft_g_threads, &aft_g_hang_threads};
+    for (int k = 0; k < 2; k++) {
+        uint32_t gen = atomic_load(&captures[k]->generation);
+        if ((gen & 1u) && aft_async_threads_park(captures[k], gen, ucontext)) return 1;
+    }
+    return aft_async_threads_altstack_request(ucontext);
+}

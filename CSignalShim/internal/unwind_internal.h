@@ -1,0 +1,40 @@
+/*
+ * unwind_internal.h: what the unwinding files share among themselves, beyond the unwinding part
+ * of shim_internal.h: unwind_async.c (the helpers and the requests), unwind_resident_async.c
+ * (the resident helper), unwind_walk_async.c (the frame-pointer walk), unwind_helpers.c (their
+ * preparation at normal time) and install.c, which calls the last. Not seen by Swift.
+ */
+#ifndef AFT_UNWIND_INTERNAL_H
+#define AFT_UNWIND_INTERNAL_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "shim_internal.h"
+
+/* ---- crash time ---- */
+/* Each slot's window of stack memory for the frame-pointer walk (unwind_walk_async.c). */
+extern aft_stack_window aft_g_stack_windows[AFT_UNWIND_SLOTS];
+/* One request, in a helper (a helper of its own, or the resident): the loader's list, then the
+ * stack into the slot's shared buffer (unwind_async.c). */
+void aft_async_unwind_serve(aft_unwind_slot *slot);
+/* A helper's signals, whatever the app installed: the crash signals end it by _exit on
+ * stack_index's fault stack; with block_all every other signal is blocked (the resident), else
+ * none (unwind_async.c). */
+void aft_async_unwind_helper_signals(int block_all, uint32_t stack_index);
+/* Hands slot's request to the resident helper: 1 with its pid when it took it, 0 when there is
+ * none for this process, it is busy with another request, or it has died
+ * (unwind_resident_async.c). */
+int aft_async_resident_take(aft_unwind_slot *slot, pid_t *pid);
+
+/* ---- normal time (unwind_helpers.c) ---- */
+/* At install's completion: the helpers' first pages faulted in, so a crash takes no page faults
+ * there. */
+void aft_unwind_helpers_fault_in(void);
+/* Starts the resident helper (once per process) from its donor thread and waits, bounded, until
+ * it runs. Without it each request starts a helper of its own. */
+void aft_unwind_resident_start(void);
+/* In a forked child: the parent's resident helper serves the parent; the child has none. */
+void aft_unwind_resident_after_fork_in_child(void);
+
+#endif /* AFT_UNWIND_INTERNAL_H */

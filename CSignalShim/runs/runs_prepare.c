@@ -1,0 +1,77 @@
+/*
+ * runs_prepare.c: NORMAL-TIME CODE (never runs in a signal handler). A run file's first
+ * contents, before runs.c writes them at start: the info block (context, clocks, parent, boot
+ * id, the OOM and vmstat baseline, read now or left to the updater thread), the first live
+ * block, the header over the info block, and every block's check value.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "CSignalShim.h"
+#include "shim_internal.h"
+#include "runs_internal.h"
+
+void aft_run_read_baseline(const char *proc_root, const char *sys_root, aft_run_info *info) {
+    char path[AFT_PATH_CAPACITY + 64];
+    aft_find_cgroup_dirs(proc_root, sys_root, info->cgroup_dirs);
+    aft_run_read_oom_now(info, info->oom_at_start);
+    snprintf(path, sizeof(path), "%s/vmstat", proc_root);
+    info->vmstat_oom_kill_at_start = aft_read_counter(path, "oom_kill");
+}
+
+void aft_run_header(aft_file_header *h, const aft_run_info *info) {
+    memset(h, 0, sizeof(*h));
+    h->magic = AFT_MAGIC;
+    h->version = AFT_FORMAT_VERSION;
+    h->header_size = sizeof(aft_file_header);
+    h->kind = AFT_KIND_RUN;
+    h->body_size = sizeof(aft_run_info);
+    h->body_crc = aft_crc32(0, info, sizeof(aft_run_info));
+    h->commit = AFT_COMMIT_MARKER;
+}
+
+int aft_run_prepare(const aft_run_options *o, aft_run_file *file) {
+    return aft_run_prepare_with(o, file, 0);
+}
+
+int aft_run_prepare_with(const aft_run_options *o, aft_run_file *file, int defer_baseline) {
+    memset(file, 0, sizeof(*file));
+    aft_run_info *info = &file->info;
+    info->context = o->context;
+    info->start_monotonic_ns = aft_async_now_ns(CLOCK_MONOTONIC);
+    info->start_boottime_ns = aft_async_now_ns(CLOCK_BOOTTIME);
+    info->watchdog_usec = o->watchdog_usec;
+    info->parent_pid = (int64_t)getppid();
+    info->process_start_ticks = aft_process_start_ticks(o->proc_root);
+    info->update_interval_ms =
+        o->update_interval_ms ? o->update_interval_ms : AFT_RUN_DEFAULT_INTERVAL_MS;
+    char path[AFT_PATH_CAPACITY + 64];
+    snprintf(path, sizeof(path), "%s/sys/kernel/random/boot_id", o->proc_root);
+    aft_read_line(path, info->boot_id, AFT_BOOT_ID_CAPACITY);
+    aft_run_live *l = &file->live[1];
+    memcpy(l->session_id, o->context.session_id, AFT_ID_SIZE);
+    l->foreground = o->foreground ? 1 : 0;
+    if (defer_baseline) {
+        /* Unread until the updater reads them, moments later: a run that dies before has
+         * no OOM evidence, the same as where the counters cannot be read. */
+        for (uint32_t i = 0; i < AFT_OOM_COUNTERS; i++)
+            info->oom_at_start[i] = l->oom[i] = AFT_RUN_UNREAD;
+        info->vmstat_oom_kill_at_start = l->vmstat_oom_kill = AFT_RUN_UNREAD;
+        l->psi_some_avg10_centi = l->psi_full_avg10_centi = UINT32_MAX;
+        l->updated_realtime_ns = aft_async_now_ns(CLOCK_REALTIME);
+        l->updated_monotonic_ns = aft_async_now_ns(CLOCK_MONOTONIC);
+        l->updated_boottime_ns = aft_async_now_ns(CLOCK_BOOTTIME);
+    } else {
+        aft_run_read_baseline(o->proc_root, o->sys_root, info);
+        aft_run_sample_with(o->proc_root, info, l, 1);
+    }
+    aft_run_header(&file->header, info);
+    l->sequence = 1;
+    l->check = aft_run_check(l, offsetof(aft_run_live, check));
+    file->term.check = aft_run_check(&file->term, offsetof(aft_run_term, check));
+    file->exit.check = aft_run_check(&file->exit, offsetof(aft_run_exit, check));
+    return 0;
+}

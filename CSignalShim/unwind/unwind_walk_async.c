@@ -1,0 +1,85 @@
+/*
+ * unwind_walk_async.c: CRASH-TIME CODE, under the crash-time contract of CSignalShim/README.md
+ * (async-signal-safe calls only, no malloc, no locks, no stdio, no Swift; checked by
+ * AsyncSafetyTests). The stack without libunwind, lock free: the frame-pointer walk from a pc and
+ * a frame pointer (a signal context's, or the caller's), every read through
+ * aft_async_read_memory 16 KiB at a time, so a corrupt chain ends the walk instead of faulting;
+ * and the first frame record above a stack pointer, for threads known only by sp and pc.
+ */
+#include <errno.h>
+#include <stdint.h>
+
+#include "shim_internal.h"
+#include "unwind_internal.h"
+
+aft_stack_window aft_g_stack_windows[AFT_UNWIND_SLOTS];
+
+/* The 16 bytes at address, through the window: refilled from address with 16 KiB, or up to the
+ * end of its page near the end of a mapping, or just the 16 bytes. */
+static int aft_async_read_pair(aft_stack_window *w, uint64_t address, uint64_t pair[2]) {
+    if (address < w->base || address + 16 > w->base + w->size) {
+        uint64_t page_end = (address | 4095u) + 1;
+        w->size = 0;
+        if (aft_async_read_memory(address, w->data, sizeof(w->data)) == 0) {
+            w->size = sizeof(w->data);
+        } else if (page_end - address >= 16 &&
+                   aft_async_read_memory(address, w->data, page_end - address) == 0) {
+            w->size = page_end - address;
+        } else if (aft_async_read_memory(address, w->data, 16) == 0) {
+            w->size = 16;
+        } else {
+            return EFAULT;
+        }
+        w->base = address;
+    }
+    aft_async_memcpy(pair, w->data + (address - w->base), 16);
+    return 0;
+}
+
+uint32_t aft_async_frame_pointer_walk(aft_stack_window *w, uint64_t pc, uint64_t fp,
+                                      uint64_t *frames, uint32_t capacity, uint32_t *truncated) {
+    w->base = w->size = 0;
+    uint32_t n = 0;
+    if (capacity == 0) return 0;
+    if (pc != 0) frames[n++] = pc;
+    while (fp != 0 && (fp & 7) == 0) {
+        uint64_t pair[2]; /* saved fp, return address */
+        if (aft_async_read_pair(w, fp, pair) != 0) break;
+        if (pair[1] == 0) break;
+        if (n == capacity) {
+            if (truncated) *truncated = 1;
+            break;
+        }
+        frames[n++] = aft_async_arch_code_address(pair[1]);
+        if (pair[0] <= fp) break; /* stacks grow down: the chain must go up */
+        fp = pair[0];
+    }
+    return n;
+}
+
+uint32_t aft_async_unwind_frame_pointers(const void *ucontext, uint64_t *frames, uint32_t capacity,
+                                         uint32_t slot, uint32_t *unwinder, uint32_t *truncated) {
+    uint64_t pc = 0, fp = 0;
+    *truncated = 0;
+    *unwinder = AFT_UNWINDER_NONE;
+    if (ucontext == NULL || slot >= AFT_UNWIND_SLOTS || capacity == 0) return 0;
+    aft_async_arch_pc_fp(ucontext, &pc, &fp);
+    uint32_t n = aft_async_frame_pointer_walk(&aft_g_stack_windows[slot], pc, fp, frames, capacity,
+                                              truncated);
+    *unwinder = n > 1    ? AFT_UNWINDER_FRAME_POINTER
+                : n == 1 ? AFT_UNWINDER_PC_ONLY
+                         : AFT_UNWINDER_NONE;
+    return n;
+}
+
+uint64_t aft_async_frame_record_above(uint64_t sp) {
+    uint64_t words[512]; /* 4 KiB above sp */
+    if (sp == 0 || (sp & 7) != 0 || aft_async_read_memory(sp, words, sizeof(words)) != 0) return 0;
+    for (uint32_t i = 0; i + 1 < 512; i++) {
+        uint64_t at = sp + 8ull * i, next = words[i];
+        uint64_t ret = aft_async_arch_code_address(words[i + 1]);
+        int chained = next > at + 8 && next - at < (1u << 20) && (next & 7) == 0;
+        if (chained && ret > 4096 && aft_async_arch_follows_call(ret)) return at;
+    }
+    return 0;
+}
