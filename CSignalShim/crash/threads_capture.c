@@ -181,7 +181,8 @@ void aft_threads_give_alternate_stacks(void) {
                 /* A thread created by one that blocks every asynchronous signal (a libdispatch
                  * worker) blocks ours too, but lets SIGPROF through: that one, while nobody
                  * else uses it. */
-                if (aft_thread_blocks(tid, SIGPROF, buf, sizeof(buf)) || !aft_borrow_sigprof()) continue;
+                if (aft_thread_blocks(tid, SIGPROF, buf, sizeof(buf)) || !aft_borrow_sigprof())
+                    continue;
                 use = SIGPROF;
             }
             if (aft_thread_sleeps(tid, buf, sizeof(buf))) {
@@ -192,7 +193,8 @@ void aft_threads_give_alternate_stacks(void) {
             if (aft_request_altstack(tid, use)) {
                 aft_altstack_request *r = aft_request_for(tid);
                 aft_await_altstack(r);
-                if (use == SIGPROF && atomic_load(&r->state) == AFT_ALTSTACK_CANCELLED) sigprof_unanswered = 1;
+                if (use == SIGPROF && atomic_load(&r->state) == AFT_ALTSTACK_CANCELLED)
+                    sigprof_unanswered = 1;
             }
         }
         closedir(dir);

@@ -133,8 +133,8 @@ static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, int captu
     /* Aftermath's long-lived threads are known by their ids: listed without a read of /proc. */
     static const char watchdog_name[] = "aftermath.hang", donor_name[] = "aftermath.unw";
     const char *own_name = tid == atomic_load(&aft_g_watchdog.watchdog_tid) ? watchdog_name
-                           : (int)tid == aft_g_unwind_resident.donor_tid ? donor_name
-                                                                          : NULL;
+                           : (int)tid == aft_g_unwind_resident.donor_tid    ? donor_name
+                                                                            : NULL;
     if (own_name != NULL) {
         aft_async_copy_tail(r->name, AFT_THREAD_NAME, own_name, aft_async_strlen(own_name, 16));
         r->flags |= AFT_THREAD_AFTERMATH;

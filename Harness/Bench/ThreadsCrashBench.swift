@@ -33,14 +33,19 @@ enum ThreadsCrashBench {
                 dumpSizes.append(Double(MinidumpWriter.write(crash).count))
                 if let name = try? FileManager.default.contentsOfDirectory(atPath: dir + "/crashes").first(where: {
                     $0.hasSuffix(".crash")
-                }), let size = try? FileManager.default.attributesOfItem(atPath: dir + "/crashes/" + name)[.size] as? Int {
+                }),
+                    let size = try? FileManager.default.attributesOfItem(atPath: dir + "/crashes/" + name)[.size]
+                        as? Int
+                {
                     fileSizes.append(Double(size))
                 }
             }
             try? FileManager.default.removeItem(atPath: dir)
         }
         print(String(format: "  threads recorded            %8.0f", Stats.median(recorded)))
-        print(String(format: "  handler, fault to commit    %8.2f ms   (budget 10 ms at 64 threads)", Stats.median(handler)))
+        print(
+            String(
+                format: "  handler, fault to commit    %8.2f ms   (budget 10 ms at 64 threads)", Stats.median(handler)))
         print(String(format: "    others paused, answered   %8.2f ms", Stats.median(capture)))
         print(String(format: "    others unwound, copied    %8.2f ms", Stats.median(unwind)))
         print(String(format: "  crash file                 %8.0f KiB  (budget 3 MiB)", Stats.median(fileSizes) / 1024))

@@ -36,11 +36,11 @@ __attribute__((noinline)) static void aft_block_forever(void) {
     }
 }
 
-#define AFT_PARKED_FUNCTION(n)                                                                    \
-    __attribute__((noinline)) void aft_test_worker_parked_##n(void) {                            \
-        atomic_fetch_add(&aft_g_workers_ready, 1);                                               \
-        aft_block_forever();                                                                     \
-        __asm__ volatile("" ::: "memory"); /* not a tail call: this frame stays */               \
+#define AFT_PARKED_FUNCTION(n)                                                                     \
+    __attribute__((noinline)) void aft_test_worker_parked_##n(void) {                              \
+        atomic_fetch_add(&aft_g_workers_ready, 1);                                                 \
+        aft_block_forever();                                                                       \
+        __asm__ volatile("" ::: "memory"); /* not a tail call: this frame stays */                 \
     }
 AFT_PARKED_FUNCTION(0)
 AFT_PARKED_FUNCTION(1)
@@ -200,9 +200,7 @@ int aft_test_start_traced_worker(int swallow) {
 
 static _Atomic int aft_g_fault_gate;
 
-__attribute__((noinline)) static void aft_fault_now(void) {
-    *(volatile int *)(uintptr_t)8 = 1;
-}
+__attribute__((noinline)) static void aft_fault_now(void) { *(volatile int *)(uintptr_t)8 = 1; }
 
 static _Atomic int aft_g_second_ready;
 

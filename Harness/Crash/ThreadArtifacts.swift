@@ -40,7 +40,9 @@ struct ThreadArtifacts: Sendable {
             let id = String(name.dropLast(".crash".count))
             let run = ChildProcess.run(command, ["show", id, "--dir", reports], environment: [:], timeout: 120)
             artifacts.show = run.standardOutput
-            if run.termination != .exited(0) { artifacts.problems.append("aftermath show ended with \(run.termination)") }
+            if run.termination != .exited(0) {
+                artifacts.problems.append("aftermath show ended with \(run.termination)")
+            }
         }
         return artifacts
     }
@@ -52,7 +54,8 @@ extension Checks {
         let artifacts = evidence.artifacts
         guard record != nil, !artifacts.threads.isEmpty else { return .skip(.show) }
         guard let text = artifacts.show else {
-            return .fail(.show, "no command", "aftermath is not built next to the harness (scripts/harness.sh builds it)")
+            return .fail(
+                .show, "no command", "aftermath is not built next to the harness (scripts/harness.sh builds it)")
         }
         var problems = artifacts.problems
         for thread in artifacts.threads where !text.contains("\(thread.id)") {
@@ -90,13 +93,15 @@ extension Checks {
             let threads = json["threads"] as? [[String: Any]] ?? []
             walked = threads.count
             if threads.count != max(1, artifacts.threads.count) {
-                problems.append("minidump-stackwalk: \(threads.count) threads, the crash file has \(artifacts.threads.count)")
+                problems.append(
+                    "minidump-stackwalk: \(threads.count) threads, the crash file has \(artifacts.threads.count)")
             }
             let crashInfo = json["crash_info"] as? [String: Any]
             let expectedType = scenario.exceptionType.replacingOccurrences(of: " (", with: " / ")
                 .replacingOccurrences(of: ")", with: "")
             if crashInfo?["type"] as? String != expectedType {
-                problems.append("minidump-stackwalk: crash type \(crashInfo?["type"] ?? "none"), expected \(expectedType)")
+                problems.append(
+                    "minidump-stackwalk: crash type \(crashInfo?["type"] ?? "none"), expected \(expectedType)")
             }
             let crashing = (json["crashing_thread"] as? [String: Any])?["thread_id"] as? Int
             if let crashed, crashing.map(UInt64.init) != crashed.id {
@@ -117,7 +122,8 @@ extension Checks {
         }
         do {
             let text = try MinidumpReaders.lldb(readers, dump: dump, commands: ["thread list", "bt all"])
-            let tids = Set(text.components(separatedBy: "tid = ").dropFirst().compactMap { UInt64($0.prefix { $0.isNumber }) })
+            let tids = Set(
+                text.components(separatedBy: "tid = ").dropFirst().compactMap { UInt64($0.prefix { $0.isNumber }) })
             if tids.count != max(1, artifacts.threads.count) {
                 problems.append("lldb: \(tids.count) threads, the crash file has \(artifacts.threads.count)")
             }

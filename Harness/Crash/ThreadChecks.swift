@@ -133,7 +133,8 @@ extension Checks {
         }
         for worker in expected.workers { problems += check(worker, in: list) }
         // However the threads behave, they hold the crash up for a bounded time.
-        let held = (record[attribute: "apsio.threads.capture_ms"]?.doubleValue ?? 0)
+        let held =
+            (record[attribute: "apsio.threads.capture_ms"]?.doubleValue ?? 0)
             + (record[attribute: "apsio.threads.unwind_ms"]?.doubleValue ?? 0)
         if held > 150 { problems.append("the threads held the crash \(Int(held)) ms (limit 150)") }
         let cell = "\(list.count)" + (record[attribute: "apsio.threads.deadline_reached"] != nil ? " dl" : "")
@@ -152,7 +153,9 @@ extension Checks {
         if let context = worker.context, entry.context != context {
             problems.append("\(worker.name): context \(entry.context), expected \(context)")
         }
-        if entry.why != worker.why { problems.append("\(worker.name): why \(entry.why ?? "none"), expected \(worker.why ?? "none")") }
+        if entry.why != worker.why {
+            problems.append("\(worker.name): why \(entry.why ?? "none"), expected \(worker.why ?? "none")")
+        }
         if let state = worker.state, entry.state != state {
             problems.append("\(worker.name): state \(entry.state), expected \(state)")
         }

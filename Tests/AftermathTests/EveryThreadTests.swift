@@ -105,10 +105,14 @@ struct EveryThreadTests {
             }
             var context = aft_context()
             context.report_id.0 = UInt8(truncatingIfNeeded: round)
-            section(UInt32(AFT_SECTION_CONTEXT), UInt32(MemoryLayout<aft_context>.size), 1, withUnsafeBytes(of: context) { Array($0) })
+            section(
+                UInt32(AFT_SECTION_CONTEXT), UInt32(MemoryLayout<aft_context>.size), 1,
+                withUnsafeBytes(of: context) { Array($0) })
             var info = aft_crash_info()
             info.signal = SIGSEGV
-            section(UInt32(AFT_SECTION_CRASH), UInt32(MemoryLayout<aft_crash_info>.size), 1, withUnsafeBytes(of: info) { Array($0) })
+            section(
+                UInt32(AFT_SECTION_CRASH), UInt32(MemoryLayout<aft_crash_info>.size), 1,
+                withUnsafeBytes(of: info) { Array($0) })
             var thread = aft_thread()
             thread.frame_count = UInt32.random(in: 0...UInt32.max, using: &generator)
             thread.register_count = UInt32.random(in: 0...1000, using: &generator)
@@ -116,10 +120,14 @@ struct EveryThreadTests {
             let records = withUnsafeBytes(of: thread) { Array($0) }
             let claimed = UInt32.random(in: 0...4, using: &generator)
             section(UInt32(AFT_SECTION_THREADS), UInt32(MemoryLayout<aft_thread>.size), claimed, records)
-            section(UInt32(AFT_SECTION_THREAD_FRAMES), 8, UInt32.random(in: 0...9, using: &generator), [UInt8](repeating: 7, count: 16))
+            section(
+                UInt32(AFT_SECTION_THREAD_FRAMES), 8, UInt32.random(in: 0...9, using: &generator),
+                [UInt8](repeating: 7, count: 16))
             var memory = aft_memory_header()
             memory.size = UInt64.random(in: 0...UInt64.max, using: &generator)
-            section(UInt32(AFT_SECTION_STACK_MEMORY), 1, UInt32.random(in: 0...64, using: &generator), withUnsafeBytes(of: memory) { Array($0) } + [1, 2, 3])
+            section(
+                UInt32(AFT_SECTION_STACK_MEMORY), 1, UInt32.random(in: 0...64, using: &generator),
+                withUnsafeBytes(of: memory) { Array($0) } + [1, 2, 3])
             var header = aft_file_header()
             header.magic = AFT_MAGIC
             header.version = UInt16(AFT_FORMAT_VERSION)
@@ -132,7 +140,10 @@ struct EveryThreadTests {
             let crash = try ReportFile.decode(bytes).crashReport()
             #expect(crash.signal == SIGSEGV)
             #expect(crash.threads.count <= Int(claimed))
-            #expect(crash.threads.allSatisfy { $0.registers.count <= Int(AFT_MAX_REGISTERS) && $0.fpState.count <= Int(AFT_FP_STATE_CAPACITY) })
+            #expect(
+                crash.threads.allSatisfy {
+                    $0.registers.count <= Int(AFT_MAX_REGISTERS) && $0.fpState.count <= Int(AFT_FP_STATE_CAPACITY)
+                })
             _ = MinidumpWriter.write(crash)  // and a minidump made of it never traps
         }
     }

@@ -43,7 +43,7 @@ int aft_test_hold_loader_lock(void);
 int aft_test_hold_loader_lock_for(uint32_t ms);
 
 /* Workers for the all-thread scenarios (workers.c). */
-#define AFT_TEST_WORKER_PARKED 1         /* "worker-<i>", blocked in aft_test_worker_parked_<i % 8> */
+#define AFT_TEST_WORKER_PARKED 1 /* "worker-<i>", blocked in aft_test_worker_parked_<i % 8> */
 #define AFT_TEST_WORKER_BLOCKS_SIGNALS 2 /* "blocker": every signal blocked, then blocked in read */
 #define AFT_TEST_WORKER_SPINNING 3       /* "spinner": a busy loop in user code */
 #define AFT_TEST_WORKER_TRACED 4         /* "traced" */

@@ -17,7 +17,9 @@ package enum FileHeader {
         guard bytes.count >= headerSize else { throw .truncatedHeader(bytes: bytes.count) }
         let h = bytes.withUnsafeBytes { $0.loadUnaligned(as: aft_file_header.self) }
         guard h.magic == AFT_MAGIC else { throw .badMagic(h.magic) }
-        guard h.version >= AFT_FORMAT_MIN_VERSION, h.version <= AFT_FORMAT_VERSION else { throw .unsupportedVersion(h.version) }
+        guard h.version >= AFT_FORMAT_MIN_VERSION, h.version <= AFT_FORMAT_VERSION else {
+            throw .unsupportedVersion(h.version)
+        }
         guard Int(h.header_size) >= headerSize, Int(h.header_size) <= bytes.count else {
             throw .badHeaderSize(h.header_size)
         }

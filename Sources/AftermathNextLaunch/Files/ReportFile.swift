@@ -90,7 +90,8 @@ package struct ReportFile {
                 case UInt32(AFT_SECTION_THREADS):
                     threadRecords = entries(aft_thread.self, capacity: AFT_MAX_THREADS)
                 case UInt32(AFT_SECTION_THREAD_FRAMES):
-                    threadFrames = entries(UInt64.self, capacity: AFT_MAX_THREADS * AFT_THREAD_MAX_FRAMES + AFT_MAX_FRAMES)
+                    threadFrames = entries(
+                        UInt64.self, capacity: AFT_MAX_THREADS * AFT_THREAD_MAX_FRAMES + AFT_MAX_FRAMES)
                 case UInt32(AFT_SECTION_STACK_MEMORY):
                     let headerSize = MemoryLayout<aft_memory_header>.size
                     if entrySize == 1, count >= headerSize {
