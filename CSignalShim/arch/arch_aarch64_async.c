@@ -37,7 +37,8 @@ int aft_async_arch_interrupted_syscall(const void *ucontext) {
     return insn == 0xd4000001u;
 }
 
-void *aft_async_arch_synthesize_context(void *buffer, uint32_t capacity, uint64_t pc, uint64_t sp) {
+void *aft_async_arch_synthesize_context(void *buffer, uint32_t capacity, uint64_t pc, uint64_t sp,
+                                        uint64_t scratch[512]) {
     _Static_assert(sizeof(ucontext_t) + 16 <= AFT_SYNTHETIC_CONTEXT_ROOM, "room for a context");
     if (capacity < sizeof(ucontext_t) + 16) return NULL;
     aft_async_memset(buffer, 0, sizeof(ucontext_t) + 16);
@@ -45,8 +46,9 @@ void *aft_async_arch_synthesize_context(void *buffer, uint32_t capacity, uint64_
     uc->uc_mcontext.pc = pc;
     uc->uc_mcontext.sp = sp;
     /* No frame pointer and no link register from the kernel: the first frame record above sp
-     * stands in for both (the frame that record belongs to is then the first caller shown). */
-    uint64_t record = aft_async_frame_record_above(sp), lr = 0;
+     * stands in for both (so a leaf wrapper's caller, whose return address only the link
+     * register held, is not shown: its caller is). */
+    uint64_t record = aft_async_frame_record_above(sp, scratch), lr = 0;
     if (record != 0 && aft_async_read_memory(record + 8, &lr, sizeof(lr)) == 0) {
         uc->uc_mcontext.regs[29] = record;
         uc->uc_mcontext.regs[30] = aft_async_arch_code_address(lr);

@@ -7,6 +7,8 @@
  * the neutral answers at the end of this file.
  */
 #include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <ucontext.h>
 
 #include "shim_internal.h"
@@ -35,7 +37,8 @@ int aft_async_arch_interrupted_syscall(const void *ucontext) {
     return b[0] == 0x0f && b[1] == 0x05;
 }
 
-void *aft_async_arch_synthesize_context(void *buffer, uint32_t capacity, uint64_t pc, uint64_t sp) {
+void *aft_async_arch_synthesize_context(void *buffer, uint32_t capacity, uint64_t pc, uint64_t sp,
+                                        uint64_t scratch[512]) {
     _Static_assert(sizeof(ucontext_t) + 16 <= AFT_SYNTHETIC_CONTEXT_ROOM, "room for a context");
     if (capacity < sizeof(ucontext_t) + 16) return NULL;
     aft_async_memset(buffer, 0, sizeof(ucontext_t) + 16); /* the zero before it: no trampoline */
@@ -44,22 +47,24 @@ void *aft_async_arch_synthesize_context(void *buffer, uint32_t capacity, uint64_
     uc->uc_mcontext.gregs[REG_RSP] = (greg_t)sp;
     /* The kernel gives no frame pointer: the first frame record above sp stands in for it
      * (code built with frame pointers keeps its frames' unwind rules relative to rbp). */
-    uc->uc_mcontext.gregs[REG_RBP] = (greg_t)aft_async_frame_record_above(sp);
+    uc->uc_mcontext.gregs[REG_RBP] = (greg_t)aft_async_frame_record_above(sp, scratch);
     return uc;
 }
 
-/* The calling thread's thread pointer: the TCB's pointer to itself at %fs:0. */
+/* The calling thread's thread pointer (the fs base). */
 uint64_t aft_async_arch_thread_pointer(void) {
-    uint64_t tp;
-    __asm__ volatile("mov %%fs:0, %0" : "=r"(tp));
-    return tp;
+    /* Asked of the kernel: %fs:0 would fault in a thread made by a raw clone, without TLS. */
+    unsigned long tp = 0;
+    if (syscall(SYS_arch_prctl, 0x1003 /* ARCH_GET_FS */, &tp) != 0) return 0;
+    return (uint64_t)tp;
 }
 
 /* The 512-byte FXSAVE area the kernel saved (the layout a minidump's context holds). */
 uint32_t aft_async_arch_fp_state(const void *ucontext, uint8_t *out, uint32_t capacity) {
     const ucontext_t *uc = ucontext;
     if (uc->uc_mcontext.fpregs == NULL || capacity < 512) return 0;
-    aft_async_memcpy(out, uc->uc_mcontext.fpregs, 512);
+    /* Read without faulting: a context that is not the kernel's may point anywhere. */
+    if (aft_async_read_memory((uint64_t)(uintptr_t)uc->uc_mcontext.fpregs, out, 512) != 0) return 0;
     return 512;
 }
 
@@ -145,11 +150,13 @@ int aft_async_arch_interrupted_syscall(const void *ucontext) {
 
 uint64_t aft_async_arch_thread_pointer(void) { return 0; }
 
-void *aft_async_arch_synthesize_context(void *buffer, uint32_t capacity, uint64_t pc, uint64_t sp) {
+void *aft_async_arch_synthesize_context(void *buffer, uint32_t capacity, uint64_t pc, uint64_t sp,
+                                        uint64_t scratch[512]) {
     (void)buffer;
     (void)capacity;
     (void)pc;
     (void)sp;
+    (void)scratch;
     return NULL;
 }
 

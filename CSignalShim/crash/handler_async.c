@@ -24,6 +24,11 @@ static _Atomic int aft_g_writing;      /* the first crashing thread is inside th
 static _Atomic int aft_g_crash_signal; /* the signal of the crash written */
 static _Atomic int aft_g_crash_rounds; /* times that crash came back to this handler */
 static sigjmp_buf aft_g_writer_jump;   /* where a fault inside the writer comes back to */
+static sigjmp_buf aft_g_capture_jump;  /* and one inside the capture of the other threads */
+static _Atomic int aft_g_capturing;
+
+static int aft_async_is_function(const struct sigaction *a);
+static struct sigaction aft_async_previous(int signo, int original);
 
 #define AFT_HANDLER_DEADLINE_SECONDS 10u
 
@@ -80,8 +85,18 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
     /* The link map's signature from the helper that walked this thread's stack: the helpers of
      * the other threads' stacks (the same slot) would replace it. */
     int has_link_map = aft_async_unwind_link_map(AFT_UNWIND_SLOT_CRASH, &link_count, &link_hash);
-    /* Every other thread: paused here until the report is written (aft_async_threads_release). */
-    aft_async_threads_capture(ci, ucontext, aft_g_frames, frames, truncated);
+    /* Every other thread: paused here until the report is written (aft_async_threads_release).
+     * Where a handler of the app's comes next, the process may live on: no sleep is cut short.
+     * A fault in the capture costs only the other threads, never the report. */
+    struct sigaction next = aft_async_previous(signo, 0);
+    atomic_store(&aft_g_capturing, 1);
+    if (sigsetjmp(aft_g_capture_jump, 1) == 0) {
+        aft_async_threads_capture(ci, ucontext, aft_g_frames, frames, truncated,
+                                  aft_async_is_function(&next));
+    } else {
+        aft_g_threads.info.recorded = 0; /* the sections are left out */
+    }
+    atomic_store(&aft_g_capturing, 0);
 
     aft_report_spec spec = {
         .kind = AFT_KIND_CRASH,
@@ -277,6 +292,10 @@ void aft_async_handler(int signo, siginfo_t *info, void *ucontext) {
              * write and chain the ORIGINAL crash, so the process dies of what killed it. A
              * fault of the same signal cannot get here: it is blocked, and the kernel ends
              * the process with it, which is the same death. */
+            if (atomic_load(&aft_g_capturing)) {
+                atomic_store(&aft_g_capturing, 0);
+                siglongjmp(aft_g_capture_jump, 1);
+            }
             siglongjmp(aft_g_writer_jump, 1);
         }
         /* The same crash back again: the handler we chained to called us (an app handler

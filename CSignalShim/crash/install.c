@@ -231,13 +231,15 @@ void aft_install_complete(void) {
     aft_prepare_images(&aft_g_state.context);
     aft_unwind_helpers_fault_in();
     aft_unwind_resident_start();
-    /* Threads that existed before start get an alternate stack, as later ones do. */
-    aft_threads_give_alternate_stacks();
     /* Warm libunwind up (its one-time set-up, unwind tables), so the helper walks fast. */
     uint64_t warm[16];
     if (!atomic_load(&aft_g_libunwind_abandoned)) (void)aft_current_stack(warm, 16, 0);
     aft_g_completed_generation = aft_g_install_generation;
     pthread_mutex_unlock(&aft_g_completion_lock);
+    /* Threads that existed before start get an alternate stack, as later ones do (outside the
+     * lock: it may wait on threads for two seconds; once per process). */
+    static _Atomic int given;
+    if (!atomic_exchange(&given, 1)) aft_threads_give_alternate_stacks();
 }
 
 static void *aft_install_completion_thread(void *arg) {

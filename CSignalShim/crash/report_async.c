@@ -249,7 +249,16 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
         aft_async_emit_fitting_images(&w, images, image_count, (uint32_t)fitting, spec->frames,
                                       frame_count);
     }
-    if (with_stacks) aft_async_emit_stacks(&w, spec->threads);
+    /* The stacks last, where they still fit once the images are written. */
+    if (with_stacks && spec->threads != NULL) {
+        uint64_t at = sizeof(header) + w.body_size, stacks = 0;
+        for (uint32_t i = 0; i < spec->threads->info.recorded; i++)
+            if (spec->threads->records[i].stack_size > 0)
+                stacks += sizeof(aft_section_header) + sizeof(aft_memory_header) +
+                          spec->threads->records[i].stack_size;
+        if ((limit == UINT64_MAX || at + stacks <= limit) && aft_async_space_for(fd, at, stacks))
+            aft_async_emit_stacks(&w, spec->threads);
+    }
     aft_async_flush(&w);
 
     if (!w.error) {

@@ -4,9 +4,9 @@
  * alternate signal stack for every thread that existed before start (threads created later get
  * theirs from threads.c), so that a stack overflow on any of them still reaches the crash
  * handler. Each such thread is sent the capture signal and installs, from its own handler, a
- * stack mapped for it here. A thread that blocks the signal keeps none; a thread sleeping in
- * nanosleep (which a handler would cut short, whatever SA_RESTART says) is asked again later,
- * for up to two seconds.
+ * stack mapped for it here. A thread that blocks the signal gets SIGPROF while nobody uses it,
+ * else keeps none; a thread in nanosleep (which a handler cuts short, whatever SA_RESTART
+ * says), stopped or in uninterruptible sleep is asked again later, for half a second.
  */
 #include <dirent.h>
 #include <signal.h>
@@ -25,8 +25,8 @@
 #include "watchdog_internal.h"
 
 #define AFT_ALTSTACK_SIZE (64u * 1024u)
-#define AFT_ALTSTACK_ROUNDS 10
-#define AFT_ALTSTACK_ROUND_NS (200ull * 1000 * 1000)
+#define AFT_ALTSTACK_ROUNDS 5
+#define AFT_ALTSTACK_ROUND_NS (100ull * 1000 * 1000)
 
 void aft_threads_prepare(int requested_signal) {
     int signo = aft_watchdog_prepare_capture_signal(requested_signal);
@@ -52,14 +52,22 @@ static int aft_thread_blocks(uint64_t tid, int signo, char *buf, size_t capacity
     return (blocked >> (signo - 1)) & 1u;
 }
 
-/* 1 when tid sleeps in nanosleep or clock_nanosleep now: asked later. */
+/* 1 when tid is not to be signalled now: stopped, in uninterruptible sleep, or in a sleep a
+ * handler would cut short. Asked again later. */
 static int aft_thread_sleeps(uint64_t tid, char *buf, size_t capacity) {
     char path[64];
-    snprintf(path, sizeof(path), "/proc/self/task/%llu/syscall", (unsigned long long)tid);
+    snprintf(path, sizeof(path), "/proc/self/task/%llu/stat", (unsigned long long)tid);
     ssize_t n = aft_async_read_small_file(path, buf, capacity);
+    char state = n > 0 ? aft_async_stat_state(buf, (size_t)n) : '?';
+    if (state == 'T' || state == 't' || state == 'D' || state == 'Z') return 1; /* would not answer */
+    snprintf(path, sizeof(path), "/proc/self/task/%llu/syscall", (unsigned long long)tid);
+    n = aft_async_read_small_file(path, buf, capacity);
     int64_t nr = -1;
     uint64_t sp = 0, pc = 0;
     if (n <= 0 || !aft_async_syscall_parse(buf, (size_t)n, &nr, &sp, &pc)) return 0;
+    /* A sleep a handler would cut short (sleep() and usleep() then return early, and callers
+     * rarely loop): asked again later. An event loop's poll or epoll_wait is signalled: any
+     * signal of the process may cut those short, and every loop retries them on EINTR. */
 #ifdef SYS_nanosleep
     if (nr == SYS_nanosleep) return 1;
 #endif
@@ -205,7 +213,10 @@ void aft_threads_give_alternate_stacks(void) {
     atomic_store(&q->open, 0);
     /* SIGPROF back to its default, unless a request may still be pending on a thread that
      * never answered: its default action would end the process. Ours ignores it. */
-    if (aft_g_sigprof_borrowed && !sigprof_unanswered) {
+    struct sigaction now;
+    if (aft_g_sigprof_borrowed && !sigprof_unanswered && sigaction(SIGPROF, NULL, &now) == 0 &&
+        (now.sa_flags & SA_SIGINFO) && now.sa_sigaction == aft_sigprof_for_requests) {
+        /* Still ours: a profiler that took SIGPROF meanwhile keeps it. */
         struct sigaction dfl;
         memset(&dfl, 0, sizeof(dfl));
         dfl.sa_handler = SIG_DFL;

@@ -95,7 +95,11 @@ static int aft_async_pick_signal(aft_thread_capture *c, uint64_t blocked, int ca
          * pauses threads after us (the Swift runtime's backtracer). */
         ours.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART | SA_NODEFER;
         sigemptyset(&ours.sa_mask);
-        if (sigaction(SIGPROF, &ours, &c->sigprof_previous) != 0) return 0;
+        struct sigaction before;
+        if (sigaction(SIGPROF, &ours, &before) != 0) return 0;
+        /* Ours still, from a crash withdrawn while a thread held SIGPROF: its owner stays. */
+        if (!((before.sa_flags & SA_SIGINFO) && before.sa_sigaction == aft_async_sigprof_handler))
+            c->sigprof_previous = before;
         c->sigprof_borrowed = 1;
         c->info.flags |= AFT_THREADS_SIGPROF_BORROWED;
     }
@@ -114,7 +118,7 @@ static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, int captu
                                   uint64_t *first_signal_ns) {
     uint32_t i = atomic_load(&c->count);
     if (i >= AFT_MAX_THREADS) {
-        c->info.omitted++;
+        if (c->info.rounds <= 1) c->info.omitted++; /* a later listing finds the same ones */
         return;
     }
     aft_capture_slot *slot = &c->slots[i];
@@ -186,18 +190,32 @@ static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, int captu
         aft_async_from_syscall_file(c, r, AFT_THREAD_WHY_NO_SIGNAL);
         return;
     }
-    if (c->for_hang) {
-        /* A handler would cut these sleeps short (EINTR): the app must not notice a capture. */
+    if (c->for_hang || c->spare_sleepers) {
+        /* The app lives on after this pause (a hang, or a crash its own handler may withdraw):
+         * it must notice nothing. A handler would cut a sleep short (EINTR), or a blocking
+         * write (a short count): a hang signals running threads only, a crash spares the
+         * sleeps. The kernel's sp and pc instead, and the stack unwound from them. */
         ssize_t m = aft_async_task_file(c, tid, "syscall");
         int64_t nr = -2;
         uint64_t sp = 0, pc = 0;
-        if (m > 0 && aft_async_syscall_parse(c->proc, (size_t)m, &nr, &sp, &pc) && nr >= 0 &&
-            aft_async_syscall_interrupted(nr)) {
+        int parsed = m > 0 && aft_async_syscall_parse(c->proc, (size_t)m, &nr, &sp, &pc);
+        if (parsed && nr >= 0 && (c->for_hang || aft_async_syscall_interrupted(nr))) {
             r->why = AFT_THREAD_WHY_ASLEEP;
             r->syscall_number = nr;
             r->sp = sp;
             r->pc = pc;
             r->context_source = AFT_THREAD_CONTEXT_SYSCALL;
+            return;
+        }
+    }
+    if (c->for_hang) {
+        /* No hurry in a hang: the mask first, so that no capture signal is left pending on a
+         * thread that blocks it (real-time signals queue, and count against RLIMIT_SIGPENDING). */
+        uint64_t blocked = 0;
+        ssize_t m = aft_async_task_file(c, tid, "status");
+        if (m <= 0 || !aft_async_status_field(c->proc, (size_t)m, "SigBlk", 1, &blocked) ||
+            ((blocked >> (capture - 1)) & 1u)) {
+            aft_async_from_syscall_file(c, r, AFT_THREAD_WHY_BLOCKS_SIGNAL);
             return;
         }
     }
@@ -302,6 +320,7 @@ void aft_async_threads_collect(aft_thread_capture *c, int capture, uint64_t firs
         aft_async_threads_retry_blocked(c, i, capture, &first_signal_ns);
     aft_async_threads_await(c, deadline);
     uint32_t n = atomic_load(&c->count);
+    uint64_t filling_deadline = aft_async_now_ns(CLOCK_MONOTONIC) + 2000000ull;
     for (uint32_t i = 1; i < n; i++) {
         aft_capture_slot *slot = &c->slots[i];
         uint32_t expected = AFT_SLOT_SENT;
@@ -310,10 +329,16 @@ void aft_async_threads_collect(aft_thread_capture *c, int capture, uint64_t firs
             aft_async_from_syscall_file(c, &c->records[i], AFT_THREAD_WHY_NO_ANSWER);
             continue;
         }
-        /* Answering right now: a few microseconds more. */
-        for (int spin = 0; spin < 2000 && atomic_load(&slot->state) == AFT_SLOT_FILLING; spin++) {
-            struct timespec us = {.tv_sec = 0, .tv_nsec = 1000};
+        /* Answering right now: a moment more (2 ms for all such threads together), then the
+         * slot is closed under it, and it leaves without answering. */
+        while (atomic_load(&slot->state) == AFT_SLOT_FILLING && aft_async_now_ns(CLOCK_MONOTONIC) < filling_deadline) {
+            struct timespec us = {.tv_sec = 0, .tv_nsec = 20000};
             nanosleep(&us, NULL);
+        }
+        uint32_t filling = AFT_SLOT_FILLING;
+        if (atomic_compare_exchange_strong(&slot->state, &filling, AFT_SLOT_LATE)) {
+            c->info.flags |= AFT_THREADS_DEADLINE_REACHED;
+            aft_async_from_syscall_file(c, &c->records[i], AFT_THREAD_WHY_NO_ANSWER);
         }
     }
     c->info.answered = atomic_load(&c->answered);

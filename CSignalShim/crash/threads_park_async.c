@@ -29,7 +29,8 @@ void aft_async_fill_from_context(aft_thread *r, const void *ucontext, uint32_t s
 
 aft_also_crashed *aft_async_also_crashed(uint64_t tid) {
     for (uint32_t i = 0; i < AFT_THREADS_ALSO_CRASHED; i++)
-        if (atomic_load(&aft_g_threads.also[i].tid) == tid) return &aft_g_threads.also[i];
+        if (atomic_load(&aft_g_threads.also[i].tid) == tid && atomic_load(&aft_g_threads.also[i].ready))
+            return &aft_g_threads.also[i];
     return NULL;
 }
 
@@ -37,11 +38,13 @@ void aft_async_threads_note_crash(int signo, void *ucontext) {
     uint64_t tid = aft_async_gettid();
     for (uint32_t i = 0; i < AFT_THREADS_ALSO_CRASHED && ucontext != NULL; i++) {
         aft_also_crashed *a = &aft_g_threads.also[i];
-        if (atomic_load(&a->tid) != 0) continue;
+        uint64_t free_tid = 0;
+        if (!atomic_compare_exchange_strong(&a->tid, &free_tid, tid)) continue;
+        /* Claimed first, then filled, then published: no other thread writes this entry. */
         a->ucontext = ucontext;
         a->signo = signo;
-        uint64_t free_tid = 0;
-        if (atomic_compare_exchange_strong(&a->tid, &free_tid, tid)) return;
+        atomic_store(&a->ready, 1);
+        return;
     }
 }
 
@@ -52,8 +55,10 @@ void aft_async_threads_lived_on(void) {
 }
 
 void aft_async_threads_forget(void) {
-    for (uint32_t i = 0; i < AFT_THREADS_ALSO_CRASHED; i++)
+    for (uint32_t i = 0; i < AFT_THREADS_ALSO_CRASHED; i++) {
+        atomic_store(&aft_g_threads.also[i].ready, 0);
         atomic_store(&aft_g_threads.also[i].tid, 0);
+    }
 }
 
 static int aft_async_threads_park(aft_thread_capture *c, uint32_t gen, void *ucontext) {
@@ -66,7 +71,8 @@ static int aft_async_threads_park(aft_thread_capture *c, uint32_t gen, void *uco
         if (!atomic_compare_exchange_strong(&slot->state, &expected, AFT_SLOT_FILLING))
             return 1; /* closed at the deadline, or not sent: a late answer changes nothing */
         aft_thread *r = &c->records[i];
-        aft_also_crashed *also = aft_async_also_crashed(tid);
+        /* Only a crash's capture: a hang's never takes a crashing thread's frame. */
+        aft_also_crashed *also = c->for_hang ? NULL : aft_async_also_crashed(tid);
         if (also != NULL) { /* paused inside its own crash: its fault's context, not ours */
             aft_async_fill_from_context(r, also->ucontext, AFT_THREAD_CONTEXT_CRASH);
             r->flags |= AFT_THREAD_ALSO_CRASHED;
@@ -77,15 +83,21 @@ static int aft_async_threads_park(aft_thread_capture *c, uint32_t gen, void *uco
             slot->ucontext = ucontext;
         }
         r->thread_pointer = aft_async_arch_thread_pointer();
-        atomic_store(&slot->state, AFT_SLOT_PARKED);
+        /* Answered, unless the capture closed this slot meanwhile (it no longer waits for us,
+         * and the slot may hold another thread by now): then leave without a word. */
+        uint32_t filling = AFT_SLOT_FILLING;
+        if (!atomic_compare_exchange_strong(&slot->state, &filling, AFT_SLOT_PARKED)) return 1;
         atomic_fetch_add(&c->answered, 1);
         aft_async_futex_wake(&c->answered);
         /* Until released; should the crashing thread never release us, on by ourselves. */
         uint64_t deadline = aft_async_now_ns(CLOCK_MONOTONIC) + AFT_THREADS_PARK_NS;
         for (;;) {
             uint32_t released = atomic_load(&c->released);
-            if (released == gen || aft_async_now_ns(CLOCK_MONOTONIC) >= deadline) break;
-            aft_async_futex_wait_until(&c->released, released, deadline);
+            if ((int32_t)(released - gen) >= 0 || aft_async_now_ns(CLOCK_MONOTONIC) >= deadline) break;
+            /* A hang's pause gives way to a crash: the crash's capture pauses us itself. */
+            if (c->for_hang && aft_async_crash_in_progress()) break;
+            uint64_t slice = aft_async_now_ns(CLOCK_MONOTONIC) + (c->for_hang ? 10000000ull : AFT_THREADS_PARK_NS);
+            aft_async_futex_wait_until(&c->released, released, slice < deadline ? slice : deadline);
         }
         atomic_fetch_add(&c->left, 1);
         aft_async_futex_wake(&c->left);

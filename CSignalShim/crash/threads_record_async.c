@@ -191,6 +191,17 @@ static void aft_async_unwind_thread(aft_thread_capture *c, uint32_t index, uint6
     uint32_t state = atomic_load(&slot->state);
     if (capacity == 0) {
         /* no room left */
+    } else if (c->for_hang && (state == AFT_SLOT_PARKED || r->context_source == AFT_THREAD_CONTEXT_SYSCALL)) {
+        /* A hang's: frame pointers only, on a window of its own. libunwind's helper would wait
+         * on a lock a paused thread may hold (the loader's), and a helper killed at its
+         * deadline would take libunwind from every later crash. */
+        uint64_t pc = r->pc, fp = 0;
+        const void *uc = state == AFT_SLOT_PARKED ? slot->ucontext
+                                                   : aft_async_arch_synthesize_context(c->synthetic, sizeof(c->synthetic),
+                                                                                       r->pc, r->sp, c->scan);
+        if (uc != NULL) aft_async_arch_pc_fp(uc, &pc, &fp);
+        n = aft_async_frame_pointer_walk(&c->window, pc, fp, frames, capacity, &truncated);
+        unwinder = n > 1 ? AFT_UNWINDER_FRAME_POINTER : n == 1 ? AFT_UNWINDER_PC_ONLY : AFT_UNWINDER_NONE;
     } else if (state == AFT_SLOT_PARKED && slot->ucontext != NULL) {
         uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC);
         uint64_t budget = deadline_ns > now ? deadline_ns - now : 0;
@@ -214,7 +225,7 @@ static void aft_async_unwind_thread(aft_thread_capture *c, uint32_t index, uint6
         uint64_t budget = deadline_ns > now ? deadline_ns - now : 0;
         if (budget > AFT_THREADS_UNWIND_EACH_NS) budget = AFT_THREADS_UNWIND_EACH_NS;
         void *uc =
-            aft_async_arch_synthesize_context(c->synthetic, sizeof(c->synthetic), r->pc, r->sp);
+            aft_async_arch_synthesize_context(c->synthetic, sizeof(c->synthetic), r->pc, r->sp, c->scan);
         if (uc != NULL) { /* its registers as the readers of a minidump will unwind them */
             aft_crash_info regs;
             aft_async_memset(&regs, 0, sizeof(regs));
@@ -282,6 +293,7 @@ static void aft_async_capture_run(aft_thread_capture *c, uint64_t begin) {
         if (kept != i) {
             aft_async_memcpy(&c->records[kept], &c->records[i], sizeof(aft_thread));
             c->slots[kept].ucontext = c->slots[i].ucontext;
+            c->slots[kept].signal = c->slots[i].signal;
             atomic_store(&c->slots[kept].state, atomic_load(&c->slots[i].state));
             atomic_store(&c->slots[kept].tid, atomic_load(&c->slots[i].tid));
         }
@@ -302,8 +314,10 @@ static void aft_async_capture_run(aft_thread_capture *c, uint64_t begin) {
 }
 
 void aft_async_threads_capture(const aft_crash_info *ci, const void *ucontext,
-                               const uint64_t *frames, uint32_t frame_count, uint32_t truncated) {
+                               const uint64_t *frames, uint32_t frame_count, uint32_t truncated,
+                               int spare_sleepers) {
     aft_thread_capture *c = &aft_g_threads;
+    c->spare_sleepers = spare_sleepers;
     uint64_t begin = aft_async_now_ns(CLOCK_MONOTONIC);
     aft_async_capture_open(c, ci->thread_id);
     /* The crashing thread first, from its own fault. */

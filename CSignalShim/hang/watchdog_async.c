@@ -295,8 +295,14 @@ int aft_async_watchdog_begin_hang(aft_watchdog *w, uint64_t tid, uint64_t onset_
     /* The other threads: a blocked thread waits for another more often than not. */
     const aft_thread_capture *threads = NULL;
     if (w->capture_other_threads) {
-        aft_async_threads_capture_for_hang(tid);
-        threads = &aft_g_hang_threads;
+        /* Only while the watched thread's own capture is over: its handler, should it still
+         * run, has the capture slot's helper and window. Released at once: the records are
+         * final, and nothing else of theirs is kept. */
+        if ((atomic_load(&w->capture_state) & 0xffu) != AFT_CAPTURE_RUNNING) {
+            aft_async_threads_capture_for_hang(tid);
+            aft_async_threads_release_capture(&aft_g_hang_threads);
+            threads = &aft_g_hang_threads;
+        }
     }
 
     /* The hang's own report id; never overwrite an earlier hang's file. */
@@ -328,7 +334,6 @@ int aft_async_watchdog_begin_hang(aft_watchdog *w, uint64_t tid, uint64_t onset_
     };
     int fd = -1;
     int err = aft_async_write_report(w->dir_fd, w->tmp_name, w->final_name, &spec, &fd);
-    if (threads != NULL) aft_async_threads_release_capture(&aft_g_hang_threads);
     w->hang_fd = err == 0 ? fd : -1;
     /* Held until the hang ends (or the process does): a live hang is not a dead run's. */
     if (err == 0) syscall(SYS_flock, (long)fd, (long)(LOCK_EX | LOCK_NB));

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "CSignalShim.h"
+#include "threads_internal.h"
 #include "watchdog_internal.h"
 
 /* The signal whose handler is ours (kept from one start to the next), 0: none. */
@@ -141,7 +142,10 @@ int aft_watchdog_prepare_capture_signal(int requested) {
 void aft_watchdog_release_capture_signal(aft_watchdog *w) {
     /* A capture signal still pending would find the previous action (for a real-time signal,
      * the default: death). Our handler stays; it ignores captures nobody asked for. */
-    if (aft_g_watchdog_handler_installed && !atomic_load(&w->capture_undelivered)) {
+    /* Nor while the crash handler's capture of every thread uses it: installed for the
+     * process's life then, and captures may have left it pending on threads that block it. */
+    if (aft_g_watchdog_handler_installed && !atomic_load(&w->capture_undelivered) &&
+        atomic_load(&aft_g_thread_capture_signal) != aft_g_watchdog_handler_installed) {
         sigaction(aft_g_watchdog_handler_installed, &w->previous_action, NULL);
         aft_g_watchdog_handler_installed = 0;
     }

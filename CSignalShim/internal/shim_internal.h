@@ -172,7 +172,8 @@ uint32_t aft_async_arch_fp_state(const void *ucontext, uint8_t *out, uint32_t ca
  * built in buffer (16-byte aligned, AFT_SYNTHETIC_CONTEXT_ROOM bytes): unwind tables take a
  * stack from there as from a signal frame. Returns it, or NULL. */
 #define AFT_SYNTHETIC_CONTEXT_ROOM 8192u
-void *aft_async_arch_synthesize_context(void *buffer, uint32_t capacity, uint64_t pc, uint64_t sp);
+void *aft_async_arch_synthesize_context(void *buffer, uint32_t capacity, uint64_t pc, uint64_t sp,
+                                        uint64_t scratch[512]);
 /* The calling thread's TLS thread pointer, 0 where unknown. */
 uint64_t aft_async_arch_thread_pointer(void);
 /* 1 when the signal context is that of a system call the signal cut short (-EINTR). */
@@ -287,7 +288,7 @@ uint32_t aft_async_unwind_frame_pointers(const void *ucontext, uint64_t *frames,
                                          uint32_t slot, uint32_t *unwinder, uint32_t *truncated);
 /* The first frame record (a saved frame pointer, then a return address after a call) in the 4 KiB
  * above sp, or 0: where a thread known only by sp and pc keeps its caller's frame. */
-uint64_t aft_async_frame_record_above(uint64_t sp);
+uint64_t aft_async_frame_record_above(uint64_t sp, uint64_t scratch[512]);
 /* The link map's signature the last helper of slot took (it reads the list with plain loads,
  * where a fault ends the helper alone): 1 with *count and *hash, 0 when it took none. */
 int aft_async_unwind_link_map(uint32_t slot, uint64_t *count, uint64_t *hash);

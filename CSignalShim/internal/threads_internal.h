@@ -52,7 +52,8 @@ typedef struct aft_capture_slot {
 } aft_capture_slot;
 
 typedef struct aft_also_crashed {
-    _Atomic uint64_t tid; /* 0: free */
+    _Atomic uint64_t tid;  /* 0: free */
+    _Atomic int ready;     /* ucontext and signo are written */
     void *ucontext;
     int signo;
 } aft_also_crashed;
@@ -63,6 +64,7 @@ typedef struct aft_thread_capture {
                              no stack memory, the capturer itself not recorded */
     uint32_t unwind_slot; /* the unwinding helper's slot (AFT_UNWIND_SLOT_*) */
     uint64_t skip_tid;    /* a thread not to record (a hang's watched thread: its own stack) */
+    int spare_sleepers;   /* a crash the app may live through: sleeping threads not signalled */
     /* Shared with the paused threads. */
     _Atomic uint32_t generation; /* odd while a capture is open */
     _Atomic uint32_t answered;   /* futex word: answers so far */
@@ -82,6 +84,8 @@ typedef struct aft_thread_capture {
     uint8_t arena[AFT_THREADS_ARENA];
     uint8_t synthetic[AFT_SYNTHETIC_CONTEXT_ROOM] __attribute__((aligned(16)));
     uint64_t mappings[AFT_THREADS_MAPPINGS][2]; /* writable mappings [start, end), in order */
+    uint64_t scan[512];                          /* the 4 KiB above a stack pointer */
+    aft_stack_window window;                     /* a hang's frame-pointer walks */
     uint32_t mapping_count;
     int mappings_read; /* read once per capture, when a stack needs them */
     int sigprof_borrowed;
@@ -134,7 +138,8 @@ int aft_async_threads_on_signal(int signo, siginfo_t *info, void *ucontext);
 /* Pauses and records every other thread; the crashing thread's record comes first, from ci,
  * its frames and ucontext. Fills aft_g_threads (records, frames, arena, info). */
 void aft_async_threads_capture(const aft_crash_info *ci, const void *ucontext,
-                               const uint64_t *frames, uint32_t frame_count, uint32_t truncated);
+                               const uint64_t *frames, uint32_t frame_count, uint32_t truncated,
+                               int spare_sleepers);
 /* The steps of the capture (threads_capture_async.c): a thread's registers and floating-point
  * state from a signal context; one listing of /proc/self/task, signalling each new thread that
  * can answer (returns how many were new); the wait for answers, 100 ms at most from

@@ -69,8 +69,15 @@ struct UnwindHelperTests {
         guard status >= 0 else { return 11 }  // no helper was reaped: none ran
         let exited = status & 0x7f == 0, code = (status >> 8) & 0xff
         guard exited, code == aft_test_unwinding_helper_fault_exit(SIGSEGV) else { return 12 }
-        let hangs = (try? FileManager.default.contentsOfDirectory(atPath: root + "/hangs")) ?? []
-        guard hangs.contains(where: { $0.hasSuffix(".hang") }) else { return 13 }
+        // The hang's file, once its capture (the other threads' too) is written: on a loaded
+        // machine a moment after the heartbeat.
+        var written = false
+        for _ in 0..<200 where !written {
+            let hangs = (try? FileManager.default.contentsOfDirectory(atPath: root + "/hangs")) ?? []
+            written = hangs.contains(where: { $0.hasSuffix(".hang") })
+            if !written { usleep(10_000) }
+        }
+        guard written else { return 13 }
         return spins > 0 ? 0 : 14
     }
 
