@@ -236,6 +236,9 @@ static void aft_async_unwind_thread(aft_thread_capture *c, uint32_t index, uint6
         if (uc != NULL && budget >= 1000000ull && !atomic_load(&aft_g_libunwind_abandoned))
             n = aft_async_unwind_context(uc, frames, capacity, c->unwind_slot, budget, &unwinder,
                                          &truncated, &status);
+        if (n < 2 && uc != NULL) /* past the budget, or without libunwind: frame pointers */
+            n = aft_async_unwind_frame_pointers(uc, frames, capacity, c->unwind_slot, &unwinder,
+                                                &truncated);
         if (n < 2) {
             frames[0] = r->pc;
             n = 1;
