@@ -59,13 +59,14 @@ static int aft_thread_sleeps(uint64_t tid, char *buf, size_t capacity) {
     snprintf(path, sizeof(path), "/proc/self/task/%llu/stat", (unsigned long long)tid);
     ssize_t n = aft_async_read_small_file(path, buf, capacity);
     char state = n > 0 ? aft_async_stat_state(buf, (size_t)n) : '?';
-    if (state == 'T' || state == 't' || state == 'D' || state == 'Z') return 1; /* would not answer */
+    if (state == 'T' || state == 't' || state == 'D' || state == 'Z')
+        return 1; /* would not answer */
     snprintf(path, sizeof(path), "/proc/self/task/%llu/syscall", (unsigned long long)tid);
     n = aft_async_read_small_file(path, buf, capacity);
     int64_t nr = -1;
     uint64_t sp = 0, pc = 0;
     if (n <= 0 || !aft_async_syscall_parse(buf, (size_t)n, &nr, &sp, &pc)) return 0;
-    /* A sleep a handler would cut short (sleep() and usleep() then return early, and callers
+        /* A sleep a handler would cut short (sleep() and usleep() then return early, and callers
      * rarely loop): asked again later. An event loop's poll or epoll_wait is signalled: any
      * signal of the process may cut those short, and every loop retries them on EINTR. */
 #ifdef SYS_nanosleep

@@ -331,7 +331,8 @@ void aft_async_threads_collect(aft_thread_capture *c, int capture, uint64_t firs
         }
         /* Answering right now: a moment more (2 ms for all such threads together), then the
          * slot is closed under it, and it leaves without answering. */
-        while (atomic_load(&slot->state) == AFT_SLOT_FILLING && aft_async_now_ns(CLOCK_MONOTONIC) < filling_deadline) {
+        while (atomic_load(&slot->state) == AFT_SLOT_FILLING &&
+               aft_async_now_ns(CLOCK_MONOTONIC) < filling_deadline) {
             struct timespec us = {.tv_sec = 0, .tv_nsec = 20000};
             nanosleep(&us, NULL);
         }

@@ -29,7 +29,8 @@ void aft_async_fill_from_context(aft_thread *r, const void *ucontext, uint32_t s
 
 aft_also_crashed *aft_async_also_crashed(uint64_t tid) {
     for (uint32_t i = 0; i < AFT_THREADS_ALSO_CRASHED; i++)
-        if (atomic_load(&aft_g_threads.also[i].tid) == tid && atomic_load(&aft_g_threads.also[i].ready))
+        if (atomic_load(&aft_g_threads.also[i].tid) == tid &&
+            atomic_load(&aft_g_threads.also[i].ready))
             return &aft_g_threads.also[i];
     return NULL;
 }
@@ -93,10 +94,12 @@ static int aft_async_threads_park(aft_thread_capture *c, uint32_t gen, void *uco
         uint64_t deadline = aft_async_now_ns(CLOCK_MONOTONIC) + AFT_THREADS_PARK_NS;
         for (;;) {
             uint32_t released = atomic_load(&c->released);
-            if ((int32_t)(released - gen) >= 0 || aft_async_now_ns(CLOCK_MONOTONIC) >= deadline) break;
+            if ((int32_t)(released - gen) >= 0 || aft_async_now_ns(CLOCK_MONOTONIC) >= deadline)
+                break;
             /* A hang's pause gives way to a crash: the crash's capture pauses us itself. */
             if (c->for_hang && aft_async_crash_in_progress()) break;
-            uint64_t slice = aft_async_now_ns(CLOCK_MONOTONIC) + (c->for_hang ? 10000000ull : AFT_THREADS_PARK_NS);
+            uint64_t slice = aft_async_now_ns(CLOCK_MONOTONIC) +
+                             (c->for_hang ? 10000000ull : AFT_THREADS_PARK_NS);
             aft_async_futex_wait_until(&c->released, released, slice < deadline ? slice : deadline);
         }
         atomic_fetch_add(&c->left, 1);

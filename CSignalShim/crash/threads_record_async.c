@@ -191,17 +191,21 @@ static void aft_async_unwind_thread(aft_thread_capture *c, uint32_t index, uint6
     uint32_t state = atomic_load(&slot->state);
     if (capacity == 0) {
         /* no room left */
-    } else if (c->for_hang && (state == AFT_SLOT_PARKED || r->context_source == AFT_THREAD_CONTEXT_SYSCALL)) {
+    } else if (c->for_hang &&
+               (state == AFT_SLOT_PARKED || r->context_source == AFT_THREAD_CONTEXT_SYSCALL)) {
         /* A hang's: frame pointers only, on a window of its own. libunwind's helper would wait
          * on a lock a paused thread may hold (the loader's), and a helper killed at its
          * deadline would take libunwind from every later crash. */
         uint64_t pc = r->pc, fp = 0;
-        const void *uc = state == AFT_SLOT_PARKED ? slot->ucontext
-                                                   : aft_async_arch_synthesize_context(c->synthetic, sizeof(c->synthetic),
-                                                                                       r->pc, r->sp, c->scan);
+        const void *uc = state == AFT_SLOT_PARKED
+                             ? slot->ucontext
+                             : aft_async_arch_synthesize_context(c->synthetic, sizeof(c->synthetic),
+                                                                 r->pc, r->sp, c->scan);
         if (uc != NULL) aft_async_arch_pc_fp(uc, &pc, &fp);
         n = aft_async_frame_pointer_walk(&c->window, pc, fp, frames, capacity, &truncated);
-        unwinder = n > 1 ? AFT_UNWINDER_FRAME_POINTER : n == 1 ? AFT_UNWINDER_PC_ONLY : AFT_UNWINDER_NONE;
+        unwinder = n > 1    ? AFT_UNWINDER_FRAME_POINTER
+                   : n == 1 ? AFT_UNWINDER_PC_ONLY
+                            : AFT_UNWINDER_NONE;
     } else if (state == AFT_SLOT_PARKED && slot->ucontext != NULL) {
         uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC);
         uint64_t budget = deadline_ns > now ? deadline_ns - now : 0;
@@ -224,8 +228,8 @@ static void aft_async_unwind_thread(aft_thread_capture *c, uint32_t index, uint6
         uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC);
         uint64_t budget = deadline_ns > now ? deadline_ns - now : 0;
         if (budget > AFT_THREADS_UNWIND_EACH_NS) budget = AFT_THREADS_UNWIND_EACH_NS;
-        void *uc =
-            aft_async_arch_synthesize_context(c->synthetic, sizeof(c->synthetic), r->pc, r->sp, c->scan);
+        void *uc = aft_async_arch_synthesize_context(c->synthetic, sizeof(c->synthetic), r->pc,
+                                                     r->sp, c->scan);
         if (uc != NULL) { /* its registers as the readers of a minidump will unwind them */
             aft_crash_info regs;
             aft_async_memset(&regs, 0, sizeof(regs));

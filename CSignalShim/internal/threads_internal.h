@@ -52,8 +52,8 @@ typedef struct aft_capture_slot {
 } aft_capture_slot;
 
 typedef struct aft_also_crashed {
-    _Atomic uint64_t tid;  /* 0: free */
-    _Atomic int ready;     /* ucontext and signo are written */
+    _Atomic uint64_t tid; /* 0: free */
+    _Atomic int ready;    /* ucontext and signo are written */
     void *ucontext;
     int signo;
 } aft_also_crashed;
@@ -84,8 +84,8 @@ typedef struct aft_thread_capture {
     uint8_t arena[AFT_THREADS_ARENA];
     uint8_t synthetic[AFT_SYNTHETIC_CONTEXT_ROOM] __attribute__((aligned(16)));
     uint64_t mappings[AFT_THREADS_MAPPINGS][2]; /* writable mappings [start, end), in order */
-    uint64_t scan[512];                          /* the 4 KiB above a stack pointer */
-    aft_stack_window window;                     /* a hang's frame-pointer walks */
+    uint64_t scan[512];                         /* the 4 KiB above a stack pointer */
+    aft_stack_window window;                    /* a hang's frame-pointer walks */
     uint32_t mapping_count;
     int mappings_read; /* read once per capture, when a stack needs them */
     int sigprof_borrowed;

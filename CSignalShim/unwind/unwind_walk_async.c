@@ -73,7 +73,8 @@ uint32_t aft_async_unwind_frame_pointers(const void *ucontext, uint64_t *frames,
 }
 
 uint64_t aft_async_frame_record_above(uint64_t sp, uint64_t words[512]) { /* 4 KiB above sp */
-    if (sp == 0 || (sp & 7) != 0 || aft_async_read_memory(sp, words, 512 * sizeof(uint64_t)) != 0) return 0;
+    if (sp == 0 || (sp & 7) != 0 || aft_async_read_memory(sp, words, 512 * sizeof(uint64_t)) != 0)
+        return 0;
     for (uint32_t i = 0; i + 1 < 512; i++) {
         uint64_t at = sp + 8ull * i, next = words[i];
         uint64_t ret = aft_async_arch_code_address(words[i + 1]);
