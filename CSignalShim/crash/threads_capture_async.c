@@ -25,6 +25,7 @@
 aft_thread_capture aft_g_threads = {.unwind_slot = AFT_UNWIND_SLOT_CRASH};
 aft_thread_capture aft_g_hang_threads = {.for_hang = 1, .unwind_slot = AFT_UNWIND_SLOT_CAPTURE};
 _Atomic int aft_g_thread_capture_signal;
+_Atomic uint64_t aft_g_run_updater_tid;
 uint64_t aft_g_static_tls_size;
 
 /* ---- the crashing thread's side ---- */
@@ -135,9 +136,11 @@ static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, int captu
     atomic_store(&c->count, i + 1); /* published before a signal can look for it */
 
     /* Aftermath's long-lived threads are known by their ids: listed without a read of /proc. */
-    static const char watchdog_name[] = "aftermath.hang", donor_name[] = "aftermath.unw";
+    static const char watchdog_name[] = "aftermath.hang", donor_name[] = "aftermath.unw",
+                      run_name[] = "aftermath.run";
     const char *own_name = tid == atomic_load(&aft_g_watchdog.watchdog_tid) ? watchdog_name
                            : (int)tid == aft_g_unwind_resident.donor_tid    ? donor_name
+                           : tid == atomic_load(&aft_g_run_updater_tid)     ? run_name
                                                                             : NULL;
     if (own_name != NULL) {
         aft_async_copy_tail(r->name, AFT_THREAD_NAME, own_name, aft_async_strlen(own_name, 16));

@@ -127,6 +127,8 @@ extern aft_thread_capture aft_g_threads;
 extern aft_thread_capture aft_g_hang_threads;
 /* The signal that pauses a thread (the hang watchdog's capture signal), 0 when none. */
 extern _Atomic int aft_g_thread_capture_signal;
+/* The run record's updater thread (runs.c), listed at a crash by its id; 0: none. */
+extern _Atomic uint64_t aft_g_run_updater_tid;
 /* glibc's static TLS size (its TCB included), read at start; 0: unknown. A thread's stack ends
  * below its static TLS: on x86-64 at its thread pointer less that size. */
 extern uint64_t aft_g_static_tls_size;

@@ -21,6 +21,7 @@
 #include "CSignalShim.h"
 #include "shim_internal.h"
 #include "runs_internal.h"
+#include "threads_internal.h"
 
 aft_run_state aft_g_run = {.fd = -1};
 const int aft_g_run_signals[AFT_RUN_SIGNAL_COUNT] = {SIGTERM, SIGINT, SIGHUP};
@@ -130,6 +131,7 @@ static void *aft_run_updater(void *arg) {
     (void)arg;
     aft_thread_set_own_mask();
     prctl(PR_SET_NAME, "aftermath.run", 0, 0, 0); /* here: one call, no file for the creator */
+    atomic_store(&aft_g_run_updater_tid, aft_async_gettid()); /* listed at a crash without /proc */
     pthread_mutex_lock(&aft_g_run_lock);
     if (aft_g_run_baseline_pending) aft_run_complete_baseline();
     while (!aft_g_run_thread_stop) {
