@@ -5,9 +5,12 @@
 #   bash scripts/arm64.sh --quick   CSignalShim's C, cross-compiled with gcc-aarch64-linux-gnu
 #                                   (-std=c11 -Wall -Wextra -Werror), its crash-time objects
 #                                   checked against the contract in CSignalShim/README.md, then a C
-#                                   crash driver (scripts/arm64/crash_driver.c) killed six ways
-#                                   under qemu; each file it leaves is decoded by this machine's
-#                                   Swift decoder (the aftermath CLI) and checked. About a minute.
+#                                   crash driver (scripts/arm64/crash_driver.c) killed six ways,
+#                                   one of them with a second thread parked in a known state,
+#                                   and hung once under qemu; each file it leaves is decoded by
+#                                   this machine's Swift decoder (the aftermath CLI) and checked,
+#                                   a crash's every-thread capture (THREADS sections, read by
+#                                   scripts/arm64/check_report.py) too. About a minute.
 #   bash scripts/arm64.sh           the whole package: Debian trixie roots (amd64 with swiftlang
 #                                   6.0.3 as the cross compiler, arm64 as the sysroot), the test
 #                                   suite and the three harnesses run on arm64 under qemu,
@@ -281,17 +284,18 @@ for rl in json.load(open(sys.argv[1]))["resourceLogs"]:
   IMAGES_DETAIL="$n images, $with with the files' build ids"
 }
 
-declare -A expect_exit=([null]=139 [brk]=133 [abort]=134 [overflow-main]=139 [overflow-thread]=139 [hang]=0)
-declare -A expect_type=([null]="SIGSEGV (SEGV_MAPERR)" [brk]="SIGTRAP (TRAP_BRKPT)" [abort]="SIGABRT (SI_TKILL)"
+declare -A expect_exit=([null]=139 [brk]=133 [abort]=134 [overflow-main]=139 [overflow-thread]=139 [threads]=139 [hang]=0)
+declare -A expect_type=([null]="SIGSEGV (SEGV_MAPERR)" [threads]="SIGSEGV (SEGV_MAPERR)" [brk]="SIGTRAP (TRAP_BRKPT)" [abort]="SIGABRT (SI_TKILL)"
                         [overflow-main]="SIGSEGV (SEGV_" [overflow-thread]="SIGSEGV (SEGV_")
 declare -A expect_chain=([null]="driver_null driver_level3 driver_level2 driver_level1 main"
+                         [threads]="driver_null driver_level3 driver_level2 driver_level1 main"
                          [brk]="aft_test_breakpoint driver_level3 driver_level2 driver_level1 main"
                          [abort]="abort driver_level3 driver_level2 driver_level1 main"
                          [overflow-main]="driver_overflow driver_overflow driver_overflow"
                          [overflow-thread]="driver_overflow driver_overflow driver_overflow"
                          [hang]="driver_spin_ms driver_level3 driver_level2 driver_level1 main")
 run_times=()
-for mode in null brk abort overflow-main overflow-thread hang; do
+for mode in null brk abort overflow-main overflow-thread threads hang; do
   dir=$WORK/reports-$mode
   t=$(now)
   (cd "$WORK" && run_arm64 timeout 120 "$DRIVER" "$mode" "$dir" >"$WORK/$mode.out" 2>"$WORK/$mode.err")
@@ -310,12 +314,16 @@ for mode in null brk abort overflow-main overflow-thread hang; do
     row "$mode" FAIL "${why}not decoded: $(head -3 "$WORK/$mode.show-err" | tr '\n' ' ')"
     continue
   fi
-  verdict=$(python3 scripts/arm64/check_report.py "$mode" "$show" "${expect_type[$mode]:-}" "${expect_chain[$mode]}" 2>&1)
+  check_images "$dir"; why+=$IMG_WHY
+  # A crash's every-thread capture too: the file's THREADS sections and apsio.threads.
+  threads_args=()
+  [ "$mode" = hang ] || threads_args=("${files[0]}" "$dir.json" "$DRIVER")
+  verdict=$(python3 scripts/arm64/check_report.py "$mode" "$show" "${expect_type[$mode]:-}" "${expect_chain[$mode]}" \
+    "${threads_args[@]}" 2>&1)
   case "$verdict" in
     ok\|*) detail=${verdict#ok|} ;;
     *) why+="${verdict#fail|}; "; detail="" ;;
   esac
-  check_images "$dir"; why+=$IMG_WHY
   if [ -z "$why" ]; then
     row "$mode" PASS "exit $status; $detail; $IMAGES_DETAIL; $took emulated"
   else
