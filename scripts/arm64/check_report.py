@@ -211,8 +211,13 @@ def check_threads(why, regs, signal_pc):
     entry = [s for s in swift if s["name"] == "parked"]
     if not entry or entry[0]["crashed"] or entry[0]["main"] or entry[0]["context"] != "signal":
         why.append("apsio.threads entry of 'parked': %s" % entry)
+    # The rest: qemu-user's own host thread (named like the process) blocks every signal, so it
+    # is not signalled and is listed with why blocks_signal and a syscall context from
+    # /proc/self/task/<tid>/syscall, whose numbers are the emulator's x86-64 ones (a host
+    # address as pc, host futex 202 as the syscall, which the arm64 table calls accept); the
+    # capture then ends without waiting for its 100 ms deadline. Each has a context or a reason.
     others = [t for t in threads if t is not crashed and t is not p]
-    for t in others:  # qemu-user's own thread, or Aftermath's: listed, a context or a reason
+    for t in others:
         if CONTEXTS.get(t["context"]) != "signal" and not t["why"]:
             why.append("thread %d '%s' has context %s and no reason" % (t["tid"], t["name"], CONTEXTS.get(t["context"])))
     return detail + "; parked: pc and lr in driver_parked, fpcr 0x%x, v0-v31 as set, %d frames (%s, libunwind %s) %s" % (
