@@ -41,7 +41,29 @@ SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 ulimit -c 0 # qemu writes guest core files into the current directory otherwise
 
 say() { printf '%s\n' "$*"; }
-die() { printf 'arm64.sh: %s\n' "$*" >&2; say "0 passed, 1 failed"; exit 1; }
+# A step that cannot go on: a FAIL row, and the table with its closing line (from finish).
+die() { printf 'arm64.sh: %s\n' "$*" >&2; row "setup" FAIL "$*"; DIED=1; exit 1; }
+
+# The closing line comes whatever ends the script: an error, a step killed, a signal. print_table
+# sets CLOSED; finish (on EXIT) prints the table with a FAIL row when nothing printed it yet.
+CLOSED=0; DIED=0
+CLEANUP=""
+PASSED=0; FAILED=0; SKIPPED=0; LIMITS=(); ROWS=()
+finish() {
+  local rc=$?
+  trap - EXIT
+  if [ "$CLOSED" = 0 ]; then
+    [ "$rc" = 0 ] && rc=1
+    [ "$DIED" = 1 ] || row "arm64.sh" FAIL "ended before its table (exit $rc): the step after the last row above died"
+    print_table "arm64.sh ($MODE): ended early"
+  fi
+  [ -z "$CLEANUP" ] || eval "$CLEANUP"
+  exit "$rc"
+}
+trap finish EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # ---- host packages ----------------------------------------------------------------------
 apt_updated=0
@@ -92,8 +114,6 @@ run_arm64() {
 }
 
 # ---- the table ----------------------------------------------------------------------------
-PASSED=0; FAILED=0; SKIPPED=0; LIMITS=()
-ROWS=()
 row() { # name status detail...
   local name=$1 status=$2; shift 2
   ROWS+=("$(printf '%-22s %-6s %s' "$name" "$status" "$*")")
@@ -113,6 +133,7 @@ print_table() {
   say ""
   if [ "$SKIPPED" -gt 0 ]; then say "$PASSED passed, $FAILED failed, $SKIPPED skipped"
   else say "$PASSED passed, $FAILED failed"; fi
+  CLOSED=1
 }
 
 now() { date +%s.%N; }
@@ -174,7 +195,7 @@ fi
 setup_time=$(elapsed "$t0")
 
 WORK=$(mktemp -d /tmp/aftermath-arm64.XXXXXX)
-trap '[ -n "${KEEP:-}" ] || rm -rf "$WORK"' EXIT # KEEP=1 keeps the files
+CLEANUP='[ -n "${KEEP:-}" ] || rm -rf "$WORK"' # KEEP=1 keeps the files
 OBJ=$WORK/obj; mkdir -p "$OBJ"
 CC=aarch64-linux-gnu-gcc
 CFLAGS=(-std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -O1 -g -fPIC -fno-optimize-sibling-calls
