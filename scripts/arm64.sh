@@ -5,9 +5,12 @@
 #   bash scripts/arm64.sh --quick   CSignalShim's C, cross-compiled with gcc-aarch64-linux-gnu
 #                                   (-std=c11 -Wall -Wextra -Werror), its crash-time objects
 #                                   checked against the contract in CSignalShim/README.md, then a C
-#                                   crash driver (scripts/arm64/crash_driver.c) killed six ways
-#                                   under qemu; each file it leaves is decoded by this machine's
-#                                   Swift decoder (the aftermath CLI) and checked. About a minute.
+#                                   crash driver (scripts/arm64/crash_driver.c) killed six ways,
+#                                   one of them with a second thread parked in a known state,
+#                                   and hung once under qemu; each file it leaves is decoded by
+#                                   this machine's Swift decoder (the aftermath CLI) and checked,
+#                                   a crash's every-thread capture (THREADS sections, read by
+#                                   scripts/arm64/check_report.py) too. About a minute.
 #   bash scripts/arm64.sh           the whole package: Debian trixie roots (amd64 with swiftlang
 #                                   6.0.3 as the cross compiler, arm64 as the sysroot), the test
 #                                   suite and the three harnesses run on arm64 under qemu,
@@ -38,7 +41,29 @@ SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 ulimit -c 0 # qemu writes guest core files into the current directory otherwise
 
 say() { printf '%s\n' "$*"; }
-die() { printf 'arm64.sh: %s\n' "$*" >&2; say "0 passed, 1 failed"; exit 1; }
+# A step that cannot go on: a FAIL row, and the table with its closing line (from finish).
+die() { printf 'arm64.sh: %s\n' "$*" >&2; row "setup" FAIL "$*"; DIED=1; exit 1; }
+
+# The closing line comes whatever ends the script: an error, a step killed, a signal. print_table
+# sets CLOSED; finish (on EXIT) prints the table with a FAIL row when nothing printed it yet.
+CLOSED=0; DIED=0
+CLEANUP=""
+PASSED=0; FAILED=0; SKIPPED=0; LIMITS=(); ROWS=()
+finish() {
+  local rc=$?
+  trap - EXIT
+  if [ "$CLOSED" = 0 ]; then
+    [ "$rc" = 0 ] && rc=1
+    [ "$DIED" = 1 ] || row "arm64.sh" FAIL "ended before its table (exit $rc): the step after the last row above died"
+    print_table "arm64.sh ($MODE): ended early"
+  fi
+  [ -z "$CLEANUP" ] || eval "$CLEANUP"
+  exit "$rc"
+}
+trap finish EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # ---- host packages ----------------------------------------------------------------------
 apt_updated=0
@@ -89,8 +114,6 @@ run_arm64() {
 }
 
 # ---- the table ----------------------------------------------------------------------------
-PASSED=0; FAILED=0; SKIPPED=0; LIMITS=()
-ROWS=()
 row() { # name status detail...
   local name=$1 status=$2; shift 2
   ROWS+=("$(printf '%-22s %-6s %s' "$name" "$status" "$*")")
@@ -110,6 +133,7 @@ print_table() {
   say ""
   if [ "$SKIPPED" -gt 0 ]; then say "$PASSED passed, $FAILED failed, $SKIPPED skipped"
   else say "$PASSED passed, $FAILED failed"; fi
+  CLOSED=1
 }
 
 now() { date +%s.%N; }
@@ -171,7 +195,7 @@ fi
 setup_time=$(elapsed "$t0")
 
 WORK=$(mktemp -d /tmp/aftermath-arm64.XXXXXX)
-trap '[ -n "${KEEP:-}" ] || rm -rf "$WORK"' EXIT # KEEP=1 keeps the files
+CLEANUP='[ -n "${KEEP:-}" ] || rm -rf "$WORK"' # KEEP=1 keeps the files
 OBJ=$WORK/obj; mkdir -p "$OBJ"
 CC=aarch64-linux-gnu-gcc
 CFLAGS=(-std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -O1 -g -fPIC -fno-optimize-sibling-calls
@@ -282,17 +306,18 @@ for rl in json.load(open(sys.argv[1]))["resourceLogs"]:
   IMAGES_DETAIL="$n images, $with with the files' build ids"
 }
 
-declare -A expect_exit=([null]=139 [brk]=133 [abort]=134 [overflow-main]=139 [overflow-thread]=139 [hang]=0)
-declare -A expect_type=([null]="SIGSEGV (SEGV_MAPERR)" [brk]="SIGTRAP (TRAP_BRKPT)" [abort]="SIGABRT (SI_TKILL)"
+declare -A expect_exit=([null]=139 [brk]=133 [abort]=134 [overflow-main]=139 [overflow-thread]=139 [threads]=139 [hang]=0)
+declare -A expect_type=([null]="SIGSEGV (SEGV_MAPERR)" [threads]="SIGSEGV (SEGV_MAPERR)" [brk]="SIGTRAP (TRAP_BRKPT)" [abort]="SIGABRT (SI_TKILL)"
                         [overflow-main]="SIGSEGV (SEGV_" [overflow-thread]="SIGSEGV (SEGV_")
 declare -A expect_chain=([null]="driver_null driver_level3 driver_level2 driver_level1 main"
+                         [threads]="driver_null driver_level3 driver_level2 driver_level1 main"
                          [brk]="aft_test_breakpoint driver_level3 driver_level2 driver_level1 main"
                          [abort]="abort driver_level3 driver_level2 driver_level1 main"
                          [overflow-main]="driver_overflow driver_overflow driver_overflow"
                          [overflow-thread]="driver_overflow driver_overflow driver_overflow"
                          [hang]="driver_spin_ms driver_level3 driver_level2 driver_level1 main")
 run_times=()
-for mode in null brk abort overflow-main overflow-thread hang; do
+for mode in null brk abort overflow-main overflow-thread threads hang; do
   dir=$WORK/reports-$mode
   t=$(now)
   (cd "$WORK" && run_arm64 timeout 120 "$DRIVER" "$mode" "$dir" >"$WORK/$mode.out" 2>"$WORK/$mode.err")
@@ -311,12 +336,16 @@ for mode in null brk abort overflow-main overflow-thread hang; do
     row "$mode" FAIL "${why}not decoded: $(head -3 "$WORK/$mode.show-err" | tr '\n' ' ')"
     continue
   fi
-  verdict=$(python3 scripts/arm64/check_report.py "$mode" "$show" "${expect_type[$mode]:-}" "${expect_chain[$mode]}" 2>&1)
+  check_images "$dir"; why+=$IMG_WHY
+  # A crash's every-thread capture too: the file's THREADS sections and apsio.threads.
+  threads_args=()
+  [ "$mode" = hang ] || threads_args=("${files[0]}" "$dir.json" "$DRIVER")
+  verdict=$(python3 scripts/arm64/check_report.py "$mode" "$show" "${expect_type[$mode]:-}" "${expect_chain[$mode]}" \
+    "${threads_args[@]}" 2>&1)
   case "$verdict" in
     ok\|*) detail=${verdict#ok|} ;;
     *) why+="${verdict#fail|}; "; detail="" ;;
   esac
-  check_images "$dir"; why+=$IMG_WHY
   if [ -z "$why" ]; then
     row "$mode" PASS "exit $status; $detail; $IMAGES_DETAIL; $took emulated"
   else

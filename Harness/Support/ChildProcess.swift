@@ -351,12 +351,19 @@ package final class ChildProcess {
 
     /// A thread that blocks in waitpid for the child and then writes its status and the
     /// monotonic time into a pipe: the parent sees the exit the moment it happens, in poll.
+    /// A ChildProcess dropped before its child ended has closed the read end by then: the
+    /// thread blocks SIGPIPE, so that write fails with EPIPE instead of ending this process
+    /// (the signal stays pending on the thread and goes with it).
     private static func startWaiter(_ pid: pid_t) -> Int32 {
         var fds: [Int32] = [-1, -1]
         guard pipe(&fds) == 0 else { return -1 }
         for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         let writeFD = fds[1]
         let thread = Thread {
+            var brokenPipe = sigset_t()
+            sigemptyset(&brokenPipe)
+            sigaddset(&brokenPipe, SIGPIPE)
+            pthread_sigmask(SIG_BLOCK, &brokenPipe, nil)
             var status: Int32 = 0
             var result: pid_t
             repeat { result = waitpid(pid, &status, 0) } while result < 0 && errno == EINTR

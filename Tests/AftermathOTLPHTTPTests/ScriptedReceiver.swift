@@ -1,5 +1,6 @@
 import AftermathOTLP
 import Foundation
+import TestSupport
 
 extension OTLPHTTPExporterTests {
     /// A collector process answering successive POSTs as scripted (tool: the script under
@@ -11,6 +12,7 @@ extension OTLPHTTPExporterTests {
 
         /// With tls, it speaks https with a fresh self-signed certificate for 127.0.0.1 (in `certificate`).
         init(_ responses: String, tls: Bool = false, tool: String = "otlp_collector.py") throws {
+            BrokenPipe.ignoreSIGPIPE()
             out = FileManager.default.temporaryDirectory.appendingPathComponent("otlp-collector-\(UUID())").path
             try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
             let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

@@ -153,6 +153,7 @@ import Glibc
     @Test("show: an abnormal exit (a real app SIGKILLed while it waits)")
     func showAbnormalExit() throws {
         let dir = try Tool.temporaryDirectory("cli-exit") + "/reports"
+        BrokenPipe.ignoreSIGPIPE()
         let child = Process()
         child.executableURL = URL(fileURLWithPath: Tool.productsDirectory + "/exit-harness")
         child.arguments = ["child", "wait", dir]

@@ -66,6 +66,7 @@ import Glibc
         try fixture.otlpRequest(crash).write(toFile: root + "/request.json", atomically: true, encoding: .utf8)
 
         let port = try Self.freePort()
+        BrokenPipe.ignoreSIGPIPE()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try #require(Self.server))
         process.arguments = ["-F", "-p", String(port), "-d", root + "/index.sqlite", "-t", "0", root + "/files"]

@@ -32,6 +32,18 @@ struct ChildProcessTests {
         #expect(result.lines.isEmpty)
     }
 
+    @Test("Dropped while its child runs: the child's group is killed, and this process lives on")
+    func droppedUnfinished() throws {
+        // The waiter thread writes the child's status into a pipe whose read end the drop has
+        // closed: EPIPE, never a SIGPIPE that would end the test process with no result.
+        for _ in 0..<5 {
+            _ = try ChildProcess("/bin/sh", ["-c", "exec sleep 30"], environment: Self.environment)
+        }
+        usleep(500_000)  // the waiters wake from waitpid and write
+        let result = ChildProcess.run("/bin/sh", ["-c", "exit 4"], environment: Self.environment, timeout: 10)
+        #expect(result.termination == .exited(4))
+    }
+
     @Test("Interactive: a line as it arrives, a signal, stdin closed, RECORD lines decoded")
     func interactive() throws {
         let record = RecordLine.line(

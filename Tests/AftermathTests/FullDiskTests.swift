@@ -13,6 +13,7 @@ import TestSupport
 @Suite("Full disk", .enabled(if: getuid() == 0, "mounting a small tmpfs needs root (CI runs as root)"))
 struct FullDiskTests {
     static func run(_ arguments: [String]) -> Int32 {
+        BrokenPipe.ignoreSIGPIPE()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = arguments

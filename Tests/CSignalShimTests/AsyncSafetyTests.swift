@@ -54,6 +54,7 @@ struct AsyncSafetyTests {
     }
 
     static func undefinedSymbols(_ object: String) throws -> [String] {
+        BrokenPipe.ignoreSIGPIPE()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["nm", "-u", object]

@@ -10,6 +10,7 @@ package enum OTLPFixtures {
         let script = URL(fileURLWithPath: #filePath)
             .deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("tools/validate_otlp.py").path
+        BrokenPipe.ignoreSIGPIPE()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3", script, path]

@@ -19,6 +19,7 @@ package enum Tool {
         _ executable: String, _ arguments: [String], environment: [String: String] = [:],
         removing: [String] = [], input: Data? = nil
     ) throws -> Output {
+        BrokenPipe.ignoreSIGPIPE()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
@@ -32,8 +33,10 @@ package enum Tool {
         let stdin = Pipe()
         process.standardInput = input == nil ? FileHandle.nullDevice : stdin
         try process.run()
+        // A child that exits before it has read all its input: EPIPE, reported below.
+        var inputError: (any Error)?
         if let input {
-            stdin.fileHandleForWriting.write(input)
+            do { try stdin.fileHandleForWriting.write(contentsOf: input) } catch { inputError = error }
             try? stdin.fileHandleForWriting.close()
         }
         // Read both pipes while it runs so neither fills up.
@@ -43,6 +46,12 @@ package enum Tool {
         let outData = out.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         while !errReader.isFinished { usleep(1000) }
+        if let inputError, let input {
+            throw Failure(
+                description: "\(executable) \(arguments.joined(separator: " ")) did not read its \(input.count) "
+                    + "bytes of standard input (\(inputError)); it ended with status \(process.terminationStatus), "
+                    + "stderr: \(String(decoding: errData, as: UTF8.self))")
+        }
         return Output(
             status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
             stderr: String(decoding: errData, as: UTF8.self))

@@ -43,6 +43,14 @@ lock = threading.Lock()
 HUGE = 256 << 20
 
 
+def save(path, data):
+    """Writes a file whole under its name (a temporary name, then a rename): a test that polls
+    for it never reads it half-written, nor empty."""
+    with open(path + ".tmp", "wb" if isinstance(data, bytes) else "w") as f:
+        f.write(data)
+    os.replace(path + ".tmp", path)
+
+
 def status_proto(code, message):
     """google.rpc.Status{code, message} in protobuf."""
     text = message.encode()
@@ -63,28 +71,28 @@ class Handler(BaseHTTPRequestHandler):
         base = os.path.join(out_dir, str(n))
         answer = script[min(n, len(script) - 1)].replace("{port}", str(self.server.server_address[1]))
         if answer == "reset":
-            open(base + ".method", "w").write(self.command)
+            save(base + ".method", self.command)
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.close_connection = True
             return
         wire = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         body = wire
         if self.headers.get("Content-Encoding", "") == "gzip":
-            open(base + ".wire", "wb").write(wire)
+            save(base + ".wire", wire)
             body = gzip.decompress(wire)
         ctype = self.headers.get("Content-Type", "")
-        open(base + ".method", "w").write(self.command)
-        open(base + ".path", "w").write(self.path)
-        open(base + ".headers", "w").write(json.dumps({k.lower(): v for k, v in self.headers.items()}))
-        open(base + ".body", "wb").write(body)
-        open(base + ".type", "w").write(ctype)
+        save(base + ".method", self.command)
+        save(base + ".path", self.path)
+        save(base + ".headers", json.dumps({k.lower(): v for k, v in self.headers.items()}))
+        save(base + ".body", body)
+        save(base + ".type", ctype)
         if ctype == "application/x-protobuf":
             try:
                 request = ExportLogsServiceRequest.FromString(body)
                 text = json_format.MessageToJson(request, use_integers_for_enums=True)
-                open(base + ".json", "w").write(text)
+                save(base + ".json", text)
             except Exception as e:  # noqa: BLE001 - any parse failure is the test's answer
-                open(base + ".error", "w").write(str(e))
+                save(base + ".error", str(e))
                 answer = "400=cannot parse"
         if not self.path.endswith("/logs"):
             answer = "404"
@@ -129,7 +137,7 @@ class Handler(BaseHTTPRequestHandler):
                     sent += len(chunk)
             except OSError:
                 pass
-            open(base + ".sent", "w").write(str(sent))
+            save(base + ".sent", str(sent))
             self.close_connection = True
             return
         headers = {}

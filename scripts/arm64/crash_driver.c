@@ -6,7 +6,11 @@
  * host's Swift decoder.
  *
  *   crash_driver MODE REPORTS_DIR
- *   MODE: null | brk | abort | overflow-main | overflow-thread | hang
+ *   MODE: null | brk | abort | overflow-main | overflow-thread | threads | hang
+ *
+ * threads: a second thread, "parked", spins in driver_parked with known floating-point state
+ * (fpcr DN and FZ set, every byte of vN equal to 0x40 + N) while the main thread dies of the
+ * null store; the report must list both, the parked one with its own signal frame.
  *
  * Every fault happens at the end of a fixed chain driver_level1 -> driver_level2 ->
  * driver_level3 called from main, so the decoded stack can be checked for the whole chain
@@ -109,6 +113,10 @@ static void driver_install(const char *reports) {
 
 __attribute__((noinline)) static void driver_null(void) {
     volatile int *p = (volatile int *)(uintptr_t)8;
+#if defined(__aarch64__)
+    /* Known bytes in the last vector register: the crash's floating-point state shows them. */
+    __asm__ volatile("movi v31.16b, #0x7f" ::: "v31");
+#endif
     *p = 1;
 }
 
@@ -135,10 +143,51 @@ __attribute__((noinline)) static void driver_spin_ms(uint64_t ms) {
     } while (driver_now_ns(CLOCK_MONOTONIC) < end);
 }
 
+/* Names its thread (a call: this function keeps a frame record, so a frame-pointer walk finds
+ * its caller), sets fpcr's DN and FZ bits and every byte of vN to 0x40 + N, says so, then spins
+ * where the capture signal finds it: its signal frame shows exactly this state. Never returns. */
+static volatile uint32_t driver_parked_ready;
+/* movi vN.16b, #(0x40 + N) */
+#define DRIVER_MOVI(n) "movi v" #n ".16b, #(0x40 + " #n ")\n\t"
+#define DRIVER_MOVI4(a, b, c, d) DRIVER_MOVI(a) DRIVER_MOVI(b) DRIVER_MOVI(c) DRIVER_MOVI(d)
+
+__attribute__((noinline, noreturn)) static void driver_parked(void) {
+    pthread_setname_np(pthread_self(), "parked");
+#if defined(__aarch64__)
+    /* clang-format off */
+    __asm__ volatile(
+        "mrs x9, fpcr\n\t"
+        "orr x9, x9, #0x3000000\n\t" /* DN (bit 25), FZ (bit 24) */
+        "msr fpcr, x9\n\t"
+        DRIVER_MOVI4(0, 1, 2, 3) DRIVER_MOVI4(4, 5, 6, 7) DRIVER_MOVI4(8, 9, 10, 11)
+        DRIVER_MOVI4(12, 13, 14, 15) DRIVER_MOVI4(16, 17, 18, 19) DRIVER_MOVI4(20, 21, 22, 23)
+        DRIVER_MOVI4(24, 25, 26, 27) DRIVER_MOVI4(28, 29, 30, 31)
+        "mov w10, #1\n\t"
+        "stlr w10, [%0]\n"  /* ready */
+        "1:\n\t"
+        "yield\n\t"
+        "b 1b\n"
+        :
+        : "r"(&driver_parked_ready)
+        : "x9", "x10", "memory", "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10",
+          "v11", "v12", "v13", "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22", "v23",
+          "v24", "v25", "v26", "v27", "v28", "v29", "v30", "v31");
+    /* clang-format on */
+#else
+    driver_parked_ready = 1;
+#endif
+    for (;;) driver_sink++;
+}
+
+static void *driver_parked_thread(void *unused) {
+    (void)unused;
+    driver_parked();
+}
+
 static const char *driver_mode;
 
 __attribute__((noinline)) static void driver_level3(void) {
-    if (strcmp(driver_mode, "null") == 0) {
+    if (strcmp(driver_mode, "null") == 0 || strcmp(driver_mode, "threads") == 0) {
         driver_null();
     } else if (strcmp(driver_mode, "brk") == 0) {
         aft_test_breakpoint();
@@ -168,12 +217,23 @@ __attribute__((noinline)) static void driver_level1(void) {
 
 int main(int argc, char **argv) {
     if (argc != 3) {
-        fprintf(stderr,
-                "usage: crash_driver null|brk|abort|overflow-main|overflow-thread|hang DIR\n");
+        fprintf(
+            stderr,
+            "usage: crash_driver null|brk|abort|overflow-main|overflow-thread|threads|hang DIR\n");
         return 2;
     }
     driver_mode = argv[1];
     driver_install(argv[2]);
+    if (strcmp(driver_mode, "threads") == 0) {
+        /* Started after install: the thread gets its alternate stack from Aftermath's own
+         * pthread_create path, and the crash comes once it spins with its state set. */
+        pthread_t parked;
+        if (pthread_create(&parked, NULL, driver_parked_thread, NULL) != 0) exit(2);
+        while (!__atomic_load_n(&driver_parked_ready, __ATOMIC_ACQUIRE)) {
+            struct timespec ms = {.tv_sec = 0, .tv_nsec = 1000 * 1000};
+            nanosleep(&ms, NULL);
+        }
+    }
     if (strcmp(driver_mode, "hang") != 0) {
         driver_level1();
         fprintf(stderr, "crash_driver: %s did not end the process\n", driver_mode);

@@ -12,7 +12,7 @@ setup_binfmt
 if [ "$BINFMT" != 1 ]; then
   say "SKIPPED: the arm64 package run needs binfmt_misc (the test suite and harnesses start arm64"
   say "child processes inside a chroot): $binfmt_reason"
-  say "0 passed, 0 failed, 1 skipped"
+  say "0 passed, 0 failed, 1 skipped"; CLOSED=1
   exit 0
 fi
 
@@ -62,8 +62,9 @@ test_rows "" "$CACHE/tests.log" "$test_status" "$test_time emulated"
 # and, where the row has one, by its run without Aftermath failing the same way.
 SIGBLK="under qemu-user /proc/<tid>/status SigBlk holds host signal numbers, and qemu maps guest real-time signals to other host ones (guest 62 is host 64), so the watchdog reads the wrong bit, finds the capture signal blocked and takes the stack from /proc, whose registers are the emulator's. Runs with the signal on x86-64 (hang-harness 17/17); the signal capture on arm64 is checked by live1s, lock, busy, heartbeat, urgowner, first and --quick's hang row"
 PROCREGS="a sleep on a main queue served by a worker thread is captured through /proc/<tid>/syscall and the stack it names; under qemu-user those are the emulator's x86-64 syscall, stack pointer and pc, so the scan finds no app frames. Runs on x86-64 (hang-harness 17/17)"
+NOPTRACE="qemu-user implements no ptrace (ENOSYS: emulator probe ptrace)"
 declare -A HARNESS_LIMIT=(
-  [tracer]="qemu-user implements no ptrace (ENOSYS), so no strace for arm64 can attach and none is in the root. Runs on x86-64 (hang-harness)"
+  [tracer]="$NOPTRACE, so no strace for arm64 can attach and none is in the root. Runs on x86-64 (hang-harness)"
   [dispatchmain]="$SIGBLK"
   [dmbusy]="$SIGBLK"
   [asyncbusy]="$SIGBLK"
@@ -77,6 +78,8 @@ declare -A HARNESS_LIMIT=(
   [seccomp-eperm]="qemu-user implements no seccomp (installing the filter fails with ENOSYS, without Aftermath too). Runs on x86-64 (crash-harness)"
   [helper-killed]="qemu-user accepts clone with CLONE_VM only together with the thread flags (EINVAL otherwise: emulator probe clone-vm-process), so no resident unwinding helper is started and there is none to kill; every request starts a helper of its own. Runs on x86-64 (crash-harness)"
   ["unwinding helper: exec, then SIGKILL"]="qemu-user accepts clone with CLONE_VM only together with the thread flags (EINVAL otherwise: emulator probe clone-vm-process), so no resident unwinding helper is started. Runs on x86-64 (exit-harness)"
+  [threads-traced]="$NOPTRACE; the row's setup fails (the tracer child's PTRACE_SEIZE fails, 'starting a traced worker failed: 10'), exit 70 with and without Aftermath. A thread stopped by a tracer is checked on x86-64 (crash-harness)"
+  [threads-no-answer]="$NOPTRACE; the tracer child exits before it says it is ready, and the harness's read of that pipe (whose write end the harness itself still holds) waits until the 60 s timeout, with and without Aftermath. A thread that never answers the capture is checked on x86-64 (crash-harness); qemu-user's own thread, which blocks every signal, is listed by --quick's threads row"
   ["execv of its own binary"]="qemu-user emulates /proc/self/stat and /proc/<pid>/stat, and its start time field is the emulator's own start, new after an exec (the kernel's stays), so the exec is not recognised. Runs on x86-64 (exit-harness)"
 )
 # Checks of crash-harness rows that qemu-user cannot pass, by the text of the harness's failure
