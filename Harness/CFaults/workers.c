@@ -163,7 +163,8 @@ int aft_test_start_traced_worker(int swallow) {
     if (err != 0) return err;
     uint64_t tid = atomic_load(&aft_g_last_tid);
     prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0); /* Yama: a child may trace us */
-    if (swallow && aft_g_tracer_ready[0] < 0 && pipe(aft_g_tracer_ready) != 0) return errno;
+    /* A pipe per call: the tracer says it holds the thread, or dies (its end closes). */
+    if (swallow && pipe(aft_g_tracer_ready) != 0) return errno;
     pid_t parent = getpid();
     pid_t tracer = fork();
     if (tracer < 0) return errno;
@@ -183,8 +184,10 @@ int aft_test_start_traced_worker(int swallow) {
     }
     struct timespec ms = {.tv_sec = 0, .tv_nsec = 1000 * 1000};
     if (swallow) {
+        close(aft_g_tracer_ready[1]); /* a tracer that ends before it answers: read gives 0 */
         char ok = 0;
         ssize_t n = read(aft_g_tracer_ready[0], &ok, 1);
+        close(aft_g_tracer_ready[0]);
         return n == 1 ? 0 : ECHILD;
     }
     for (int waited = 0; aft_task_state(tid) != 't'; waited++) {
