@@ -63,8 +63,14 @@ uint64_t aft_async_arch_thread_pointer(void) {
 uint32_t aft_async_arch_fp_state(const void *ucontext, uint8_t *out, uint32_t capacity) {
     const ucontext_t *uc = ucontext;
     if (uc->uc_mcontext.fpregs == NULL || capacity < 512) return 0;
-    /* Read without faulting: a context that is not the kernel's may point anywhere. */
-    if (aft_async_read_memory((uint64_t)(uintptr_t)uc->uc_mcontext.fpregs, out, 512) != 0) return 0;
+    /* The calling thread's own signal frame lies just above its stack pointer: copied. Another
+     * thread's context (one that crashed too) is read without faulting: it may be stale. */
+    uintptr_t fp = (uintptr_t)uc->uc_mcontext.fpregs, here = (uintptr_t)__builtin_frame_address(0);
+    if (fp > here && fp - here < 65536) {
+        aft_async_memcpy(out, uc->uc_mcontext.fpregs, 512);
+    } else if (aft_async_read_memory((uint64_t)fp, out, 512) != 0) {
+        return 0;
+    }
     return 512;
 }
 

@@ -168,8 +168,8 @@ static void aft_prepare_images(aft_context *context) {
  * keeps its size 0 (FALLOC_FL_KEEP_SIZE): an empty reserve still tells a dead run without a
  * crash. The writer gives back what the report did not use. Where the file system cannot
  * (EOPNOTSUPP) or the disk is already full, the crash is written as before. */
-static void aft_reserve_crash_space(int fd, uint32_t image_count) {
-    if (fd < 0) return;
+static uint64_t aft_reserve_crash_space(int fd, uint32_t image_count) {
+    if (fd < 0) return 0;
     uint64_t images = (uint64_t)image_count * 2 + 16;
     if (images > AFT_MAX_IMAGES) images = AFT_MAX_IMAGES;
     uint64_t size = sizeof(aft_file_header) + 4 * sizeof(aft_section_header) + sizeof(aft_context) +
@@ -181,8 +181,8 @@ static void aft_reserve_crash_space(int fd, uint32_t image_count) {
         4 * sizeof(aft_section_header) + sizeof(aft_threads_info) +
         AFT_STACK_EARLY_THREADS * (sizeof(aft_thread) + AFT_THREAD_MAX_FRAMES * sizeof(uint64_t)) +
         AFT_STACK_CAP_CRASHED + (AFT_STACK_EARLY_THREADS - 1) * AFT_STACK_CAP_EARLY / 4;
-    if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)(size + threads)) != 0)
-        (void)fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)size);
+    if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)(size + threads)) == 0) return size + threads;
+    return fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)size) == 0 ? size : 0;
 }
 
 /* In a forked child: the parent's reserved file (with its shared offset and lock) and its
@@ -231,6 +231,7 @@ void aft_install_complete(void) {
     aft_prepare_images(&aft_g_state.context);
     aft_unwind_helpers_fault_in();
     aft_unwind_resident_start();
+    aft_threads_fault_in();
     /* Warm libunwind up (its one-time set-up, unwind tables), so the helper walks fast. */
     uint64_t warm[16];
     if (!atomic_load(&aft_g_libunwind_abandoned)) (void)aft_current_stack(warm, 16, 0);
@@ -327,9 +328,10 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
     } else {
         (void)aft_main_executable_id(NULL, 0, NULL, &objects);
     }
-    aft_reserve_crash_space(reserved, objects);
+    uint64_t reserved_bytes = aft_reserve_crash_space(reserved, objects);
     aft_g_state.crash_dir_fd = dir_fd;
     aft_g_state.reserved_fd = reserved;
+    aft_g_state.reserved_bytes = reserved_bytes;
     aft_g_state.fsync_reports = options->fsync_reports;
     aft_g_state.timing_fd = options->timing_fd;
     aft_async_id_file_name(aft_g_state.tmp_name, AFT_FILE_NAME_CAPACITY,

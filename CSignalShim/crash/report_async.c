@@ -100,6 +100,8 @@ static void aft_async_emit_fitting_images(aft_writer *w, const aft_image *images
  * the file's end too, its size unchanged). A file system that cannot tell (EOPNOTSUPP) is
  * taken at its word. */
 static int aft_async_space_for(int fd, uint64_t offset, uint64_t size) {
+    /* Inside the space reserved at start: there already. */
+    if (fd == aft_g_state.reserved_fd && offset + size <= aft_g_state.reserved_bytes) return 1;
     long r = syscall(SYS_fallocate, (long)fd, (long)FALLOC_FL_KEEP_SIZE, (long)offset, (long)size);
     return r == 0 || (errno != ENOSPC && errno != EDQUOT && errno != EFBIG);
 }

@@ -26,6 +26,7 @@ typedef struct aft_state {
     char tmp_name[AFT_FILE_NAME_CAPACITY];   /* <crash id>.crash.tmp */
     char final_name[AFT_FILE_NAME_CAPACITY]; /* <crash id>.crash */
     int reserved_fd;                         /* tmp_name, created and flock'ed at install */
+    uint64_t reserved_bytes;                 /* the space allocated for it then (0: none) */
     struct sigaction previous[AFT_SIGNAL_COUNT];
     /* What was there before our handler was first installed: where a chain that leads back
      * to us (an app handler that calls the one it replaced, then start again) ends. */
