@@ -39,8 +39,11 @@ void aft_threads_fault_in(void) {
         void *start;
         size_t size;
     } parts[] = {
-        {c->slots, 4096},  {c->records, 8 * sizeof(aft_thread)}, {c->frames, 8192},
-        {c->arena, 32768}, {c->dirents, sizeof(c->dirents) + sizeof(c->proc)},
+        {c->slots, 4096},
+        {c->records, 8 * sizeof(aft_thread)},
+        {c->frames, 8192},
+        {c->arena, 32768},
+        {c->dirents, sizeof(c->dirents) + sizeof(c->proc)},
     };
     for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
         uintptr_t from = (uintptr_t)parts[i].start & ~((uintptr_t)page - 1);
