@@ -150,7 +150,8 @@ import Glibc
         let crash = try JSONDecoder().decode(Listing.self, from: Data(listing.utf8)).reports.first {
             $0["kind"] == "crash"
         }
-        let id = try #require(crash?["id"] ?? nil)
+        let listedID: String? = crash?["id"] ?? nil  // outside the macro: Swift 6.0's expansion of ?? differs
+        let id = try #require(listedID)
         let path = "\(work)/\(id).dmp"
         let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
         #expect(bytes.prefix(4) == [0x4D, 0x44, 0x4D, 0x50])
