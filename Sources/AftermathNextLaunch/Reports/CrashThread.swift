@@ -32,8 +32,8 @@ package struct CrashThread: Sendable, Hashable {
         case signalFailed = "signal_failed"
         case noSignal = "no_signal"
         case exiting
-        /// A hang's capture left it asleep in a call a signal would cut short (sp and pc from
-        /// /proc): the app never sees a capture.
+        /// A hang's capture, or a crash the app may live through, left it asleep in a call a
+        /// signal would cut short (sp and pc from /proc): the app never sees a capture.
         case asleep
         /// One of Aftermath's own threads: listed with the kernel's sp and pc, never paused.
         case aftermath
