@@ -346,6 +346,33 @@ for mode in null brk abort overflow-main overflow-thread threads hang; do
     ok\|*) detail=${verdict#ok|} ;;
     *) why+="${verdict#fail|}; "; detail="" ;;
   esac
+  # The arm64 crash's minidump, made by the host's decoder from the file alone, read back by
+  # rust-minidump's minidump-stackwalk (an x86-64 program that reads any architecture's dump).
+  if [ "$mode" = threads ]; then
+    stackwalk=$(bash scripts/minidump-readers.sh 2>/dev/null | sed -n 's/^minidump-stackwalk=//p')
+    dump=$WORK/threads.dmp
+    if [ -z "$stackwalk" ]; then
+      why+="no minidump-stackwalk (scripts/minidump-readers.sh); "
+    elif ! "$CLI" minidump "$(basename "${files[0]}" .crash)" --dir "$dir" -o "$dump" >/dev/null 2>&1; then
+      why+="aftermath minidump failed; "
+    else
+      md=$("$stackwalk" --json --use-local-debuginfo "$dump" 2>/dev/null | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+arch = d.get("system_info", {}).get("cpu_arch")
+threads = d.get("threads", [])
+crashed = d.get("crashing_thread") or {}
+frames = [f.get("function") or "" for f in crashed.get("frames", [])]
+kind = (d.get("crash_info") or {}).get("type", "")
+ok = arch == "arm64" and len(threads) >= 2 and kind.startswith("SIGSEGV") and any("driver_null" in f for f in frames)
+print(("ok" if ok else "fail") + "|minidump %s, %d threads, %s, crashing thread %s" % (arch, len(threads), kind, " < ".join(frames[:3])))
+' 2>&1)
+      case "$md" in
+        ok\|*) detail+="; ${md#ok|}" ;;
+        *) why+="${md#fail|}; " ;;
+      esac
+    fi
+  fi
   if [ -z "$why" ]; then
     row "$mode" PASS "exit $status; $detail; $IMAGES_DETAIL; $took emulated"
   else
