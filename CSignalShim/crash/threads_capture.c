@@ -30,8 +30,18 @@
 
 /* The pages a crash with a few threads touches first, faulted in now (page faults at a crash
  * cost a few µs each): the first slots and records, the frames, the start of the stack arena,
- * the /proc buffers. About 60 KiB; the rest of the capture's memory stays untouched. */
+ * the /proc buffers. About 60 KiB; the rest of the capture's memory stays untouched. Also
+ * glibc's static TLS size, for the stack cut (a dlsym, off start's path). */
 void aft_threads_fault_in(void) {
+    /* glibc's own answer (the one its sanitizers use), found at run time: another libc has
+     * none, and stacks are then cut at their mapping's end only. */
+    typedef void (*tls_info_fn)(size_t *, size_t *);
+    tls_info_fn info = (tls_info_fn)dlsym(RTLD_DEFAULT, "_dl_get_tls_static_info");
+    if (info != NULL) {
+        size_t size = 0, align = 0;
+        info(&size, &align);
+        aft_g_static_tls_size = size;
+    }
     long page = sysconf(_SC_PAGESIZE);
     if (page <= 0) page = 4096;
     aft_thread_capture *c = &aft_g_threads;
@@ -56,15 +66,6 @@ void aft_threads_fault_in(void) {
 void aft_threads_prepare(int requested_signal) {
     int signo = aft_watchdog_prepare_capture_signal(requested_signal);
     atomic_store(&aft_g_thread_capture_signal, signo);
-    /* glibc's own answer (the one its sanitizers use), found at run time: another libc has
-     * none, and stacks are then cut at their mapping's end only. */
-    typedef void (*tls_info_fn)(size_t *, size_t *);
-    tls_info_fn info = (tls_info_fn)dlsym(RTLD_DEFAULT, "_dl_get_tls_static_info");
-    if (info != NULL) {
-        size_t size = 0, align = 0;
-        info(&size, &align);
-        aft_g_static_tls_size = size;
-    }
 }
 
 /* 1 when the capture signal is blocked in tid's mask, or its status cannot be read. */
