@@ -222,7 +222,8 @@ static void aft_register_atfork(void) { pthread_atfork(NULL, NULL, aft_after_for
 static pthread_mutex_t aft_g_completion_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t aft_g_install_generation, aft_g_completed_generation;
 
-void aft_install_complete(void) {
+/* Everything but the alternate stacks: what a caller that needs the images waits for. */
+static void aft_install_complete_images(void) {
     pthread_mutex_lock(&aft_g_completion_lock);
     if (aft_g_completed_generation == aft_g_install_generation) {
         pthread_mutex_unlock(&aft_g_completion_lock);
@@ -237,10 +238,22 @@ void aft_install_complete(void) {
     if (!atomic_load(&aft_g_libunwind_abandoned)) (void)aft_current_stack(warm, 16, 0);
     aft_g_completed_generation = aft_g_install_generation;
     pthread_mutex_unlock(&aft_g_completion_lock);
-    /* Threads that existed before start get an alternate stack, as later ones do (outside the
-     * lock: it may wait on threads for two seconds; once per process). */
-    static _Atomic int given;
-    if (!atomic_exchange(&given, 1)) aft_threads_give_alternate_stacks();
+}
+
+static pthread_mutex_t aft_g_altstack_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void aft_install_complete(void) {
+    aft_install_complete_images();
+    /* Threads that existed before start get an alternate stack, as later ones do (under a lock
+     * of its own: it may wait on threads for a second; once per process). Every caller returns
+     * once they have it. */
+    static int given;
+    pthread_mutex_lock(&aft_g_altstack_lock);
+    if (!given) {
+        aft_threads_give_alternate_stacks();
+        given = 1;
+    }
+    pthread_mutex_unlock(&aft_g_altstack_lock);
 }
 
 static void *aft_install_completion_thread(void *arg) {
@@ -254,6 +267,7 @@ static void *aft_install_completion_thread(void *arg) {
 static void aft_completion_after_fork_in_child(void) {
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     aft_g_completion_lock = fresh;
+    aft_g_altstack_lock = fresh;
     /* The parent's maps, not the child's: the child opens its own. */
     if (aft_g_maps_fd >= 0 && aft_regular_file_inode(aft_g_maps_fd) == aft_g_maps_ino)
         close(aft_g_maps_fd);
@@ -382,7 +396,7 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
 }
 
 uint32_t aft_installed_images(aft_image *images, uint32_t capacity) {
-    aft_install_complete();
+    aft_install_complete_images();
     uint32_t n = atomic_load(&aft_g_known_image_count);
     if (n > capacity) n = capacity;
     memcpy(images, aft_g_known_images, (size_t)n * sizeof(aft_image));

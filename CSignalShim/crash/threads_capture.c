@@ -109,20 +109,25 @@ static aft_altstack_request *aft_request_for(uint64_t tid) {
     return NULL;
 }
 
-/* Asks tid to install a stack of its own; 1 when a request was sent. */
-static int aft_request_altstack(uint64_t tid, int signo) {
+/* Asks tid to install a stack of its own, in the slot of its earlier request that went
+ * unanswered (again) or in a new one; the request, or NULL when none was sent. */
+static aft_altstack_request *aft_request_altstack(uint64_t tid, int signo,
+                                                  aft_altstack_request *again) {
     aft_altstack_requests *q = &aft_g_altstack_requests;
     uint32_t index = atomic_load(&q->count);
-    if (index >= AFT_ALTSTACK_REQUESTS) return 0;
+    if (again != NULL)
+        index = (uint32_t)(again - q->requests);
+    else if (index >= AFT_ALTSTACK_REQUESTS)
+        return NULL;
     long page = sysconf(_SC_PAGESIZE);
     if (page <= 0) page = 4096;
     size_t length = AFT_ALTSTACK_SIZE + (size_t)page;
     uint8_t *mem = mmap(NULL, length, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (mem == MAP_FAILED) return 0;
+    if (mem == MAP_FAILED) return NULL;
     if (mprotect(mem, (size_t)page, PROT_NONE) != 0) { /* the guard page below the stack */
         munmap(mem, length);
-        return 0;
+        return NULL;
     }
     aft_altstack_request *r = &q->requests[index];
     r->mapping = mem;
@@ -131,16 +136,18 @@ static int aft_request_altstack(uint64_t tid, int signo) {
     r->size = AFT_ALTSTACK_SIZE;
     atomic_store(&r->state, AFT_ALTSTACK_PENDING);
     atomic_store(&r->tid, tid);
-    atomic_store(&q->count, index + 1);
+    if (again == NULL) atomic_store(&q->count, index + 1);
+    /* An earlier signal still pending on the thread answers this request, and the new one
+     * then finds it answered. */
     if (syscall(SYS_tgkill, (long)getpid(), (long)tid, (long)signo) != 0) {
         uint32_t pending = AFT_ALTSTACK_PENDING;
         if (atomic_compare_exchange_strong(&r->state, &pending, AFT_ALTSTACK_CANCELLED)) {
             munmap(mem, length);
             r->mapping = NULL;
         }
-        return 0;
+        return NULL;
     }
-    return 1;
+    return r;
 }
 
 /* Waits for an answer (100 ms at most); a stack that was not taken is unmapped. */
@@ -215,21 +222,26 @@ void aft_threads_give_alternate_stacks(void) {
             if (aft_thread_blocks(tid, signo, buf, sizeof(buf))) {
                 /* A thread created by one that blocks every asynchronous signal (a libdispatch
                  * worker) blocks ours too, but lets SIGPROF through: that one, while nobody
-                 * else uses it. */
-                if (aft_thread_blocks(tid, SIGPROF, buf, sizeof(buf)) || !aft_borrow_sigprof())
+                 * else uses it. A thread that blocks both may be one still starting (glibc
+                 * blocks every signal until its start routine runs): asked again later. */
+                if (aft_thread_blocks(tid, SIGPROF, buf, sizeof(buf))) {
+                    deferred++;
                     continue;
+                }
+                if (!aft_borrow_sigprof()) continue;
                 use = SIGPROF;
             }
             if (aft_thread_sleeps(tid, buf, sizeof(buf))) {
                 deferred++;
                 continue;
             }
-            if (known != NULL) continue; /* asked once and not answered: left alone */
-            if (aft_request_altstack(tid, use)) {
-                aft_altstack_request *r = aft_request_for(tid);
-                aft_await_altstack(r);
-                if (use == SIGPROF && atomic_load(&r->state) == AFT_ALTSTACK_CANCELLED)
-                    sigprof_unanswered = 1;
+            /* Not answered in time (not run for 100 ms on a loaded machine): asked again. */
+            aft_altstack_request *r = aft_request_altstack(tid, use, known);
+            if (r == NULL) continue;
+            aft_await_altstack(r);
+            if (atomic_load(&r->state) == AFT_ALTSTACK_CANCELLED) {
+                deferred++;
+                if (use == SIGPROF) sigprof_unanswered = 1;
             }
         }
         closedir(dir);

@@ -40,8 +40,8 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
 /* The images read at install (with build ids), in address order; returns their number. */
 uint32_t aft_installed_images(aft_image *images, uint32_t capacity);
 /* Finishes what aft_install leaves to a thread of its own, or to the caller's thread with
- * complete_later (every image's build id, libunwind's warm-up); returns at once when that is
- * done. aft_installed_images calls it first. */
+ * complete_later (every image's build id, libunwind's warm-up, an alternate stack for every
+ * thread that existed before); returns once that is done, at once when it was. Idempotent. */
 void aft_install_complete(void);
 
 /* The context the handler writes (with the app build id read at install). */

@@ -249,19 +249,32 @@ __attribute__((noinline)) int aft_test_overflow(int depth) {
 }
 
 static int aft_g_overflow_go[2] = {-1, -1};
+static int aft_g_overflow_masked_ms;
 
 /* Waits in read(2) (restarted after a handler, so it can be given an alternate stack) until
- * released, then recurses until its stack is gone. */
+ * released, then recurses until its stack is gone. With a masked time it first blocks every
+ * signal that long, as a thread does that is still starting on a loaded machine. */
 static void *aft_overflow_main(void *arg) {
     (void)arg;
     aft_name_self("overflower");
+    if (aft_g_overflow_masked_ms > 0) {
+        sigset_t all, before;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &before);
+        struct timespec t = {.tv_sec = aft_g_overflow_masked_ms / 1000,
+                             .tv_nsec = (long)(aft_g_overflow_masked_ms % 1000) * 1000000L};
+        while (nanosleep(&t, &t) != 0 && errno == EINTR) {
+        }
+        pthread_sigmask(SIG_SETMASK, &before, NULL);
+    }
     char c;
     while (read(aft_g_overflow_go[0], &c, 1) < 0 && errno == EINTR) {
     }
     return (void *)(intptr_t)aft_test_overflow(0);
 }
 
-int aft_test_start_overflow_worker(void) {
+int aft_test_start_overflow_worker(int masked_ms) {
+    aft_g_overflow_masked_ms = masked_ms;
     if (aft_g_overflow_go[0] < 0 && pipe(aft_g_overflow_go) != 0) return errno;
     pthread_t t;
     pthread_attr_t attr;

@@ -32,7 +32,7 @@ enum ChildMode {
     static func crash(_ scenario: Scenario, reportsDirectory: String, withAftermath: Bool) -> Never {
         prepare(scenario.setup)
         if scenario.setup == .workerOverflowBeforeStart {
-            check(aft_test_start_overflow_worker(), "starting the overflowing worker")
+            check(aft_test_start_overflow_worker(0), "starting the overflowing worker")
         }
         if withAftermath {
             let configuration = Aftermath.Configuration(

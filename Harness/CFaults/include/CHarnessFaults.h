@@ -59,7 +59,7 @@ int aft_test_start_traced_worker(int swallow);
 int aft_test_arm_second_crasher(void);
 void aft_test_open_crash_gate(void);
 /* A worker ("overflower") that waits; once released it recurses until its stack overflows. */
-int aft_test_start_overflow_worker(void);
+int aft_test_start_overflow_worker(int masked_ms);
 void aft_test_release_overflow_worker(void);
 /* Recurses without end (512 bytes a frame). */
 int aft_test_overflow(int depth);
