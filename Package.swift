@@ -45,7 +45,8 @@ let package = Package(
             cSettings: [.define("_GNU_SOURCE"), .headerSearchPath("internal")],
             // Also without pkg-config (a bare Debian Swift root has none): the module map's
             // link line only reaches modules that import CLibunwind, and Swift imports CSignalShim.
-            linkerSettings: [.linkedLibrary("unwind")]
+            // libunwind-generic: the remote interface, for unwinding at the next launch.
+            linkerSettings: [.linkedLibrary("unwind"), .linkedLibrary("unwind-generic")]
         ),
         .target(
             name: "AftermathOTLP",

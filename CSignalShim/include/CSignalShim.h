@@ -88,6 +88,34 @@ uint32_t aft_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity, uint64_
  * of its own callers. Returns the number of frames written. */
 uint32_t aft_current_stack(uint64_t *frames, uint32_t capacity, uint32_t skip);
 
+/* ---- unwinding at the next launch (unwind_remote.c; normal time) ----
+ * A crashed thread's stack from its crash file alone: its registers at the fault and its stack
+ * bytes, against the images' files on disk, each used only when its build id matches. */
+typedef struct aft_remote_memory {
+    uint64_t start; /* the crashed process's address of bytes[0] */
+    uint64_t size;
+    const uint8_t *bytes;
+} aft_remote_memory;
+typedef struct aft_remote_image {
+    uint64_t start, end, load_bias; /* as the crash file has them (aft_image) */
+    const char *path;               /* its file now */
+    const uint8_t *build_id;
+    uint32_t build_id_size;
+} aft_remote_image;
+typedef struct aft_remote_unwind_input {
+    uint32_t arch;           /* AFT_ARCH_* of the crash: only this machine's is unwound */
+    uint32_t register_count; /* registers in aft_crash_info order */
+    const uint64_t *registers;
+    const aft_remote_memory *memory;
+    uint32_t memory_count;
+    uint32_t image_count;
+    const aft_remote_image *images;
+} aft_remote_unwind_input;
+/* The frames (the pc first, then return addresses); *truncated when capacity cut them. 0 when
+ * nothing could be unwound (another architecture, no registers). */
+uint32_t aft_remote_unwind(const aft_remote_unwind_input *in, uint64_t *frames, uint32_t capacity,
+                           uint32_t *truncated);
+
 /* ---- the hang watchdog (watchdog.c; its hang path in watchdog_async.c) ----
  *
  * A watchdog thread (normal-time C, watchdog.c) watches one thread, "the watched thread", for

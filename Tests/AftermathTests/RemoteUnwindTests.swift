@@ -1,0 +1,95 @@
+import Aftermath
+import AftermathNextLaunch
+import CHarnessFaults
+import CSignalShim
+import Foundation
+import Testing
+import TestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The crashing thread unwound at the next launch from its crash file alone (registers and
+/// captured stack bytes, the images' files on disk), against the frames the handler unwound
+/// in the crashed process.
+@Suite("Unwinding at the next launch")
+struct RemoteUnwindTests {
+    enum Death: String, CaseIterable, Sendable {
+        case nullDereference = "a null dereference 40 Swift frames deep"
+        case abort = "abort() through libc"
+        case divide = "an integer division by zero in C"
+    }
+
+    @inline(never)
+    static func recurse(_ n: Int) -> Int {
+        if n == 0 {
+            UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
+            return 0
+        }
+        return recurse(n - 1) &+ n
+    }
+
+    #if compiler(>=6.2)
+    @Test("From the crash file alone: the handler's frames, in order", arguments: Death.allCases)
+    func sameFramesAsTheHandler(death: Death) async throws {
+        let directory: String = TestSupport.childDirectory("remote-unwind")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let signal: Int32 = death == .abort ? SIGABRT : death == .divide ? SIGFPE : SIGSEGV
+        await #expect(processExitsWith: .signal(signal)) {
+            [directory = directory as String, death = death.rawValue as String] in
+            ExitStatusTests.childStart(directory)
+            aft_install_complete()
+            switch Death(rawValue: death)! {
+            case .nullDereference: _ = RemoteUnwindTests.recurse(40)
+            case .abort: abort()
+            case .divide: _ = aft_test_divide(1, 0)
+            }
+            _exit(0)
+        }
+        let crash = try #require(EveryThreadTests.crashes(directory).first)
+        #expect(crash.unwinder == .libunwind && crash.frames.count > 3)
+        let remote = try #require(RemoteUnwinder.unwindCrashingThread(of: crash))
+        #expect(!remote.truncated)
+        #expect(remote.frames == crash.frames)
+    }
+    #endif
+}
+
+extension RemoteUnwindTests {
+    @Test("Hostile registers, stack bytes and images: the walk ends, never the process")
+    func hostileInput() throws {
+        var generator = SystemRandomNumberGenerator()
+        func image(_ start: UInt64, _ end: UInt64, _ bias: UInt64, _ path: String) -> LoadedImage {
+            var i = aft_image()
+            i.start = start
+            i.end = end
+            i.load_bias = bias
+            i.arch = Architecture.current.code
+            i.build_id_size = 4
+            withUnsafeMutableBytes(of: &i.path) { raw in
+                for (k, byte) in path.utf8.enumerated() { raw[k] = byte }
+            }
+            return LoadedImage(i)
+        }
+        // The test binary itself under a build id it does not have, and a device.
+        let images = [
+            image(0x1000, 0x7fff_ffff_ffff, 0x1000, "/proc/self/exe"), image(0, .max, .max, "/dev/zero"),
+        ]
+        for round in 0..<300 {
+            let registers = (0..<34).map { _ in UInt64.random(in: 0...UInt64.max, using: &generator) }
+            var stack = (0..<512).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let start = registers[7] & ~7
+            if round % 3 == 0 {  // a frame chain that points at itself
+                withUnsafeBytes(of: start.littleEndian) { stack.replaceSubrange(0..<8, with: $0) }
+            }
+            let result = RemoteUnwinder.unwind(
+                registers: registers, stackStart: start, stack: stack,
+                images: round % 2 == 0 ? images : [], architecture: .current)
+            #expect((result?.frames.count ?? 0) <= RemoteUnwinder.capacity)
+        }
+        #expect(
+            RemoteUnwinder.unwind(
+                registers: [1, 2, 3], stackStart: 0, stack: [1], images: [], architecture: .unknown) == nil)
+    }
+}
