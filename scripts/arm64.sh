@@ -244,7 +244,7 @@ DRIVER=$WORK/crash_driver
 if $CC "${CFLAGS[@]}" -c scripts/arm64/crash_driver.c -o "$WORK/crash_driver.o" &&
    $CC -o "$DRIVER" "$WORK/crash_driver.o" "$OBJ"/*.o -L"$SYSROOT/usr/lib/aarch64-linux-gnu" \
      -Wl,-rpath-link,"$SYSROOT/lib/aarch64-linux-gnu" -Wl,--disable-new-dtags -Wl,-rpath,"$LIBDIRS" \
-     -lunwind -lpthread; then
+     -lunwind -lunwind-generic -lpthread; then
   row "link crash driver" PASS "aarch64 PIE with libunwind $(ls "$SYSROOT"/usr/lib/aarch64-linux-gnu/libunwind.so.8.* | sed 's/.*so\.8\./8./') ($(elapsed "$t"))"
 else
   row "link crash driver" FAIL "see the compiler's output above"

@@ -75,16 +75,33 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
     if (ucontext != NULL)
         aft_async_arch_registers(ucontext, ci); /* NULL: a handler that chained to us without it */
 
-    uint32_t unwinder = AFT_UNWINDER_NONE, truncated = 0, unwind_status = 0;
-    uint32_t frames =
-        aft_async_unwind_context(ucontext, aft_g_frames, AFT_MAX_FRAMES, AFT_UNWIND_SLOT_CRASH,
-                                 AFT_UNWIND_CRASH_BUDGET_NS, &unwinder, &truncated, &unwind_status);
+    /* The crashing thread's frames: left to the next launch where its stack memory will be in
+     * the file (the reserve holds it, no file-size limit cuts it), which unwinds them from the
+     * registers and those bytes as a crash server would; else unwound here. */
+    uint32_t unwinder = AFT_UNWINDER_NONE, truncated = 0, unwind_status = 0, frames = 0;
+    int deferred = ucontext != NULL && aft_g_state.reserved_fd >= 0 &&
+                   aft_g_state.reserve_holds_stacks &&
+                   aft_async_file_size_limit() >= aft_g_state.reserved_bytes &&
+                   !(&aft_g_test_unwind_in_handler != NULL && aft_g_test_unwind_in_handler);
+    if (deferred) {
+        aft_g_frames[0] = aft_async_arch_code_address(ci->pc);
+        frames = 1;
+        unwinder = AFT_UNWINDER_DEFERRED;
+        unwind_status = AFT_UNWIND_STATUS_COMPLETE;
+    } else {
+        frames = aft_async_unwind_context(ucontext, aft_g_frames, AFT_MAX_FRAMES,
+                                          AFT_UNWIND_SLOT_CRASH, AFT_UNWIND_CRASH_BUDGET_NS,
+                                          &unwinder, &truncated, &unwind_status);
+    }
     ci->unwinder = unwinder;
     ci->unwind_status = unwind_status;
     uint64_t link_count = 0, link_hash = 0;
     /* The link map's signature from the helper that walked this thread's stack: the helpers of
      * the other threads' stacks (the same slot) would replace it. */
-    int has_link_map = aft_async_unwind_link_map(AFT_UNWIND_SLOT_CRASH, &link_count, &link_hash);
+    int has_link_map =
+        deferred ? aft_async_unwind_link_map_only(ucontext, AFT_UNWIND_LINK_MAP_BUDGET_NS,
+                                                  &link_count, &link_hash)
+                 : aft_async_unwind_link_map(AFT_UNWIND_SLOT_CRASH, &link_count, &link_hash);
     /* Every other thread: paused here until the report is written (aft_async_threads_release).
      * Where a handler of the app's comes next, the process may live on: no sleep is cut short.
      * A fault in the capture costs only the other threads, never the report. */
@@ -97,6 +114,17 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
         aft_g_threads.info.recorded = 0; /* the sections are left out */
     }
     atomic_store(&aft_g_capturing, 0);
+    if (deferred &&
+        (aft_g_threads.info.recorded == 0 || aft_g_threads.records[0].stack_size == 0)) {
+        /* Its stack could not be read after all: unwound here, into the FRAMES section. */
+        frames = aft_async_unwind_context(ucontext, aft_g_frames, AFT_MAX_FRAMES,
+                                          AFT_UNWIND_SLOT_CRASH, AFT_UNWIND_CRASH_BUDGET_NS,
+                                          &unwinder, &truncated, &unwind_status);
+        ci->unwinder = unwinder;
+        ci->unwind_status = unwind_status;
+        if (aft_g_threads.info.recorded > 0) aft_g_threads.records[0].unwinder = unwinder;
+        has_link_map = aft_async_unwind_link_map(AFT_UNWIND_SLOT_CRASH, &link_count, &link_hash);
+    }
 
     aft_report_spec spec = {
         .kind = AFT_KIND_CRASH,

@@ -169,6 +169,7 @@ static void aft_prepare_images(aft_context *context) {
  * crash. The writer gives back what the report did not use. Where the file system cannot
  * (EOPNOTSUPP) or the disk is already full, the crash is written as before. */
 static uint64_t aft_reserve_crash_space(int fd, uint32_t image_count) {
+    aft_g_state.reserve_holds_stacks = 0;
     if (fd < 0) return 0;
     uint64_t images = (uint64_t)image_count * 2 + 16;
     if (images > AFT_MAX_IMAGES) images = AFT_MAX_IMAGES;
@@ -181,7 +182,10 @@ static uint64_t aft_reserve_crash_space(int fd, uint32_t image_count) {
         4 * sizeof(aft_section_header) + sizeof(aft_threads_info) +
         AFT_STACK_EARLY_THREADS * (sizeof(aft_thread) + AFT_THREAD_MAX_FRAMES * sizeof(uint64_t)) +
         AFT_STACK_CAP_CRASHED + (AFT_STACK_EARLY_THREADS - 1) * AFT_STACK_CAP_EARLY / 4;
-    if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)(size + threads)) == 0) return size + threads;
+    if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)(size + threads)) == 0) {
+        aft_g_state.reserve_holds_stacks = 1;
+        return size + threads;
+    }
     return fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)size) == 0 ? size : 0;
 }
 

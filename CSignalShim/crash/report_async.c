@@ -106,31 +106,38 @@ static int aft_async_space_for(int fd, uint64_t offset, uint64_t size) {
     return r == 0 || (errno != ENOSPC && errno != EDQUOT && errno != EFBIG);
 }
 
+/* The bytes of the first `count` records' STACK_MEMORY sections. */
+static uint64_t aft_async_stacks_size(const aft_thread_capture *c, uint32_t count) {
+    uint64_t stacks = 0;
+    for (uint32_t i = 0; i < count && i < c->info.recorded; i++)
+        if (c->records[i].stack_size > 0)
+            stacks +=
+                sizeof(aft_section_header) + sizeof(aft_memory_header) + c->records[i].stack_size;
+    return stacks;
+}
+
 /* The other threads' summary, records and frames. Under a file-size limit they go only where
- * they fit with room for the images, and the stack memory only where it fits too. */
+ * they fit with room for the images, and the stack memory only where it fits too. 1: written
+ * with room for every stack, 0: without, -1: not written. */
 static int aft_async_emit_threads(aft_writer *w, const aft_thread_capture *c, uint64_t limit) {
-    if (c == NULL || c->info.recorded == 0) return 0;
+    if (c == NULL || c->info.recorded == 0) return -1;
     aft_threads_info info = c->info;
     uint64_t records = 3 * sizeof(aft_section_header) + sizeof(info) +
                        (uint64_t)info.recorded * sizeof(aft_thread) +
                        (uint64_t)c->frame_count * sizeof(uint64_t);
-    uint64_t stacks = 0;
-    for (uint32_t i = 0; i < info.recorded; i++)
-        if (c->records[i].stack_size > 0)
-            stacks +=
-                sizeof(aft_section_header) + sizeof(aft_memory_header) + c->records[i].stack_size;
+    uint64_t stacks = aft_async_stacks_size(c, info.recorded);
     uint64_t images_room = sizeof(aft_section_header) + 64 * sizeof(aft_image);
     uint64_t used = sizeof(aft_file_header) + w->body_size;
     int with_stacks = 1;
     if (limit != UINT64_MAX) {
-        if (used + records + images_room > limit) return 0;
+        if (used + records + images_room > limit) return -1;
         with_stacks = used + records + images_room + stacks <= limit;
     }
     /* A full disk: the thread sections only where the space is there (allocated now, the file's
      * size unchanged), so that they never cost the report its images or its commit. */
     if (!aft_async_space_for(w->fd, used, records + images_room + (with_stacks ? stacks : 0))) {
         with_stacks = 0;
-        if (!aft_async_space_for(w->fd, used, records + images_room)) return 0;
+        if (!aft_async_space_for(w->fd, used, records + images_room)) return -1;
     }
     if (!with_stacks) info.flags |= AFT_THREADS_CUT_BY_FILE_LIMIT;
     aft_async_emit_section(w, AFT_SECTION_THREADS_INFO, sizeof(info), 1, 0, &info);
@@ -141,9 +148,10 @@ static int aft_async_emit_threads(aft_writer *w, const aft_thread_capture *c, ui
     return with_stacks;
 }
 
-/* One STACK_MEMORY section per thread whose stack was kept, in record order. */
-static void aft_async_emit_stacks(aft_writer *w, const aft_thread_capture *c) {
-    for (uint32_t i = 0; i < c->info.recorded; i++) {
+/* One STACK_MEMORY section per thread whose stack was kept, in record order, for the first
+ * `count` records. */
+static void aft_async_emit_stacks(aft_writer *w, const aft_thread_capture *c, uint32_t count) {
+    for (uint32_t i = 0; i < count && i < c->info.recorded; i++) {
         const aft_thread *r = &c->records[i];
         if (r->stack_size == 0) continue;
         aft_memory_header m = {
@@ -251,15 +259,19 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
         aft_async_emit_fitting_images(&w, images, image_count, (uint32_t)fitting, spec->frames,
                                       frame_count);
     }
-    /* The stacks last, where they still fit once the images are written. */
-    if (with_stacks && spec->threads != NULL) {
-        uint64_t at = sizeof(header) + w.body_size, stacks = 0;
-        for (uint32_t i = 0; i < spec->threads->info.recorded; i++)
-            if (spec->threads->records[i].stack_size > 0)
-                stacks += sizeof(aft_section_header) + sizeof(aft_memory_header) +
-                          spec->threads->records[i].stack_size;
-        if ((limit == UINT64_MAX || at + stacks <= limit) && aft_async_space_for(fd, at, stacks))
-            aft_async_emit_stacks(&w, spec->threads);
+    /* The stacks last, where they still fit once the images are written; else the crashing
+     * thread's alone, which the next launch unwinds (the threads' records are written). */
+    const aft_thread_capture *c = spec->threads;
+    if (with_stacks >= 0 && c != NULL) {
+        uint64_t at = sizeof(header) + w.body_size;
+        uint32_t all = with_stacks == 1 ? c->info.recorded : 0;
+        uint64_t stacks = aft_async_stacks_size(c, all), first = aft_async_stacks_size(c, 1);
+        if (all > 0 && (limit == UINT64_MAX || at + stacks <= limit) &&
+            aft_async_space_for(fd, at, stacks))
+            aft_async_emit_stacks(&w, c, all);
+        else if (first > 0 && (limit == UINT64_MAX || at + first <= limit) &&
+                 aft_async_space_for(fd, at, first))
+            aft_async_emit_stacks(&w, c, 1);
     }
     aft_async_flush(&w);
 

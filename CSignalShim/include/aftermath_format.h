@@ -80,6 +80,9 @@
 #define AFT_UNWINDER_LIBUNWIND 1u
 #define AFT_UNWINDER_FRAME_POINTER 2u
 #define AFT_UNWINDER_PC_ONLY 3u
+/* The crashing thread's frames are left to the next launch, which unwinds them from its
+ * registers and stack memory (the FRAMES section holds the pc only). */
+#define AFT_UNWINDER_DEFERRED 4u
 
 /* How libunwind's attempt ended (aft_crash_info.unwind_status). The handler walks frame
  * pointers first, without locks, then gives libunwind a deadline in a helper process. */

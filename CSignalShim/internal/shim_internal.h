@@ -27,6 +27,7 @@ typedef struct aft_state {
     char final_name[AFT_FILE_NAME_CAPACITY]; /* <crash id>.crash */
     int reserved_fd;                         /* tmp_name, created and flock'ed at install */
     uint64_t reserved_bytes;                 /* the space allocated for it then (0: none) */
+    int reserve_holds_stacks;                /* it holds the crashing thread's stack too */
     struct sigaction previous[AFT_SIGNAL_COUNT];
     /* What was there before our handler was first installed: where a chain that leads back
      * to us (an app handler that calls the one it replaced, then start again) ends. */
@@ -206,6 +207,7 @@ int aft_async_arch_run_on_signal_frame(const void *ucontext, void *stack_top, vo
 #define AFT_UNWIND_HELPER_STACK (256u * 1024u)
 /* How long a handler waits for libunwind before it keeps the frame-pointer stack. */
 #define AFT_UNWIND_CRASH_BUDGET_NS (300ull * 1000 * 1000)
+#define AFT_UNWIND_LINK_MAP_BUDGET_NS (50ull * 1000 * 1000) /* the link map alone */
 #define AFT_UNWIND_CAPTURE_BUDGET_NS (150ull * 1000 * 1000)
 /* What the helper hands back, in a MAP_SHARED mapping (seen by a helper that is a copy). */
 typedef struct aft_unwind_shared {
@@ -230,6 +232,7 @@ typedef struct aft_unwind_slot {
     int context_is_signal;
     int shares_memory;  /* the running helper is CLONE_VM, not a copy */
     int wants_link_map; /* the helper also takes the link map's signature, by plain loads */
+    int link_map_only;  /* and nothing else: no stack */
     int resident;       /* served by the resident helper, not a helper of its own */
     uint32_t capacity;
     uint64_t budget_ns; /* the helper's own deadline, from its start */
@@ -293,6 +296,10 @@ uint64_t aft_async_frame_record_above(uint64_t sp, uint64_t scratch[512]);
 /* The link map's signature the last helper of slot took (it reads the list with plain loads,
  * where a fault ends the helper alone): 1 with *count and *hash, 0 when it took none. */
 int aft_async_unwind_link_map(uint32_t slot, uint64_t *count, uint64_t *hash);
+/* The link map's signature alone, by a helper of the crash slot (budget_ns at most): 1 with
+ * *count and *hash, 0 when none was taken. */
+int aft_async_unwind_link_map_only(void *ucontext, uint64_t budget_ns, uint64_t *count,
+                                   uint64_t *hash);
 /* A window of stack memory, so that the walk makes one read per 16 KiB, not one per frame. Each
  * caller that may run at the same time as another owns one. */
 typedef struct aft_stack_window {
@@ -309,6 +316,8 @@ uint32_t aft_async_frame_pointer_walk(aft_stack_window *w, uint64_t pc, uint64_t
  * flush, to prove that a fault inside the handler neither hangs nor loops. Defined only by the
  * test-only C target (Harness/CFaults): apps never link it, so this weak reference is NULL. */
 extern volatile uintptr_t aft_g_test_fault_in_writer __attribute__((weak));
+/* Tests only (CHarnessFaults): non-zero, the handler unwinds the crashing thread itself. */
+extern volatile int aft_g_test_unwind_in_handler __attribute__((weak));
 typedef struct aft_report_spec {
     uint32_t kind;  /* AFT_KIND_* */
     uint32_t flags; /* AFT_FLAG_* */

@@ -127,6 +127,10 @@ void aft_async_unwind_serve(aft_unwind_slot *slot) {
     if (slot->wants_link_map)
         slot->shared->link_map_valid = (uint32_t)aft_async_link_map_signature_with(
             aft_unwind_plain_read, &slot->shared->link_count, &slot->shared->link_hash);
+    if (slot->link_map_only) {
+        aft_unwind_finish(slot->shared, 0, 0);
+        return;
+    }
     if (slot->context_is_signal) {
 #if defined(__x86_64__)
         /* The resident helper comes back here from the copy of the frame, and waits again. */
@@ -368,4 +372,21 @@ uint32_t aft_async_unwind_context(void *ucontext, uint64_t *frames, uint32_t cap
                 : n == 1 ? AFT_UNWINDER_PC_ONLY
                          : AFT_UNWINDER_NONE;
     return n;
+}
+
+int aft_async_unwind_link_map_only(void *ucontext, uint64_t budget_ns, uint64_t *count,
+                                   uint64_t *hash) {
+    aft_unwind_slot *slot = &aft_g_unwind_slots[AFT_UNWIND_SLOT_CRASH];
+    if (ucontext == NULL || slot->shared == NULL) return 0;
+    atomic_store(&slot->shared->done, 0);
+    slot->shared->link_map_valid = 0;
+    uint64_t deadline = aft_async_now_ns(CLOCK_MONOTONIC) + budget_ns;
+    slot->link_map_only = 1;
+    pid_t helper = aft_async_helper_start(AFT_UNWIND_SLOT_CRASH, ucontext, 1, deadline);
+    const uint64_t *frames = NULL;
+    uint32_t truncated = 0, status = 0;
+    (void)aft_async_helper_finish(AFT_UNWIND_SLOT_CRASH, helper, deadline, &frames, &truncated,
+                                  &status);
+    slot->link_map_only = 0;
+    return aft_async_unwind_link_map(AFT_UNWIND_SLOT_CRASH, count, hash);
 }

@@ -1,11 +1,11 @@
 /*
- * unwind_remote.c: NEXT-LAUNCH CODE (normal time; never in a handler, never in the crashed
- * process). Unwinds a crashed thread from what its crash file holds, the registers at the fault
- * and the bytes of its stack, against the images on disk, with libunwind's remote interface:
- * the unwind tables (.eh_frame_hdr and .eh_frame) are read from each image's file, checked by
- * its build id, and the stack from the captured bytes. As Breakpad and Crashpad leave the
- * unwinding to a later process, the handler only copies. An image whose file is gone, changed
- * or unreadable gives no tables; libunwind then walks frame pointers where it can.
+ * unwind_remote.c: NORMAL-TIME CODE, run at the next launch (never in a handler, never in the
+ * crashed process). Unwinds a crashed thread from what its crash file holds, the registers at
+ * the fault and the bytes of its stack, against the images on disk, with libunwind's remote
+ * interface: the unwind tables (.eh_frame_hdr and .eh_frame) are read from each image's file,
+ * checked by its build id, and the stack from the captured bytes. As Breakpad and Crashpad
+ * leave the unwinding to a later process, the handler only copies. An image whose file is
+ * gone, changed or unreadable gives no tables; libunwind then walks frame pointers where it can.
  */
 #include <libunwind.h> /* without UNW_LOCAL_ONLY: the remote interface (libunwind-generic) */
 #include <elf.h>

@@ -8,6 +8,8 @@
 /* Overrides the weak reference in CSignalShim's writer (see shim_internal.h). */
 volatile uintptr_t aft_g_test_fault_in_writer;
 
+volatile int aft_g_test_unwind_in_handler;
+void aft_test_unwind_in_handler(int enabled) { aft_g_test_unwind_in_handler = enabled; }
 void aft_test_fault_inside_handler(int enabled) { aft_g_test_fault_in_writer = enabled ? 16 : 0; }
 
 /* Overrides the weak reference in CSignalShim's unwinding helpers (see shim_internal.h). */

@@ -68,7 +68,7 @@ struct Checks {
         let cell =
             "\(SignalDescription.name(scenario.signal))/\(got.signal.map(SignalDescription.name) ?? got.description)"
         let late = evidence.withAftermath.milliseconds - evidence.withoutAftermath.milliseconds
-        if got == .signaled(scenario.signal), scenario.setup == .loaderLockHeld, late >= 1000 {
+        if got == .signaled(scenario.signal), scenario.setup.holdsLoaderLock, late >= 1000 {
             return .fail(
                 .signal, cell,
                 "with Aftermath the child took \(late) ms longer to die than without (limit 1,000 ms)")
@@ -174,10 +174,11 @@ struct Checks {
         let unwinder = attribute("apsio.crash.unwinder") ?? "?"
         let fallback = attribute("apsio.crash.unwind_fallback")
         let cell = "\(frames.count) \(unwinder == "frame_pointer" ? "fp" : unwinder == "libunwind" ? "lu" : unwinder)"
-        // With the loader's lock held, libunwind cannot finish: the frame-pointer stack, and
-        // the record says why. Otherwise libunwind's stack, with no fallback.
+        // With the loader's lock held, libunwind cannot finish in the handler: the frame-pointer
+        // stack, and the record says why. Otherwise libunwind's stack, with no fallback (the
+        // next launch's, unwound from the crash file, unless the handler unwinds itself).
         let expected: (String, String?) =
-            scenario.setup == .loaderLockHeld ? ("frame_pointer", "timed_out") : ("libunwind", nil)
+            scenario.setup == .loaderLockHeldUnwindInHandler ? ("frame_pointer", "timed_out") : ("libunwind", nil)
         if (unwinder, fallback) != expected {
             return .fail(
                 .frames, cell,

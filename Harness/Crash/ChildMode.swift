@@ -67,7 +67,8 @@ enum ChildMode {
                 _exit(setupFailureStatus)
             }
         }
-        if scenario.setup == .loaderLockHeld {
+        if scenario.setup == .loaderLockHeldUnwindInHandler { aft_test_unwind_in_handler(1) }
+        if scenario.setup.holdsLoaderLock {
             let status = aft_test_hold_loader_lock()
             guard status == 0 else {
                 say("crash-harness: holding the loader's lock failed: \(status)\n", fd: 2)
@@ -108,7 +109,8 @@ enum ChildMode {
     /// Puts the child into the scenario's conditions before Aftermath starts.
     static func prepare(_ setup: Setup) {
         switch setup {
-        case .none, .reinstallAroundChainingHandler, .loaderLockHeld, .unwindHelperKilled, .namedWorkers,
+        case .none, .reinstallAroundChainingHandler, .loaderLockHeld, .loaderLockHeldUnwindInHandler,
+            .unwindHelperKilled, .namedWorkers,
             .signalBlockingWorker, .spinningWorker, .tracedWorker, .unansweringWorker, .manyThreads, .secondCrasher,
             .workerOverflowBeforeStart:
             break

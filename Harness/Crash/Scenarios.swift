@@ -63,6 +63,9 @@ enum Setup: Sendable {
     /// Another thread stays inside a dl_iterate_phdr callback, holding the loader's lock, from
     /// after start until the crash: the report must not wait for it (the death within 1 s).
     case loaderLockHeld
+    /// The same, with the handler unwinding the crashing thread itself (as where the crash file
+    /// has no room for its stack): libunwind cannot finish in time, the frame-pointer stack.
+    case loaderLockHeldUnwindInHandler
     /// The resident unwinding helper is killed after start: the crash's stack is still
     /// libunwind's, from a helper of its own.
     case unwindHelperKilled
@@ -82,6 +85,9 @@ enum Setup: Sendable {
     case secondCrasher
     /// A worker ("overflower") created before start overflows its stack.
     case workerOverflowBeforeStart
+
+    /// Another thread holds the loader's lock at the crash.
+    var holdsLoaderLock: Bool { self == .loaderLockHeld || self == .loaderLockHeldUnwindInHandler }
 
     /// Workers started after Aftermath (before the fault), by kind and count.
     var workers: [(kind: Int32, count: Int32)] {
@@ -161,6 +167,10 @@ extension Scenario {
                 "loader-lock", "null dereference while another thread holds the loader's lock",
                 fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
                 setup: .loaderLockHeld),
+            Scenario(
+                "loader-lock-here", "the same, the handler unwinding itself instead of the next launch",
+                fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
+                setup: .loaderLockHeldUnwindInHandler),
             Scenario(
                 "helper-killed", "null dereference after the resident unwinding helper was killed",
                 fault: .nullDereference, signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",

@@ -31,15 +31,17 @@ struct RemoteUnwindTests {
     }
 
     #if compiler(>=6.2)
-    @Test("From the crash file alone: the handler's frames, in order", arguments: Death.allCases)
-    func sameFramesAsTheHandler(death: Death) async throws {
+    /// The crash of one child: its report, the handler unwinding itself or leaving it to the
+    /// next launch.
+    static func crash(_ death: Death, unwindInHandler: Bool) async throws -> CrashReport {
         let directory: String = TestSupport.childDirectory("remote-unwind")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let signal: Int32 = death == .abort ? SIGABRT : death == .divide ? SIGFPE : SIGSEGV
         await #expect(processExitsWith: .signal(signal)) {
-            [directory = directory as String, death = death.rawValue as String] in
+            [directory = directory as String, death = death.rawValue as String, inHandler = unwindInHandler as Bool] in
             ExitStatusTests.childStart(directory)
             aft_install_complete()
+            aft_test_unwind_in_handler(inHandler ? 1 : 0)
             switch Death(rawValue: death)! {
             case .nullDereference: _ = RemoteUnwindTests.recurse(40)
             case .abort: abort()
@@ -47,11 +49,29 @@ struct RemoteUnwindTests {
             }
             _exit(0)
         }
-        let crash = try #require(EveryThreadTests.crashes(directory).first)
-        #expect(crash.unwinder == .libunwind && crash.frames.count > 3)
-        let remote = try #require(RemoteUnwinder.unwindCrashingThread(of: crash))
-        #expect(!remote.truncated)
-        #expect(remote.frames == crash.frames)
+        return try #require(EveryThreadTests.crashes(directory).first)
+    }
+
+    /// Each frame as its image's path and its offset there (two processes, two layouts).
+    static func placed(_ crash: CrashReport) -> [String] {
+        crash.frames.map { pc in
+            guard let image = crash.images.first(where: { pc >= $0.start && pc < $0.end }) else { return "?" }
+            return "\(image.path)+\(String(pc - image.start, radix: 16))"
+        }
+    }
+
+    @Test("Left to the next launch: the frames the handler would have unwound, in order", arguments: Death.allCases)
+    func sameFramesAsTheHandler(death: Death) async throws {
+        let here = try await Self.crash(death, unwindInHandler: true)
+        let later = try await Self.crash(death, unwindInHandler: false)
+        #expect(here.unwinder == .libunwind && !here.unwoundAtNextLaunch && here.frames.count > 3)
+        #expect(later.unwinder == .libunwind && later.unwoundAtNextLaunch && !later.framesTruncated)
+        #expect(Self.placed(later) == Self.placed(here))
+        // The crashed thread's record carries the same stack as the crash.
+        #expect(later.threads.first(where: \.crashed)?.frames == later.frames)
+        if death == .nullDereference {
+            #expect(later.frames.count > 40, "every Swift frame")
+        }
     }
     #endif
 }

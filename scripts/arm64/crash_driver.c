@@ -107,6 +107,10 @@ static void driver_install(const char *reports) {
      * thread holds at the crash (the loader's, libunwind's) stays locked in the copy: the
      * helper then times out and the frame-pointer stack stands, which is not what this checks. */
     aft_install_complete();
+    /* The handler unwinds the crashing thread itself, with arm64's libunwind, which is what
+     * this checks: the host's decoder (x86-64) could not unwind an arm64 stack at its launch.
+     * The next launch's unwinding on arm64 is checked by the Swift tests of the full run. */
+    aft_test_unwind_in_handler(1);
 }
 
 /* ---- the faults ---- */

@@ -16,6 +16,9 @@ void aft_test_illegal_instruction(void);
 void aft_test_breakpoint(void);
 /* Makes the crash writer itself fault (a store to address 16) after its first flush. */
 void aft_test_fault_inside_handler(int enabled);
+/* Non-zero: the crash handler unwinds the crashing thread itself instead of leaving it to the
+ * next launch. */
+void aft_test_unwind_in_handler(int enabled);
 /* Makes every unwinding helper (the resident one included) fault (a store to address 16) at the
  * start of its next request. */
 void aft_test_fault_in_unwinding_helper(int enabled);

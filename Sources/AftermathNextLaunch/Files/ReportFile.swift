@@ -120,6 +120,7 @@ package struct ReportFile {
         report.handlerFaulted = flags & UInt32(AFT_FLAG_NESTED_FAULT) != 0
         report.threadCapture = threadsInfo.map(ThreadCapture.init)
         report.threads = crashThreads()
+        report.unwindDeferredFrames()
         return report
     }
 }

@@ -31,6 +31,8 @@ package struct CrashReport: Sendable, Hashable {
     package var registers: [UInt64]
     /// How the frames were found: "libunwind", "frame_pointer", "pc_only" or "none".
     package var unwinder: Unwinder
+    /// The frames were unwound at the next launch, from the crash file's stack memory.
+    package var unwoundAtNextLaunch = false
     /// How libunwind's attempt ended; when it did not finish, the frames are frame pointers'.
     package var unwindStatus: UnwindStatus = .notRecorded
     /// The crashing thread's stack, innermost first (frame 0 is the faulting pc).

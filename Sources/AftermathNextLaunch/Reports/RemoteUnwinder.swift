@@ -72,3 +72,64 @@ package enum RemoteUnwinder {
             images: report.images, architecture: report.context.architecture)
     }
 }
+
+extension CrashReport {
+    /// A crash whose frames the handler left to this launch: unwound from the crashing thread's
+    /// stack memory with the images' unwind tables; without them (another architecture, no
+    /// stack bytes), its frame pointers through the same bytes; else the pc alone.
+    package mutating func unwindDeferredFrames() {
+        guard unwinder == .deferred else { return }
+        unwoundAtNextLaunch = true
+        let index = threads.firstIndex(where: \.crashed)
+        if let unwound = RemoteUnwinder.unwindCrashingThread(of: self), unwound.frames.count > 1 {
+            frames = unwound.frames
+            framesTruncated = unwound.truncated
+            unwinder = .libunwind
+        } else if let index,
+            let walked = FramePointerWalk.walk(thread: threads[index], architecture: context.architecture),
+            walked.frames.count > 1
+        {
+            frames = walked.frames
+            framesTruncated = walked.truncated
+            unwinder = .framePointer
+        } else {
+            unwinder = frames.isEmpty ? .none : .pcOnly
+        }
+        if let index {
+            threads[index].frames = frames
+            threads[index].framesTruncated = framesTruncated
+            threads[index].unwinder = unwinder
+        }
+    }
+}
+
+/// The frame-pointer chain through a thread's captured stack bytes: every read inside them, the
+/// chain going up the stack only.
+package enum FramePointerWalk {
+    package static func walk(thread: CrashThread, architecture: Architecture) -> (frames: [UInt64], truncated: Bool)? {
+        let fpIndex: Int
+        switch architecture {
+        case .x86_64: fpIndex = 10  // rbp in gregs order
+        case .arm64: fpIndex = 29  // x29
+        case .unknown: return nil
+        }
+        guard thread.registers.count > fpIndex, thread.pc != 0 else { return nil }
+        let start = thread.stackStart, stack = thread.stack
+        func word(_ address: UInt64) -> UInt64? {
+            guard address >= start, address - start <= UInt64(stack.count), UInt64(stack.count) - (address - start) >= 8
+            else { return nil }
+            let at = Int(address - start)
+            return stack[at..<(at + 8)].reversed().reduce(0) { $0 << 8 | UInt64($1) }
+        }
+        var frames = [thread.pc]
+        var fp = thread.registers[fpIndex]
+        while frames.count < RemoteUnwinder.capacity, fp % 8 == 0, let next = word(fp), let ret = word(fp &+ 8) {
+            let code = architecture == .arm64 ? ret & 0x0000_ffff_ffff_ffff : ret
+            guard code != 0 else { break }
+            frames.append(code)
+            guard next > fp else { break }
+            fp = next
+        }
+        return (frames, frames.count == RemoteUnwinder.capacity)
+    }
+}

@@ -1,11 +1,14 @@
 import CSignalShim
 
-/// How the handler took the crashed thread's stack (AFT_UNWINDER_*); apsio.crash.unwinder.
+/// How the crashed thread's stack was taken (AFT_UNWINDER_*); apsio.crash.unwinder.
 package enum Unwinder: String, Sendable, Hashable {
     case libunwind
     case framePointer = "frame_pointer"
     case pcOnly = "pc_only"
     case none
+    /// Left by the handler to the next launch, which unwinds it from the stack memory (only
+    /// until then: a decoded report says which unwinder did it).
+    case deferred
 
     /// The unwinder of an AFT_UNWINDER_* value.
     package init(code: UInt32) {
@@ -13,6 +16,7 @@ package enum Unwinder: String, Sendable, Hashable {
         case UInt32(AFT_UNWINDER_LIBUNWIND): self = .libunwind
         case UInt32(AFT_UNWINDER_FRAME_POINTER): self = .framePointer
         case UInt32(AFT_UNWINDER_PC_ONLY): self = .pcOnly
+        case UInt32(AFT_UNWINDER_DEFERRED): self = .deferred
         default: self = .none
         }
     }
