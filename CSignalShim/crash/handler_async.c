@@ -99,8 +99,9 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
     /* The link map's signature from the helper that walked this thread's stack: the helpers of
      * the other threads' stacks (the same slot) would replace it. */
     int has_link_map =
-        deferred ? aft_async_unwind_link_map_only(ucontext, AFT_UNWIND_LINK_MAP_BUDGET_NS,
-                                                  &link_count, &link_hash)
+        deferred ? aft_async_link_map_signature_known(&link_count, &link_hash) ||
+                       aft_async_unwind_link_map_only(ucontext, AFT_UNWIND_LINK_MAP_BUDGET_NS,
+                                                      &link_count, &link_hash)
                  : aft_async_unwind_link_map(AFT_UNWIND_SLOT_CRASH, &link_count, &link_hash);
     /* Every other thread: paused here until the report is written (aft_async_threads_release).
      * Where a handler of the app's comes next, the process may live on: no sleep is cut short.

@@ -131,7 +131,9 @@ static int aft_take_maps(void) {
 
 static void aft_prepare_images(aft_context *context) {
     aft_g_known_link_map.valid = 0;
-    aft_link_map_snapshot before = {0}, after = {0};
+    static aft_link_map_snapshot before, after; /* under the completion lock */
+    memset(&before, 0, sizeof(before));
+    memset(&after, 0, sizeof(after));
     uint32_t objects = aft_loaded_objects(aft_g_loaded_objects, AFT_MAX_IMAGES, &before);
     int fd = aft_take_maps();
     if (fd < 0) return;
@@ -147,6 +149,8 @@ static void aft_prepare_images(aft_context *context) {
         !truncated && n > 0) {
         aft_g_known_link_map.count = after.count;
         aft_g_known_link_map.hash = after.hash;
+        aft_g_known_link_map.node_count = after.node_count;
+        memcpy(aft_g_known_link_map.nodes, after.nodes, sizeof(after.nodes[0]) * after.node_count);
         atomic_thread_fence(memory_order_release); /* a crash that sees valid sees the rest */
         aft_g_known_link_map.valid = 1;
     }

@@ -44,6 +44,7 @@ typedef struct aft_object_scan {
     int signature_valid;
     uint64_t link_count, link_hash;
     int signature_only;
+    aft_link_map_snapshot *signature; /* where the nodes go (may be NULL) */
 } aft_object_scan;
 
 /* Whether [address, address + size) lies in a readable PT_LOAD segment of the object. */
@@ -62,8 +63,11 @@ static int aft_scan_object(struct dl_phdr_info *info, size_t size, void *data) {
     aft_object_scan *scan = data;
     if (scan->count == 0 && !scan->signature_valid) {
         /* The loader's lock is held for this callback: its list cannot change meanwhile. */
-        scan->signature_valid =
-            aft_async_link_map_signature_with(aft_read_mapped, &scan->link_count, &scan->link_hash);
+        aft_link_map_snapshot *s = scan->signature;
+        uint32_t ignored = 0;
+        scan->signature_valid = aft_async_link_map_walk(
+            aft_read_mapped, &scan->link_count, &scan->link_hash, s ? s->nodes : NULL,
+            s ? AFT_MAX_IMAGES : 0, s ? &s->node_count : &ignored);
         if (scan->signature_only) return 1;
     }
     if (scan->count == scan->capacity) return 1;
@@ -136,7 +140,7 @@ uint32_t aft_main_executable_id(uint8_t *out, uint32_t capacity, uint32_t *flags
 }
 
 int aft_link_map_signature_now(aft_link_map_snapshot *signature) {
-    aft_object_scan scan = {.signature_only = 1};
+    aft_object_scan scan = {.signature_only = 1, .signature = signature};
     dl_iterate_phdr(aft_scan_object, &scan);
     signature->valid = scan.signature_valid;
     signature->count = scan.link_count;

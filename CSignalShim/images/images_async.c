@@ -11,6 +11,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <link.h>
+#include <stdatomic.h>
 #include <unistd.h>
 
 #include "shim_internal.h"
@@ -344,6 +345,13 @@ uint32_t aft_async_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity, u
  * and /proc/self/maps (the handler's most expensive read, growing with every mapping of the
  * process) need not be read. Returns 0 when the list is being changed or cannot be read. */
 int aft_async_link_map_signature_with(aft_memory_read_fn read, uint64_t *count, uint64_t *hash) {
+    uint32_t nodes = 0;
+    return aft_async_link_map_walk(read, count, hash, NULL, 0, &nodes);
+}
+
+int aft_async_link_map_walk(aft_memory_read_fn read, uint64_t *count, uint64_t *hash,
+                            uint64_t *nodes, uint32_t capacity, uint32_t *node_count) {
+    *node_count = 0;
     struct r_debug debug;
     if (read((uint64_t)(uintptr_t)&_r_debug, &debug, sizeof(debug)) != 0) return 0;
     if (debug.r_state != RT_CONSISTENT) return 0;
@@ -354,6 +362,7 @@ int aft_async_link_map_signature_with(aft_memory_read_fn read, uint64_t *count, 
             uint64_t addr, name, ld, next, prev;
         } entry; /* the public head of struct link_map */
         if (n == 4096 || read(at, &entry, sizeof(entry)) != 0) return 0;
+        if (nodes != NULL && n < capacity) nodes[n] = at;
         uint64_t words[3] = {entry.addr, entry.name, entry.ld};
         for (int i = 0; i < 3; i++) {
             h ^= words[i];
@@ -365,7 +374,28 @@ int aft_async_link_map_signature_with(aft_memory_read_fn read, uint64_t *count, 
     }
     *count = n;
     *hash = h;
+    *node_count = n <= capacity ? (uint32_t)n : 0;
     return 1;
+}
+
+/* Plain loads of [address, address + size) where it is the loader's _r_debug or one of the
+ * nodes known when the images were read: those were live allocations then, and a node freed
+ * since (dlclose) is no longer on the list, so only a list corrupted to hold exactly such an
+ * address could lead there. Any other address ends the walk: the list changed. */
+static int aft_async_read_known(uint64_t address, void *out, size_t size) {
+    const aft_link_map_snapshot *k = &aft_g_known_link_map;
+    int known = address == (uint64_t)(uintptr_t)&_r_debug;
+    for (uint32_t i = 0; i < k->node_count && !known; i++) known = k->nodes[i] == address;
+    if (!known || address + size < address) return -1;
+    aft_async_memcpy(out, (const void *)(uintptr_t)address, size);
+    return 0;
+}
+
+int aft_async_link_map_signature_known(uint64_t *count, uint64_t *hash) {
+    const aft_link_map_snapshot *k = &aft_g_known_link_map;
+    if (!k->valid || k->node_count == 0) return 0;
+    atomic_thread_fence(memory_order_acquire); /* the nodes written before valid are seen */
+    return aft_async_link_map_signature_with(aft_async_read_known, count, hash);
 }
 
 /* At crash time the list may be half-changed by another thread: read without faulting. */

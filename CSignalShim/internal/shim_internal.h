@@ -134,10 +134,19 @@ uint32_t aft_async_image_id(aft_memory_read_fn read, uint64_t load_bias, const v
 int aft_async_link_map_signature(uint64_t *count, uint64_t *hash);
 /* The same, reading through read (normal time: directly, with the loader's lock held). */
 int aft_async_link_map_signature_with(aft_memory_read_fn read, uint64_t *count, uint64_t *hash);
+/* The same, also keeping the nodes' addresses (up to capacity; *node_count 0 past it). */
+int aft_async_link_map_walk(aft_memory_read_fn read, uint64_t *count, uint64_t *hash,
+                            uint64_t *nodes, uint32_t capacity, uint32_t *node_count);
+/* At a crash, without a helper: the signature by plain loads, only at the nodes known when
+ * aft_g_known_images was read. 0 at the first node not known then (the list changed) or when
+ * nodes were not kept. */
+int aft_async_link_map_signature_known(uint64_t *count, uint64_t *hash);
 /* The link map's signature when aft_g_known_images was read (valid == 0: do not trust it). */
 typedef struct aft_link_map_snapshot {
     uint64_t count, hash;
     int valid;
+    uint32_t node_count; /* the list's nodes then, in order (0: not kept) */
+    uint64_t nodes[AFT_MAX_IMAGES];
 } aft_link_map_snapshot;
 extern aft_link_map_snapshot aft_g_known_link_map;
 
