@@ -73,6 +73,30 @@ struct RemoteUnwindTests {
             #expect(later.frames.count > 40, "every Swift frame")
         }
     }
+
+    @Test("A thread known by sp and pc alone: the next launch finds its frame pointer where the guess was wrong")
+    func threadKnownBySPAndPC() async throws {
+        let directory: String = TestSupport.childDirectory("remote-unwind-sp-pc")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
+            ExitStatusTests.childStart(directory)
+            aft_install_complete()
+            guard aft_test_start_workers(AFT_TEST_WORKER_BLOCKS_SIGNALS, 1) == 0 else { _exit(97) }
+            UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
+            _exit(0)
+        }
+        var crash = try #require(EveryThreadTests.crashes(directory).first)
+        let index = try #require(crash.threads.firstIndex { $0.contextSource == .syscall && !$0.isAftermath })
+        let handlers = crash.threads[index].frames
+        #expect(handlers.count >= 3)
+        // As if the handler had taken a wrong frame record: no frame pointer, the pc alone.
+        let fp = try #require(FramePointerWalk.fpIndex(crash.context.architecture))
+        crash.threads[index].registers[fp] = 0
+        crash.threads[index].frames = [crash.threads[index].pc]
+        crash.reunwindThreadsKnownBySPAndPC()
+        #expect(crash.threads[index].frames == handlers)
+        #expect(crash.threads[index].registers[fp] != 0)
+    }
     #endif
 }
 

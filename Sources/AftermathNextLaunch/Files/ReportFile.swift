@@ -121,6 +121,7 @@ package struct ReportFile {
         report.threadCapture = threadsInfo.map(ThreadCapture.init)
         report.threads = crashThreads()
         report.unwindDeferredFrames()
+        report.reunwindThreadsKnownBySPAndPC()
         return report
     }
 }

@@ -107,13 +107,7 @@ extension CrashReport {
 /// chain going up the stack only.
 package enum FramePointerWalk {
     package static func walk(thread: CrashThread, architecture: Architecture) -> (frames: [UInt64], truncated: Bool)? {
-        let fpIndex: Int
-        switch architecture {
-        case .x86_64: fpIndex = 10  // rbp in gregs order
-        case .arm64: fpIndex = 29  // x29
-        case .unknown: return nil
-        }
-        guard thread.registers.count > fpIndex, thread.pc != 0 else { return nil }
+        guard let fpIndex = fpIndex(architecture), thread.registers.count > fpIndex, thread.pc != 0 else { return nil }
         let start = thread.stackStart, stack = thread.stack
         func word(_ address: UInt64) -> UInt64? {
             guard address >= start, address - start <= UInt64(stack.count), UInt64(stack.count) - (address - start) >= 8
@@ -131,5 +125,70 @@ package enum FramePointerWalk {
             fp = next
         }
         return (frames, frames.count == RemoteUnwinder.capacity)
+    }
+}
+
+extension CrashReport {
+    /// Threads the kernel gave only sp and pc for (stopped, traced, blocking every signal, not
+    /// answering): the handler guessed their frame pointer from the first frame record above sp.
+    /// Here every frame record in the 4 KiB above sp is tried with the images' unwind tables,
+    /// and the longest stack is kept where it is longer than the handler's, with that frame
+    /// pointer in the thread's registers (for the minidump's readers too).
+    package mutating func reunwindThreadsKnownBySPAndPC() {
+        guard context.architecture == .current, let fpIndex = FramePointerWalk.fpIndex(context.architecture)
+        else { return }
+        for i in threads.indices where threads[i].contextSource == .syscall && !threads[i].isAftermath {
+            let t = threads[i]
+            guard !t.stack.isEmpty, t.registers.count > fpIndex, t.pc != 0 else { continue }
+            var best: (frames: [UInt64], truncated: Bool, fp: UInt64)?
+            for fp in FramePointerWalk.frameRecords(in: t, images: images, within: 4096) {
+                var registers = t.registers
+                registers[fpIndex] = fp
+                guard
+                    let r = RemoteUnwinder.unwind(
+                        registers: registers, stackStart: t.stackStart, stack: t.stack, images: images,
+                        architecture: context.architecture)
+                else { continue }
+                if r.frames.count > (best?.frames.count ?? 0) { best = (r.frames, r.truncated, fp) }
+            }
+            guard let best, best.frames.count > t.frames.count else { continue }
+            threads[i].frames = best.frames
+            threads[i].framesTruncated = best.truncated
+            threads[i].unwinder = .libunwind
+            threads[i].registers[fpIndex] = best.fp
+        }
+    }
+}
+
+extension FramePointerWalk {
+    /// The frame pointer's index in the registers of a crash file.
+    package static func fpIndex(_ architecture: Architecture) -> Int? {
+        switch architecture {
+        case .x86_64: 10  // rbp in gregs order
+        case .arm64: 29  // x29
+        case .unknown: nil
+        }
+    }
+
+    /// The frame records in a thread's stack bytes from its sp up to `within` bytes: an aligned
+    /// word pointing further up the same stack, followed by a return address into an image.
+    package static func frameRecords(in thread: CrashThread, images: [LoadedImage], within: UInt64) -> [UInt64] {
+        let start = thread.stackStart, stack = thread.stack, end = start + UInt64(stack.count)
+        func word(_ address: UInt64) -> UInt64? {
+            guard address >= start, address + 8 <= end else { return nil }
+            let at = Int(address - start)
+            return stack[at..<(at + 8)].reversed().reduce(0) { $0 << 8 | UInt64($1) }
+        }
+        var records: [UInt64] = []
+        var x = max(start, thread.sp) &+ 7 & ~7
+        while x < min(end, thread.sp &+ within), records.count < 64 {
+            if let next = word(x), next > x, next < end, let ret = word(x + 8),
+                images.contains(where: { ret >= $0.start && ret < $0.end })
+            {
+                records.append(x)
+            }
+            x += 8
+        }
+        return records
     }
 }
