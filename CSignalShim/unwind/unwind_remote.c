@@ -197,6 +197,14 @@ static int aft_remote_dyn_list(unw_addr_space_t as, unw_word_t *list, void *arg)
     return -UNW_ENOINFO;
 }
 
+/* No names here (the next launch symbolicates by itself). Documented as optional, but the arm64
+ * step of libunwind 1.8 calls it without a check for NULL. */
+static int aft_remote_proc_name(unw_addr_space_t as, unw_word_t ip, char *buf, size_t size,
+                                unw_word_t *offset, void *arg) {
+    (void)as, (void)ip, (void)buf, (void)size, (void)offset, (void)arg;
+    return -UNW_ENOINFO;
+}
+
 /* libunwind frees what its table search allocates itself; nothing of ours to release. */
 static void aft_remote_put_info(unw_addr_space_t as, unw_proc_info_t *pi, void *arg) {
     (void)as, (void)pi, (void)arg;
@@ -250,6 +258,28 @@ static int aft_remote_find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_pro
     return UNW_OBJ(dwarf_search_unwind_table)(as, ip, &di, pi, need_unwind_info, arg);
 }
 
+#if defined(UNW_VERSION) && UNW_VERSION >= UNW_VERSION_CODE(1, 8)
+/* Accessors libunwind 1.8 added, given too (its arm64 step calls optional accessors without a
+ * check for NULL: a crash on a frame without unwind tables with Debian trixie's 1.8.1): the
+ * function's range from its table entry, and the bits of a return address above the 48-bit
+ * user address space (a pointer authentication code). */
+static int aft_remote_ip_range(unw_addr_space_t as, unw_word_t ip, unw_word_t *start,
+                               unw_word_t *end, void *arg) {
+    unw_proc_info_t pi;
+    memset(&pi, 0, sizeof(pi));
+    int r = aft_remote_find_proc_info(as, ip, &pi, 0, arg);
+    if (r < 0) return r;
+    *start = pi.start_ip;
+    *end = pi.end_ip;
+    return 0;
+}
+
+static unw_word_t aft_remote_ptrauth_mask(unw_addr_space_t as, void *arg) {
+    (void)as, (void)arg;
+    return ~(unw_word_t)0x0000ffffffffffffull;
+}
+#endif
+
 uint32_t aft_remote_unwind(const aft_remote_unwind_input *in, uint64_t *frames, uint32_t capacity,
                            uint32_t *truncated) {
     *truncated = 0;
@@ -269,7 +299,11 @@ uint32_t aft_remote_unwind(const aft_remote_unwind_input *in, uint64_t *frames, 
         .access_reg = aft_remote_access_reg,
         .access_fpreg = aft_remote_access_fpreg,
         .resume = aft_remote_resume,
-        .get_proc_name = NULL,
+        .get_proc_name = aft_remote_proc_name,
+#if defined(UNW_VERSION) && UNW_VERSION >= UNW_VERSION_CODE(1, 8)
+        .get_proc_ip_range = aft_remote_ip_range,
+        .ptrauth_insn_mask = aft_remote_ptrauth_mask,
+#endif
     };
     uint32_t n = 0;
     unw_addr_space_t as = unw_create_addr_space(&accessors, 0);
