@@ -56,7 +56,17 @@ struct Scenario {
                 let holder = list.first { entry in
                     Parent.symbols(entry["stacktrace"] as? String ?? "").contains { $0.contains(otherThread) }
                 }
-                if holder == nil { failures.append("no other thread in \(otherThread) in apsio.threads") }
+                if holder == nil {
+                    // What each thread showed instead: its name, its first frames, how it was read.
+                    let seen = list.map { entry in
+                        "\(entry["name"] as? String ?? "?"): "
+                            + (entry["stacktrace"] as? String ?? "").split(separator: "\n").prefix(6).joined(
+                                separator: " < ")
+                            + " [\(entry["context"] as? String ?? "")/\(entry["why"] as? String ?? "")]"
+                    }
+                    failures.append(
+                        "no other thread in \(otherThread) in apsio.threads (" + seen.joined(separator: "; ") + ")")
+                }
             }
         } else {
             failures.append("no apsio.threads")
