@@ -52,17 +52,6 @@ static void aft_async_thread_name(char *out) {
     aft_async_copy_tail(out, AFT_THREAD_NAME, buf, aft_async_strlen(buf, AFT_THREAD_NAME));
 }
 
-/* Whether pc lies in one of the images read after start (while they are trusted): code the next
- * launch finds unwind tables for. JIT or other anonymous code is unwound here. */
-static int aft_async_pc_in_known_image(uint64_t pc) {
-    if (!aft_g_known_link_map.valid) return 0;
-    atomic_thread_fence(memory_order_acquire);
-    uint32_t n = atomic_load(&aft_g_known_image_count);
-    for (uint32_t i = 0; i < n && i < AFT_MAX_IMAGES; i++)
-        if (pc >= aft_g_known_images[i].start && pc < aft_g_known_images[i].end) return 1;
-    return 0;
-}
-
 int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t entry_ns,
                           int reserved_fd, const char *tmp_name) {
     aft_crash_info *ci = &aft_g_crash_info;

@@ -202,7 +202,10 @@ static void aft_async_unwind_thread(aft_thread_capture *c, uint32_t index, uint6
                              : aft_async_arch_synthesize_context(c->synthetic, sizeof(c->synthetic),
                                                                  r->pc, r->sp, c->scan);
         if (uc != NULL) aft_async_arch_pc_fp(uc, &pc, &fp);
-        n = aft_async_frame_pointer_walk(&c->window, pc, fp, frames, capacity, &truncated);
+        n = state == AFT_SLOT_PARKED
+                ? aft_async_frame_pointer_walk(&c->window, pc, fp, frames, capacity, &truncated)
+                : aft_async_walk_from_sp(&c->window, pc, r->sp, fp, c->scan, frames, capacity,
+                                         &truncated);
         unwinder = n > 1    ? AFT_UNWINDER_FRAME_POINTER
                    : n == 1 ? AFT_UNWINDER_PC_ONLY
                             : AFT_UNWINDER_NONE;

@@ -141,6 +141,9 @@ int aft_async_link_map_walk(aft_memory_read_fn read, uint64_t *count, uint64_t *
  * aft_g_known_images was read. 0 at the first node not known then (the list changed) or when
  * nodes were not kept. */
 int aft_async_link_map_signature_known(uint64_t *count, uint64_t *hash);
+/* Whether pc lies in one of the images read after start, while they are trusted: code the next
+ * launch finds unwind tables for (JIT or other anonymous code is unwound at the crash). */
+int aft_async_pc_in_known_image(uint64_t pc);
 /* The link map's signature when aft_g_known_images was read (valid == 0: do not trust it). */
 typedef struct aft_link_map_snapshot {
     uint64_t count, hash;
@@ -316,6 +319,15 @@ typedef struct aft_stack_window {
     uint64_t size;
     uint8_t data[16384];
 } aft_stack_window;
+/* A thread known by sp and pc alone: pc, then the return addresses (words that follow a call
+ * instruction) between sp and the frame record fp, as scratch holds them (the 4 KiB above sp
+ * that aft_async_frame_record_above read), each in an image read after start: the frames of
+ * functions without frame pointers, libc's and others', below the first frame record; then the
+ * frame-pointer walk from fp. On arm64, where a call cannot be told from the bytes before a
+ * return address, only the walk. */
+uint32_t aft_async_walk_from_sp(aft_stack_window *w, uint64_t pc, uint64_t sp, uint64_t fp,
+                                const uint64_t scratch[512], uint64_t *frames, uint32_t capacity,
+                                uint32_t *truncated);
 /* The frame-pointer walk from pc and fp, reading the stack through w: a corrupt chain ends it. */
 uint32_t aft_async_frame_pointer_walk(aft_stack_window *w, uint64_t pc, uint64_t fp,
                                       uint64_t *frames, uint32_t capacity, uint32_t *truncated);

@@ -57,6 +57,24 @@ uint32_t aft_async_frame_pointer_walk(aft_stack_window *w, uint64_t pc, uint64_t
     return n;
 }
 
+uint32_t aft_async_walk_from_sp(aft_stack_window *w, uint64_t pc, uint64_t sp, uint64_t fp,
+                                const uint64_t scratch[512], uint64_t *frames, uint32_t capacity,
+                                uint32_t *truncated) {
+    uint32_t n = 0;
+    if (capacity == 0) return 0;
+    if (pc != 0) frames[n++] = pc;
+#if defined(__x86_64__)
+    for (uint64_t at = sp; fp > sp && at < fp && at < sp + 512 * 8 && n < capacity; at += 8) {
+        uint64_t ret = aft_async_arch_code_address(scratch[(at - sp) / 8]);
+        if (ret > 4096 && aft_async_pc_in_known_image(ret) && aft_async_arch_follows_call(ret))
+            frames[n++] = ret;
+    }
+#else
+    (void)sp, (void)scratch;
+#endif
+    return n + aft_async_frame_pointer_walk(w, 0, fp, frames + n, capacity - n, truncated);
+}
+
 uint32_t aft_async_unwind_frame_pointers(const void *ucontext, uint64_t *frames, uint32_t capacity,
                                          uint32_t slot, uint32_t *unwinder, uint32_t *truncated) {
     uint64_t pc = 0, fp = 0;
