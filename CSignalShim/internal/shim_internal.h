@@ -144,6 +144,10 @@ int aft_async_link_map_signature_known(uint64_t *count, uint64_t *hash);
 /* Whether pc lies in one of the images read after start, while they are trusted: code the next
  * launch finds unwind tables for (JIT or other anonymous code is unwound at the crash). */
 int aft_async_pc_in_known_image(uint64_t pc);
+/* Normal time (reserve.c): allocates the crash file's space (fd empty, its size kept 0) for a
+ * report with images for image_count objects, and every thread's where the disk has it; the
+ * bytes reserved (0: none). Sets aft_g_state.reserve_holds_stacks. */
+uint64_t aft_reserve_crash_space(int fd, uint32_t image_count);
 /* The link map's signature when aft_g_known_images was read (valid == 0: do not trust it). */
 typedef struct aft_link_map_snapshot {
     uint64_t count, hash;

@@ -1,0 +1,87 @@
+/*
+ * link_map_async.c: CRASH-TIME CODE, under the crash-time contract of CSignalShim/README.md
+ * (async-signal-safe calls only, no malloc, no locks, no stdio, no Swift; checked by
+ * AsyncSafetyTests). The loader's list of loaded objects at a crash: its signature (has a
+ * library come or gone since the images were read after start?) and whether a pc lies in one
+ * of those images.
+ */
+#include <link.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "shim_internal.h"
+
+/* The loader's list of loaded objects (struct link_map, reached from _r_debug): a count and a
+ * hash of (l_addr, l_name, l_ld) of every entry. Equal to the signature taken at install means
+ * no library was loaded or unloaded since, so the images read then are still the images now,
+ * and /proc/self/maps (the handler's most expensive read, growing with every mapping of the
+ * process) need not be read. Returns 0 when the list is being changed or cannot be read. */
+int aft_async_link_map_signature_with(aft_memory_read_fn read, uint64_t *count, uint64_t *hash) {
+    uint32_t nodes = 0;
+    return aft_async_link_map_walk(read, count, hash, NULL, 0, &nodes);
+}
+
+int aft_async_link_map_walk(aft_memory_read_fn read, uint64_t *count, uint64_t *hash,
+                            uint64_t *nodes, uint32_t capacity, uint32_t *node_count) {
+    *node_count = 0;
+    struct r_debug debug;
+    if (read((uint64_t)(uintptr_t)&_r_debug, &debug, sizeof(debug)) != 0) return 0;
+    if (debug.r_state != RT_CONSISTENT) return 0;
+    uint64_t n = 0, h = 0xCBF29CE484222325ull;
+    uint64_t at = (uint64_t)(uintptr_t)debug.r_map;
+    while (at != 0) {
+        struct {
+            uint64_t addr, name, ld, next, prev;
+        } entry; /* the public head of struct link_map */
+        if (n == 4096 || read(at, &entry, sizeof(entry)) != 0) return 0;
+        if (nodes != NULL && n < capacity) nodes[n] = at;
+        uint64_t words[3] = {entry.addr, entry.name, entry.ld};
+        for (int i = 0; i < 3; i++) {
+            h ^= words[i];
+            h *= 0x100000001B3ull;
+            h ^= h >> 29;
+        }
+        n++;
+        at = entry.next;
+    }
+    *count = n;
+    *hash = h;
+    *node_count = n <= capacity ? (uint32_t)n : 0;
+    return 1;
+}
+
+/* Plain loads of [address, address + size) where it is the loader's _r_debug or one of the
+ * nodes known when the images were read: those were live allocations then, and a node freed
+ * since (dlclose) is no longer on the list, so only a list corrupted to hold exactly such an
+ * address could lead there. Any other address ends the walk: the list changed. */
+static int aft_async_read_known(uint64_t address, void *out, size_t size) {
+    const aft_link_map_snapshot *k = &aft_g_known_link_map;
+    int known = address == (uint64_t)(uintptr_t)&_r_debug;
+    for (uint32_t i = 0; i < k->node_count && !known; i++) known = k->nodes[i] == address;
+    if (!known || address + size < address) return -1;
+    aft_async_memcpy(out, (const void *)(uintptr_t)address, size);
+    return 0;
+}
+
+/* Whether pc lies in one of the images read after start (while they are trusted): code the next
+ * launch finds unwind tables for. JIT or other anonymous code is unwound here. */
+int aft_async_pc_in_known_image(uint64_t pc) {
+    if (!aft_g_known_link_map.valid) return 0;
+    atomic_thread_fence(memory_order_acquire);
+    uint32_t n = atomic_load(&aft_g_known_image_count);
+    for (uint32_t i = 0; i < n && i < AFT_MAX_IMAGES; i++)
+        if (pc >= aft_g_known_images[i].start && pc < aft_g_known_images[i].end) return 1;
+    return 0;
+}
+
+int aft_async_link_map_signature_known(uint64_t *count, uint64_t *hash) {
+    const aft_link_map_snapshot *k = &aft_g_known_link_map;
+    if (!k->valid || k->node_count == 0) return 0;
+    atomic_thread_fence(memory_order_acquire); /* the nodes written before valid are seen */
+    return aft_async_link_map_signature_with(aft_async_read_known, count, hash);
+}
+
+/* At crash time the list may be half-changed by another thread: read without faulting. */
+int aft_async_link_map_signature(uint64_t *count, uint64_t *hash) {
+    return aft_async_link_map_signature_with(aft_async_read_memory, count, hash);
+}
