@@ -200,7 +200,8 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
      * the images they are in come first; what does not fit is left out and said to be. */
     uint64_t limit = aft_async_file_size_limit();
     uint64_t fixed =
-        sizeof(header) + 3 * sizeof(aft_section_header) + sizeof(aft_context) + spec->event_size;
+        sizeof(header) + 4 * sizeof(aft_section_header) + sizeof(aft_context) + spec->event_size +
+        (spec->extra != NULL ? spec->extra_size : 0);
     uint32_t frame_count = spec->frame_count;
     uint32_t frames_truncated = spec->frames_truncated;
     if (limit != UINT64_MAX && limit > fixed) {
@@ -217,6 +218,8 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
     aft_async_put(&w, &header, sizeof(header));
     aft_async_emit_section(&w, AFT_SECTION_CONTEXT, sizeof(aft_context), 1, 0, spec->context);
     aft_async_emit_section(&w, spec->event_type, spec->event_size, 1, 0, spec->event);
+    if (spec->extra_type != 0 && spec->extra != NULL)
+        aft_async_emit_section(&w, spec->extra_type, spec->extra_size, 1, 0, spec->extra);
     aft_async_emit_section(&w, AFT_SECTION_FRAMES, sizeof(uint64_t), frame_count,
                            frames_truncated ? AFT_SECTION_TRUNCATED : 0, spec->frames);
     aft_async_flush(&w); /* the most useful part is on disk before the maps are read */

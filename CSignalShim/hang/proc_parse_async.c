@@ -153,3 +153,34 @@ int aft_async_status_field(const char *text, size_t length, const char *key, int
     }
     return 0;
 }
+
+int aft_async_syscall_idle_wait(int64_t nr) {
+    /* An event loop between jobs waits in one of these for its descriptors. */
+    static const long waits[] = {
+#ifdef SYS_poll
+        SYS_poll,
+#endif
+#ifdef SYS_ppoll
+        SYS_ppoll,
+#endif
+#ifdef SYS_select
+        SYS_select,
+#endif
+#ifdef SYS_pselect6
+        SYS_pselect6,
+#endif
+#ifdef SYS_epoll_wait
+        SYS_epoll_wait,
+#endif
+#ifdef SYS_epoll_pwait
+        SYS_epoll_pwait,
+#endif
+#ifdef SYS_epoll_pwait2
+        SYS_epoll_pwait2,
+#endif
+        -1,
+    };
+    for (size_t i = 0; waits[i] != -1; i++)
+        if (waits[i] == nr) return 1;
+    return 0;
+}

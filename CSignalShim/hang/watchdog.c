@@ -1,12 +1,13 @@
 /*
- * watchdog.c: NORMAL-TIME CODE. The hang watchdog's thread: start/stop, the tick on
- * CLOCK_MONOTONIC (at most 10 wakeups a second, none while paused, in the background or before
- * the first heartbeat), stop detection (a late tick), the main-queue ping's posting. Its controls
- * (pause/resume, foreground, the heartbeat's rare path, the ping's answer) are in
- * watchdog_controls.c; the capture signal's choice and the mask of Aftermath's threads in
- * watchdog_signal.c. Everything it does once the watched thread is suspected stuck is in
- * watchdog_async.c; the only call out of C (notify) is made by start, or while the watched thread
- * is known to be running.
+ * watchdog.c: NORMAL-TIME CODE. The hang watchdog's thread, one for every watched target:
+ * start/stop, the tick on CLOCK_MONOTONIC (at most 10 wakeups a second, none while nothing is
+ * watched: paused, in the background, or before the first sign of life), stop detection (a late
+ * tick). Each target's step is in watchdog_tick.c, the targets and the pinger thread in
+ * targets.c; the main target's controls (pause/resume, foreground, the heartbeat's rare path, the
+ * ping's answer) are in watchdog_controls.c; the capture signal's choice and the mask of
+ * Aftermath's threads in watchdog_signal.c. Everything it does once a target is suspected stuck
+ * is in watchdog_async.c. It never calls out of C: the only such call (notify) is the pinger's,
+ * and start's first ping.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,7 +23,7 @@
 #include "CSignalShim.h"
 #include "watchdog_internal.h"
 
-aft_watchdog aft_g_watchdog = {.dir_fd = -1, .hang_fd = -1, .foreground = 1};
+aft_watchdog aft_g_watchdog = {.dir_fd = -1, .foreground = 1};
 uint64_t aft_g_heartbeat_beats;
 uint32_t aft_g_heartbeat_attention;
 
@@ -40,8 +41,16 @@ static void aft_watchdog_atfork_child(void) {
     aft_g_watchdog_thread_lock = fresh;
     aft_g_watchdog_has_thread = 0;
     aft_g_watchdog_running = 0;
-    if (aft_g_watchdog.hang_fd >= 0) close(aft_g_watchdog.hang_fd); /* the parent's hang */
-    aft_g_watchdog.hang_fd = -1;
+    aft_watchdog_forget_pinger();
+    for (uint32_t i = 0; i < AFT_WATCH_SLOTS; i++) {
+        aft_watch_target *t = &aft_g_watchdog.targets[i];
+        if (t->stretch == AFT_STRETCH_HANG && t->hang_fd >= 0) close(t->hang_fd); /* the parent's */
+        if (t->syscall_fd >= 0 && t->syscall_fd_tid != 0) close(t->syscall_fd);   /* its threads' */
+        t->hang_fd = t->syscall_fd = -1;
+        t->syscall_fd_tid = 0;
+        t->stretch = AFT_STRETCH_NONE;
+        atomic_store(&t->in_hang, 0);
+    }
     if (aft_g_watchdog.dir_fd >= 0) close(aft_g_watchdog.dir_fd);
     aft_g_watchdog.dir_fd = -1;
 }
@@ -50,40 +59,59 @@ static void aft_watchdog_register_atfork(void) {
     pthread_atfork(NULL, NULL, aft_watchdog_atfork_child);
 }
 
-enum { AFT_STRETCH_NONE, AFT_STRETCH_HANG, AFT_STRETCH_IGNORED };
-
 void aft_watchdog_wake(aft_watchdog *w) {
     atomic_fetch_add(&w->wake, 1);
     aft_async_futex_wake(&w->wake);
 }
 
-static int aft_watchdog_detecting(aft_watchdog *w) {
-    return atomic_load(&w->armed) && atomic_load(&w->pause_depth) <= 0 &&
-           atomic_load(&w->foreground);
+/* Calls f for every target in use: the main one, the added ones, the units of work. */
+#define AFT_FOR_EACH_TARGET(w, t, body)                                                            \
+    do {                                                                                           \
+        uint32_t high_ = atomic_load(&(w)->target_high), units_ = atomic_load(&(w)->unit_high);    \
+        for (uint32_t i_ = 0; i_ < AFT_WATCH_MAX_TARGETS + units_; i_++) {                         \
+            if (i_ >= high_ && i_ < AFT_WATCH_MAX_TARGETS) {                                       \
+                i_ = AFT_WATCH_MAX_TARGETS - 1;                                                    \
+                continue;                                                                          \
+            }                                                                                      \
+            aft_watch_target *t = &(w)->targets[i_];                                               \
+            uint32_t state_ = atomic_load(&t->slot) & 0xffu;                                       \
+            if (i_ != 0 && state_ != AFT_SLOT_ACTIVE && state_ != AFT_SLOT_HUNG &&                 \
+                state_ != AFT_SLOT_ENDED)                                                          \
+                continue;                                                                          \
+            body;                                                                                  \
+        }                                                                                          \
+    } while (0)
+
+/* A target removed, or a unit that ended during its hang: the slot is free again once its hang
+ * (if any) is finished. */
+static void aft_watchdog_release_ended(aft_watchdog *w, aft_watch_target *t, uint64_t now) {
+    if (t == &w->targets[0]) return;
+    uint32_t s = atomic_load(&t->slot);
+    if ((s & 0xffu) != AFT_SLOT_ENDED) return;
+    if (t->stretch == AFT_STRETCH_HANG) {
+        uint64_t end = atomic_load(&t->hang_end_ns);
+        aft_watchdog_finish_target(w, t, end != 0 ? end : now);
+    }
+    if (t->syscall_fd >= 0) close(t->syscall_fd);
+    t->syscall_fd = -1;
+    t->syscall_fd_tid = 0;
+    t->stretch = AFT_STRETCH_NONE;
+    atomic_store(&t->slot, (s & ~0xffu) | AFT_SLOT_FREE);
 }
 
-static uint64_t aft_beats(void) {
-    return __atomic_load_n(&aft_g_heartbeat_beats, __ATOMIC_ACQUIRE);
-}
-
-/* Posts one main-queue ping; returns its time, or 0 when none was posted. */
-static uint64_t aft_watchdog_post_ping(aft_watchdog *w) {
-    if (w->mode != AFT_HEARTBEAT_MAIN_QUEUE || w->notify == NULL) return 0;
-    if (atomic_load(&w->ping_outstanding)) return 0;
-    uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC);
-    atomic_store(&w->ping_posted_ns, now);
-    atomic_store(&w->ping_outstanding, 1);
-    w->notify(AFT_WATCHDOG_EVENT_PING);
-    return now;
-}
-
-/* The watched thread ran again: close the hang's file and tell the owner. */
-static void aft_watchdog_finish(aft_watchdog *w, uint64_t end_ns) {
-    aft_async_watchdog_update_hang(w, end_ns, 1);
-    atomic_store(&w->in_hang, 0);
-    __atomic_fetch_and(&aft_g_heartbeat_attention, ~AFT_ATTENTION_HANG, __ATOMIC_RELEASE);
-    atomic_store(&w->hang_end_ns, 0);
-    if (w->notify) w->notify(AFT_WATCHDOG_EVENT_HANG_FINISHED);
+/* Whether any target needs the clock: watched now, or a hang in progress. */
+static int aft_watchdog_needs_ticks(aft_watchdog *w, uint64_t now) {
+    int needed = 0;
+    AFT_FOR_EACH_TARGET(w, t, {
+        aft_watchdog_release_ended(w, t, now);
+        if (t->stretch == AFT_STRETCH_HANG ||
+            (atomic_load(&t->armed) && atomic_load(&t->pause_depth) <= 0 &&
+             atomic_load(&w->foreground)))
+            needed = 1;
+        else
+            aft_watchdog_arm_target(w, t, now);
+    });
+    return needed;
 }
 
 static void *aft_watchdog_main(void *arg) {
@@ -92,137 +120,43 @@ static void *aft_watchdog_main(void *arg) {
     aft_thread_set_own_mask();
     atomic_store(&w->watchdog_tid, aft_async_gettid());
 
-    int stretch = AFT_STRETCH_NONE, rebase = 1;
-    uint64_t now = 0, deadline = 0, prev_tick = 0, last_beats = 0;
-    uint64_t blocked_since = 0;  /* no sign of life since: the hang's lower bound */
-    uint64_t earliest_onset = 0; /* alive at or after this: the hang began after it */
+    uint64_t prev_tick = aft_async_now_ns(CLOCK_MONOTONIC);
     while (!atomic_load(&w->stop)) {
         uint32_t seen = atomic_load(&w->wake);
-        if (stretch != AFT_STRETCH_HANG && !aft_watchdog_detecting(w)) {
-            /* Paused, in the background, or never heard from: sleep until told otherwise.
-             * In main-queue mode one ping is outstanding, and its running arms us. */
-            if (!atomic_load(&w->armed)) aft_watchdog_post_ping(w);
-            if (atomic_load(&w->wake) == seen && !aft_watchdog_detecting(w))
-                aft_async_futex_wait_until(&w->wake, seen, 0);
+        uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC);
+        if (!aft_watchdog_needs_ticks(w, now)) {
+            /* Paused, in the background, or never heard from: sleep until told otherwise. A
+             * pinged target not yet heard from has a ping outstanding, whose running wakes us. */
+            if (atomic_load(&w->wake) == seen) aft_async_futex_wait_until(&w->wake, seen, 0);
             atomic_fetch_add(&w->wakeups, 1);
-            stretch = AFT_STRETCH_NONE;
-            rebase = 1;
+            AFT_FOR_EACH_TARGET(w, t, {
+                if (t->stretch != AFT_STRETCH_HANG) t->rebase = 1;
+            });
+            prev_tick = aft_async_now_ns(CLOCK_MONOTONIC);
             continue;
         }
-        if (rebase) {
-            now = aft_async_now_ns(CLOCK_MONOTONIC);
-            last_beats = aft_beats();
-            prev_tick = blocked_since = earliest_onset = now;
-            /* A ping still waiting from before (a pause) counts from now, like a new one. */
-            aft_watchdog_post_ping(w);
-            deadline = now + AFT_WATCHDOG_TICK_NS;
-            rebase = 0;
-        }
+        uint64_t deadline = now + AFT_WATCHDOG_TICK_NS;
+        AFT_FOR_EACH_TARGET(w, t, {
+            uint64_t due = aft_watchdog_target_due(w, t);
+            if (due > now && due < deadline) deadline = due;
+        });
         aft_async_futex_wait_until(&w->wake, seen, deadline);
         atomic_fetch_add(&w->wakeups, 1);
         if (atomic_load(&w->stop)) break;
         now = aft_async_now_ns(CLOCK_MONOTONIC);
-        if (now < deadline) {
-            /* Woken early: a hang's end is handled now; anything else (pause, resume,
-             * foreground, a restart of the clock) starts a fresh baseline. */
-            int ended = stretch == AFT_STRETCH_HANG &&
-                        (w->mode == AFT_HEARTBEAT_MAIN_QUEUE ? !atomic_load(&w->ping_outstanding)
-                                                             : atomic_load(&w->hang_end_ns) != 0);
-            if (!ended) {
-                if (stretch != AFT_STRETCH_HANG) rebase = 1;
-                continue;
-            }
-        }
+        /* Our own sleep overshot: the process was stopped (SIGSTOP, freezer) or starved. That
+         * time is nobody's hang. */
         uint64_t late = now > deadline ? now - deadline : 0;
-        uint64_t beats = aft_beats();
-        int alive = beats != last_beats;
-        last_beats = beats;
-
         if (late > AFT_WATCHDOG_LATE_NS) {
-            /* Our own sleep overshot: the process was stopped (SIGSTOP, freezer) or starved.
-             * That time is nobody's hang. */
             atomic_fetch_add(&w->late_ticks, 1);
-            if (stretch == AFT_STRETCH_HANG) {
-                w->hang_stopped_ns += late;
-            } else {
-                prev_tick = blocked_since = earliest_onset = now;
-                deadline = now + AFT_WATCHDOG_TICK_NS;
-                continue;
-            }
+        } else {
+            late = 0;
         }
-
-        if (stretch == AFT_STRETCH_HANG) {
-            uint64_t end = 0;
-            if (w->mode == AFT_HEARTBEAT_MAIN_QUEUE) {
-                if (!atomic_load(&w->ping_outstanding)) end = atomic_load(&w->ping_ran_ns);
-            } else if (atomic_load(&w->hang_end_ns) != 0) {
-                end = atomic_load(&w->hang_end_ns);
-            } else if (alive) {
-                end = prev_tick + (now - prev_tick) / 2;
-            }
-            if (end != 0) {
-                aft_watchdog_finish(w, end);
-                stretch = AFT_STRETCH_NONE;
-                alive = 1;
-                earliest_onset = end;
-                blocked_since = now;
-            } else if (now + 5000000ull >= w->hang_last_live_ns + AFT_WATCHDOG_LIVE_NS) {
-                aft_async_watchdog_update_hang(w, now, 0);
-            }
-        } else if (stretch == AFT_STRETCH_IGNORED && alive) {
-            stretch = AFT_STRETCH_NONE;
-        }
-
-        if (stretch == AFT_STRETCH_NONE) {
-            if (w->mode == AFT_HEARTBEAT_MANUAL && alive) {
-                earliest_onset = prev_tick;
-                blocked_since = now;
-            } else if (w->mode == AFT_HEARTBEAT_MAIN_QUEUE && !atomic_load(&w->ping_outstanding)) {
-                uint64_t ran = atomic_load(&w->ping_ran_ns);
-                uint64_t posted = aft_watchdog_post_ping(w);
-                if (posted != 0) {
-                    earliest_onset = ran > earliest_onset ? ran : earliest_onset;
-                    blocked_since = posted;
-                }
-            } else if (now - blocked_since > w->threshold_ns) {
-                /* Past the threshold: only now is /proc worth reading. */
-                uint64_t tid = atomic_load(&w->watched_tid);
-                aft_hang_facts facts = {
-                    .silent_ns = now - blocked_since,
-                    .threshold_ns = w->threshold_ns,
-                    .armed = atomic_load(&w->armed),
-                    .pause_depth = atomic_load(&w->pause_depth),
-                    .foreground = atomic_load(&w->foreground),
-                    .crash_in_progress = aft_async_crash_in_progress(),
-                    .traced = aft_async_watchdog_traced(w),
-                    .thread_state = aft_async_watchdog_thread_state(w, tid),
-                };
-                uint32_t verdict = aft_async_hang_decide(&facts);
-                if (verdict == AFT_HANG_VERDICT_OFF) {
-                    rebase = 1; /* paused or sent to the background just now */
-                } else if (verdict == AFT_HANG_VERDICT_IGNORE) {
-                    atomic_fetch_add(&w->ignored, 1);
-                    stretch = AFT_STRETCH_IGNORED;
-                } else if (verdict == AFT_HANG_VERDICT_HANG) {
-                    uint64_t onset = earliest_onset + (blocked_since - earliest_onset) / 2;
-                    atomic_store(&w->hang_end_ns, 0);
-                    atomic_store(&w->in_hang, 1);
-                    if (w->mode == AFT_HEARTBEAT_MANUAL)
-                        __atomic_fetch_or(&aft_g_heartbeat_attention, AFT_ATTENTION_HANG,
-                                          __ATOMIC_RELEASE);
-                    aft_async_watchdog_begin_hang(w, tid, onset, now);
-                    stretch = AFT_STRETCH_HANG;
-                }
-            }
-        }
-
+        AFT_FOR_EACH_TARGET(w, t, {
+            aft_watchdog_tick_target(w, t, now, prev_tick, late);
+            aft_watchdog_release_ended(w, t, now);
+        });
         prev_tick = now;
-        now = aft_async_now_ns(CLOCK_MONOTONIC);
-        deadline = now + AFT_WATCHDOG_TICK_NS;
-        uint64_t next = 0;
-        if (stretch == AFT_STRETCH_NONE) next = blocked_since + w->threshold_ns + 1000000ull;
-        if (stretch == AFT_STRETCH_HANG) next = w->hang_last_live_ns + AFT_WATCHDOG_LIVE_NS;
-        if (next > now && next < deadline) deadline = next;
     }
     return NULL;
 }
@@ -247,33 +181,55 @@ int aft_watchdog_start(const aft_watchdog_options *options, char *error, size_t 
     }
     w->dir_fd = dir_fd;
     w->threshold_ms = options->threshold_ms ? options->threshold_ms : 250u;
-    w->threshold_ns = (uint64_t)w->threshold_ms * 1000000ull;
     w->mode = options->heartbeat_mode == AFT_HEARTBEAT_MANUAL ? AFT_HEARTBEAT_MANUAL
                                                               : AFT_HEARTBEAT_MAIN_QUEUE;
     w->notify = options->notify;
     w->capture_other_threads = options->other_threads != 0;
-    w->hang_fd = -1;
     atomic_store(&w->stop, 0);
-    atomic_store(&w->in_hang, 0);
-    atomic_store(&w->hang_end_ns, 0);
-    atomic_store(&w->ping_outstanding, 0);
     atomic_store(&w->capture_state, AFT_CAPTURE_IDLE);
+    atomic_store(&w->ping_requests, 0);
+    atomic_store(&w->finished_requests, 0);
+    for (uint32_t i = 1; i < AFT_WATCH_SLOTS; i++) {
+        aft_watch_target *t = &w->targets[i];
+        uint32_t state = atomic_load(&t->slot) & 0xffu;
+        if (state == AFT_SLOT_FREE) continue;
+        aft_watchdog_reset_target(t);
+        atomic_store(&t->ping_outstanding, 0); /* a ping of the last start never counts */
+        if (t->kind == AFT_HANG_KIND_EVENT_LOOP || t->kind == AFT_HANG_KIND_CONCURRENCY_POOL)
+            atomic_store(&t->armed, 0);
+    }
+    aft_watch_target *main_target = &w->targets[0];
+    main_target->kind = AFT_HANG_KIND_MAIN;
+    main_target->source = w->mode == AFT_HEARTBEAT_MANUAL ? AFT_SOURCE_BEAT : AFT_SOURCE_PING;
+    main_target->threshold_ms = w->threshold_ms;
+    main_target->threshold_ns = (uint64_t)w->threshold_ms * 1000000ull;
+    main_target->parent = -1;
+    aft_async_memcpy(main_target->name, "main", 5);
+    main_target->syscall_fd = -1;
+    aft_watchdog_reset_target(main_target);
+    atomic_store(&main_target->ping_outstanding, 0);
     __atomic_fetch_and(&aft_g_heartbeat_attention, ~AFT_ATTENTION_HANG, __ATOMIC_RELEASE);
     if (w->mode == AFT_HEARTBEAT_MANUAL) {
         /* A loop that already beat keeps its thread; otherwise its first heartbeat binds. */
-        if (atomic_load(&w->watched_tid) == 0 || !atomic_load(&w->armed)) {
-            atomic_store(&w->armed, 0);
+        if (atomic_load(&main_target->tid) == 0 || !atomic_load(&main_target->armed)) {
+            atomic_store(&main_target->armed, 0);
             __atomic_fetch_or(&aft_g_heartbeat_attention, AFT_ATTENTION_BIND, __ATOMIC_RELEASE);
         }
     } else {
-        atomic_store(&w->armed, 0);
-        atomic_store(&w->watched_tid, 0);
+        atomic_store(&main_target->armed, 0);
+        atomic_store(&main_target->tid, 0);
         __atomic_fetch_and(&aft_g_heartbeat_attention, ~AFT_ATTENTION_BIND, __ATOMIC_RELEASE);
     }
     aft_watchdog_install_signal(w, options->capture_signal);
     /* The first ping now, from the caller: queued before any job the app adds after start, it
      * arms detection as soon as the main queue is served, so a first job that hangs is seen. */
-    aft_watchdog_post_ping(w);
+    if (main_target->source == AFT_SOURCE_PING && w->notify != NULL) {
+        uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC);
+        atomic_store(&main_target->ping_posted_ns, now);
+        atomic_store(&main_target->ping_outstanding, 1);
+        main_target->last_ping_ns = now;
+        w->notify(AFT_WATCHDOG_EVENT_PING, 0);
+    }
     pthread_mutex_lock(&aft_g_watchdog_thread_lock);
     aft_g_watchdog_running = 1;
     pthread_mutex_unlock(&aft_g_watchdog_thread_lock);
@@ -287,13 +243,17 @@ static void aft_watchdog_stop_locked(void) {
     atomic_store(&w->stop, 1);
     aft_watchdog_wake(w);
     if (aft_g_watchdog_has_thread) pthread_join(aft_g_watchdog_thread, NULL);
+    aft_watchdog_stop_pinger(w);
     aft_g_watchdog_has_thread = 0;
     aft_g_watchdog_running = 0;
-    if (w->hang_fd >= 0) { /* unfinished: the next launch reports its last duration */
-        close(w->hang_fd);
-        w->hang_fd = -1;
+    for (uint32_t i = 0; i < AFT_WATCH_SLOTS; i++) {
+        aft_watch_target *t = &w->targets[i];
+        if (t->stretch == AFT_STRETCH_HANG && t->hang_fd >= 0)
+            close(t->hang_fd); /* unfinished: the next launch reports its last duration */
+        if (t->stretch == AFT_STRETCH_HANG) t->hang_fd = -1;
+        t->stretch = AFT_STRETCH_NONE;
+        atomic_store(&t->in_hang, 0);
     }
-    atomic_store(&w->in_hang, 0);
     aft_watchdog_release_capture_signal(w);
     close(w->dir_fd);
     w->dir_fd = -1;
@@ -310,9 +270,9 @@ int aft_watchdog_start_thread(char *error, size_t error_capacity) {
     pthread_attr_setstacksize(&attr, 256u * 1024u);
     int err = aft_thread_create(&aft_g_watchdog_thread, &attr, aft_watchdog_main, &aft_g_watchdog);
     pthread_attr_destroy(&attr);
-    if (err == 0) {
-        aft_g_watchdog_has_thread = 1;
-    } else {
+    if (err == 0) aft_g_watchdog_has_thread = 1;
+    if (err == 0) err = aft_watchdog_start_pinger(&aft_g_watchdog);
+    if (err != 0) {
         aft_watchdog_stop_locked(); /* under the lock: a start meanwhile is not undone */
         aft_watchdog_set_error(error, error_capacity, "creating the watchdog thread", err);
     }

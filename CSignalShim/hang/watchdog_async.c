@@ -230,21 +230,59 @@ static void aft_async_new_hang_id(aft_watchdog *w, uint8_t id[AFT_ID_SIZE]) {
     id[8] = (uint8_t)((id[8] & 0x3F) | 0x80); /* RFC 4122 variant */
 }
 
-int aft_async_watchdog_begin_hang(aft_watchdog *w, uint64_t tid, uint64_t onset_ns,
-                                  uint64_t now_ns) {
+/* A pool's hang: every thread, those inside a Swift job marked; the lead one's stack is the
+ * hang's. Returns its frames (0: none). */
+static uint32_t aft_async_pool_hang(aft_watchdog *w, aft_hang_info *h) {
+    aft_async_threads_capture_for_hang(0);
+    aft_async_threads_release_capture(&aft_g_hang_threads);
+    int32_t lead = aft_async_pool_classify(w, &aft_g_hang_threads);
+    w->hang_target.pool_width = w->pool_width;
+    if (lead < 0) return 0;
+    const aft_thread *r = &aft_g_hang_threads.records[lead];
+    h->thread_id = r->thread_id;
+    h->thread_state = r->state;
+    h->syscall_number = r->syscall_number >= 0 ? (uint64_t)r->syscall_number : UINT64_MAX;
+    aft_async_memcpy(h->thread_name, r->name, sizeof(h->thread_name));
+    h->capture_method = r->context_source == AFT_THREAD_CONTEXT_SIGNAL ? AFT_CAPTURE_SIGNAL
+                                                                       : AFT_CAPTURE_PROC;
+    return aft_async_pool_record_frames(&aft_g_hang_threads, (uint32_t)lead, w->pool_frames,
+                                        AFT_THREAD_MAX_FRAMES);
+}
+
+int aft_async_watchdog_begin_hang(aft_watchdog *w, aft_watch_target *t, uint64_t tid,
+                                  uint64_t onset_ns, uint64_t now_ns) {
     w->hang_counter++;
     aft_hang_info *h = &w->hang_info;
     aft_async_memset(h, 0, sizeof(*h));
+    aft_hang_target *ht = &w->hang_target;
+    aft_async_memset(ht, 0, sizeof(*ht));
+    const aft_watch_target *named =
+        t->parent > 0 && (uint32_t)t->parent < AFT_WATCH_MAX_TARGETS ? &w->targets[t->parent] : t;
+    aft_async_memcpy(ht->name, named->name, sizeof(ht->name));
+    ht->name[sizeof(ht->name) - 1] = '\0';
+    ht->kind = t->kind;
+    ht->suppressed = named->suppressed;
+    ((aft_watch_target *)named)->suppressed = 0;
     aft_async_memcpy(&w->hang_context, &aft_g_state.context, sizeof(aft_context));
     uint64_t real_now = aft_async_now_ns(CLOCK_REALTIME);
     uint64_t mono_now = aft_async_now_ns(CLOCK_MONOTONIC);
     h->begin_monotonic_ns = onset_ns;
     h->begin_realtime_ns = real_now - (mono_now > onset_ns ? mono_now - onset_ns : 0);
     h->thread_id = tid;
-    h->threshold_ms = w->threshold_ms;
+    h->threshold_ms = t->threshold_ms;
     for (uint32_t i = 0; i < AFT_ID_SIZE; i++)
         h->previous_session_id[i] = w->previous_session_id[i];
     h->syscall_number = UINT64_MAX;
+
+    const uint64_t *frames = w->scan_frames;
+    uint32_t frame_count = 0, truncated = 0;
+    const aft_thread_capture *threads = NULL;
+    if (t->kind == AFT_HANG_KIND_CONCURRENCY_POOL) {
+        frame_count = aft_async_pool_hang(w, h);
+        frames = w->pool_frames;
+        threads = &aft_g_hang_threads;
+        goto persist;
+    }
 
     /* What the kernel says first: the signal would make the thread runnable for a moment. */
     h->thread_state = aft_async_watchdog_thread_state(w, tid);
@@ -275,8 +313,6 @@ int aft_async_watchdog_begin_hang(aft_watchdog *w, uint64_t tid, uint64_t onset_
             (blocked >> (w->capture_signal - 1)) & 1)
             use_signal = 0;
     }
-    const uint64_t *frames = w->scan_frames;
-    uint32_t frame_count = 0, truncated = 0;
     if (use_signal && aft_async_signal_capture(w, tid)) {
         h->capture_method = AFT_CAPTURE_SIGNAL;
         h->capture_pause_ns = w->capture_pause_ns;
@@ -293,7 +329,6 @@ int aft_async_watchdog_begin_hang(aft_watchdog *w, uint64_t tid, uint64_t onset_
     }
 
     /* The other threads: a blocked thread waits for another more often than not. */
-    const aft_thread_capture *threads = NULL;
     if (w->capture_other_threads) {
         /* Only while the watched thread's own capture is over: its handler, should it still
          * run, has the capture slot's helper and window. Released at once: the records are
@@ -301,10 +336,12 @@ int aft_async_watchdog_begin_hang(aft_watchdog *w, uint64_t tid, uint64_t onset_
         if ((atomic_load(&w->capture_state) & 0xffu) != AFT_CAPTURE_RUNNING) {
             aft_async_threads_capture_for_hang(tid);
             aft_async_threads_release_capture(&aft_g_hang_threads);
+            (void)aft_async_pool_classify(w, &aft_g_hang_threads); /* marks Swift jobs */
             threads = &aft_g_hang_threads;
         }
     }
 
+persist:
     /* The hang's own report id; never overwrite an earlier hang's file. */
     for (int attempt = 0; attempt < 4; attempt++) {
         aft_async_new_hang_id(w, w->hang_context.report_id);
@@ -331,29 +368,34 @@ int aft_async_watchdog_begin_hang(aft_watchdog *w, uint64_t tid, uint64_t onset_
         .fsync_file = 0,
         .keep_open = 1,
         .threads = threads,
+        .extra_type = AFT_SECTION_HANG_TARGET,
+        .extra = ht,
+        .extra_size = sizeof(*ht),
     };
     int fd = -1;
     int err = aft_async_write_report(w->dir_fd, w->tmp_name, w->final_name, &spec, &fd);
-    w->hang_fd = err == 0 ? fd : -1;
+    t->hang_fd = err == 0 ? fd : -1;
     /* Held until the hang ends (or the process does): a live hang is not a dead run's. */
     if (err == 0) syscall(SYS_flock, (long)fd, (long)(LOCK_EX | LOCK_NB));
-    w->hang_onset_ns = onset_ns;
-    w->hang_stopped_ns = 0;
+    t->hang_onset_ns = onset_ns;
+    t->hang_stopped_ns = 0;
     atomic_store(&w->last_capture_method, h->capture_method);
     atomic_store(&w->last_capture_pause_ns, h->capture_pause_ns);
     atomic_store(&w->detection_latency_ns, now_ns > onset_ns ? now_ns - onset_ns : 0);
     atomic_store(&w->detection_ns, now_ns);
     if (err == 0) {
         atomic_fetch_add(&w->hangs, 1);
-        aft_async_watchdog_update_hang(w, aft_async_now_ns(CLOCK_MONOTONIC), 0);
+        aft_async_watchdog_update_hang(w, t, aft_async_now_ns(CLOCK_MONOTONIC), 0);
     }
     return err;
 }
 
-void aft_async_watchdog_update_hang(aft_watchdog *w, uint64_t end_ns, int finished) {
-    if (w->hang_fd < 0) return;
-    uint64_t elapsed = end_ns > w->hang_onset_ns ? end_ns - w->hang_onset_ns : 0;
-    elapsed = elapsed > w->hang_stopped_ns ? elapsed - w->hang_stopped_ns : 0;
+void aft_async_watchdog_update_hang(aft_watchdog *w, aft_watch_target *t, uint64_t end_ns,
+                                    int finished) {
+    (void)w;
+    if (t->hang_fd < 0) return;
+    uint64_t elapsed = end_ns > t->hang_onset_ns ? end_ns - t->hang_onset_ns : 0;
+    elapsed = elapsed > t->hang_stopped_ns ? elapsed - t->hang_stopped_ns : 0;
     struct {
         uint64_t value, updated_ns;
         uint32_t check, flags;
@@ -364,10 +406,10 @@ void aft_async_watchdog_update_hang(aft_watchdog *w, uint64_t end_ns, int finish
     live.flags = finished ? AFT_FLAG_HANG_FINISHED : 0;
     _Static_assert(sizeof(live) == 24, "live block size");
     _Static_assert(offsetof(aft_file_header, live_flags) == 52, "live block layout");
-    aft_async_pwrite_all(w->hang_fd, &live, sizeof(live), offsetof(aft_file_header, live_value));
-    w->hang_last_live_ns = aft_async_now_ns(CLOCK_MONOTONIC);
+    aft_async_pwrite_all(t->hang_fd, &live, sizeof(live), offsetof(aft_file_header, live_value));
+    t->hang_last_live_ns = aft_async_now_ns(CLOCK_MONOTONIC);
     if (finished) {
-        close(w->hang_fd);
-        w->hang_fd = -1;
+        close(t->hang_fd);
+        t->hang_fd = -1;
     }
 }

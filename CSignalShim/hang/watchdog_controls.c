@@ -10,52 +10,36 @@
 #include "CSignalShim.h"
 #include "watchdog_internal.h"
 
-void aft_watchdog_ping_ran(void) {
-    aft_watchdog *w = &aft_g_watchdog;
-    aft_watchdog_admit_capture_signal(w);
-    uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC);
-    atomic_store(&w->watched_tid, aft_async_gettid());
-    atomic_store(&w->ping_ran_ns, now);
-    __atomic_fetch_add(&aft_g_heartbeat_beats, 1, __ATOMIC_RELEASE);
-    atomic_store(&w->ping_outstanding, 0);
-    int was_armed = atomic_exchange(&w->armed, 1);
-    if (!was_armed || atomic_load(&w->in_hang)) aft_watchdog_wake(w);
-}
+void aft_watchdog_ping_ran(void) { aft_watch_ping_ran(0); }
 
 void aft_heartbeat_slow(void) {
     aft_watchdog *w = &aft_g_watchdog;
+    aft_watch_target *t = &w->targets[0];
     uint32_t attention = __atomic_load_n(&aft_g_heartbeat_attention, __ATOMIC_ACQUIRE);
     uint64_t tid = aft_async_gettid();
     if (attention & AFT_ATTENTION_BIND) {
-        atomic_store(&w->watched_tid, tid);
+        atomic_store(&t->tid, tid);
         aft_watchdog_admit_capture_signal(w);
         __atomic_fetch_and(&aft_g_heartbeat_attention, ~AFT_ATTENTION_BIND, __ATOMIC_RELEASE);
-        if (!atomic_exchange(&w->armed, 1)) aft_watchdog_wake(w);
+        if (!atomic_exchange(&t->armed, 1)) aft_watchdog_wake(w);
     }
-    if ((attention & AFT_ATTENTION_HANG) && tid == atomic_load(&w->watched_tid)) {
+    if ((attention & AFT_ATTENTION_HANG) && tid == atomic_load(&t->tid)) {
         uint64_t zero = 0;
-        atomic_compare_exchange_strong(&w->hang_end_ns, &zero, aft_async_now_ns(CLOCK_MONOTONIC));
+        atomic_compare_exchange_strong(&t->hang_end_ns, &zero, aft_async_now_ns(CLOCK_MONOTONIC));
         __atomic_fetch_and(&aft_g_heartbeat_attention, ~AFT_ATTENTION_HANG, __ATOMIC_RELEASE);
         aft_watchdog_wake(w);
     }
 }
 
-void aft_watchdog_pause(void) {
-    atomic_fetch_add(&aft_g_watchdog.pause_depth, 1);
-    aft_watchdog_wake(&aft_g_watchdog);
-}
+void aft_watchdog_pause(void) { aft_watch_pause(0); }
 
-void aft_watchdog_resume(void) {
-    _Atomic int32_t *word = &aft_g_watchdog.pause_depth;
-    int32_t depth = atomic_load(word);
-    while (depth > 0 && !atomic_compare_exchange_weak(word, &depth, depth - 1)) {
-    }
-    aft_watchdog_wake(&aft_g_watchdog);
-}
+void aft_watchdog_resume(void) { aft_watch_resume(0); }
 
 void aft_watchdog_set_foreground(int32_t foreground) {
-    atomic_store(&aft_g_watchdog.foreground, foreground != 0);
-    aft_watchdog_wake(&aft_g_watchdog);
+    aft_watchdog *w = &aft_g_watchdog;
+    atomic_store(&w->foreground, foreground != 0);
+    for (uint32_t i = 0; i < AFT_WATCH_MAX_TARGETS; i++) atomic_fetch_add(&w->targets[i].generation, 1);
+    aft_watchdog_wake(w);
 }
 
 int32_t aft_watchdog_is_foreground(void) { return atomic_load(&aft_g_watchdog.foreground) ? 1 : 0; }
@@ -81,7 +65,11 @@ void aft_watchdog_get_stats(aft_watchdog_stats *out) {
     out->last_capture_pause_ns = atomic_load(&w->last_capture_pause_ns);
     out->last_capture_method = atomic_load(&w->last_capture_method);
     out->signal_usable = (uint32_t)w->signal_usable;
-    out->watched_tid = atomic_load(&w->armed) ? atomic_load(&w->watched_tid) : 0;
+    out->watched_tid = atomic_load(&w->targets[0].armed) ? atomic_load(&w->targets[0].tid) : 0;
+    out->pings = atomic_load(&w->pings);
+    out->idle_skips = atomic_load(&w->idle_skips);
+    out->rate_limited = atomic_load(&w->rate_limited);
+    out->pinger_tid = atomic_load(&w->pinger_tid);
     out->watchdog_tid = atomic_load(&w->watchdog_tid);
     out->capture_signal = w->capture_signal;
 }

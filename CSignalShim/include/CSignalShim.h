@@ -132,10 +132,14 @@ uint32_t aft_remote_unwind(const aft_remote_unwind_input *in, uint64_t *frames, 
 #define AFT_HEARTBEAT_MAIN_QUEUE 0u
 #define AFT_HEARTBEAT_MANUAL 1u
 
-/* Events the watchdog passes to options.notify (in normal time, never during a hang): on the
- * watchdog thread, except the first ping, posted by aft_watchdog_start on the caller's thread so
- * that it is queued before any job the app adds after start. */
-#define AFT_WATCHDOG_EVENT_PING 1u          /* post one main-queue block calling ..._ping_ran */
+/* Events the watchdog passes to options.notify, with the target they concern (0: the main
+ * one). Never on the watchdog thread: on the pinger thread ("aftermath.ping"), whose only job
+ * is these calls, so that a call that blocks (a lock a stuck thread holds) delays pings, never a
+ * hang's capture; the first main ping is posted by aft_watchdog_start on the caller's thread,
+ * queued before any job the app adds after start. */
+#define AFT_WATCHDOG_EVENT_PING 1u          /* run one job on the target's thread or queue that
+                                               calls aft_watchdog_ping_ran (target 0) or
+                                               aft_watch_ping_ran(target) */
 #define AFT_WATCHDOG_EVENT_HANG_FINISHED 2u /* a hang file got AFT_FLAG_HANG_FINISHED */
 
 /* attention bits of aft_g_heartbeat_attention: the next heartbeat takes the slow path. */
@@ -152,7 +156,7 @@ typedef struct aft_watchdog_options {
     uint32_t other_threads;         /* 1: a hang also records every other thread (paused for
                                        a moment; those asleep in a call a signal would cut
                                        short are read from /proc instead) */
-    void (*notify)(uint32_t event); /* called on the watchdog thread; may be NULL */
+    void (*notify)(uint32_t event, int32_t target); /* on the pinger thread; may be NULL */
 } aft_watchdog_options;
 
 /* What the watchdog did so far (tests and benchmark). */
@@ -170,6 +174,10 @@ typedef struct aft_watchdog_stats {
     uint64_t watchdog_tid;              /* the watchdog thread's kernel tid */
     int32_t capture_signal;             /* the signal chosen at start (usable or not) */
     uint32_t _reserved;
+    uint64_t pings;        /* pings posted, every target */
+    uint64_t idle_skips;   /* pings not posted: the event loop was idle */
+    uint64_t rate_limited; /* hangs left unrecorded by the rate limit */
+    uint64_t pinger_tid;   /* the pinger thread's kernel tid */
 } aft_watchdog_stats;
 
 /* Starts (or restarts with new options) the watchdog thread. Returns 0, or an errno value with
@@ -206,6 +214,52 @@ void aft_watchdog_watch_next_heartbeat_thread(void);
 
 /* Copies the watchdog's counters into out. */
 void aft_watchdog_get_stats(aft_watchdog_stats *out);
+
+/* ---- more watched targets (targets.c), served by the same watchdog thread ----
+ *
+ * Target 0 is the main one above. Others are added at any time, before or after start:
+ *   - AFT_HANG_KIND_EVENT_LOOP and AFT_HANG_KIND_CONCURRENCY_POOL are pinged: notify(PING, t)
+ *     runs a job on the loop (or as a Task of the pool's priority) that calls
+ *     aft_watch_ping_ran(t). An event loop waiting in epoll_wait, poll or select is idle and is
+ *     pinged at most every AFT_WATCH_IDLE_PING_MS; a busy one every 100 ms.
+ *   - AFT_HANG_KIND_THREAD beats: its thread calls aft_watch_beat(t); the first caller is
+ *     watched.
+ *   - AFT_HANG_KIND_WORK is a kind of unit: aft_work_begin(t) on the thread doing the work
+ *     takes a unit, aft_work_end(unit) gives it back; a unit longer than the threshold is a hang.
+ * A target is reported at most AFT_WATCH_RATE_BURST times, then once per
+ * AFT_WATCH_RATE_REFILL_S seconds; the stretches left out are counted in the next record. */
+#define AFT_HANG_KIND_MAIN 0u
+#define AFT_HANG_KIND_EVENT_LOOP 1u
+#define AFT_HANG_KIND_THREAD 2u
+#define AFT_HANG_KIND_WORK 3u
+#define AFT_HANG_KIND_CONCURRENCY_POOL 4u
+
+#define AFT_WATCH_MAX_TARGETS 64u  /* the main target included */
+#define AFT_WATCH_MAX_UNITS 256u   /* units of work in progress at once, every kind together */
+#define AFT_WATCH_IDLE_PING_MS 2000u
+#define AFT_WATCH_RATE_BURST 10u
+#define AFT_WATCH_RATE_REFILL_S 60u
+
+/* Adds a target (name: at most 63 bytes kept). Returns its number (1 and up), or -errno:
+ * EINVAL (kind or threshold), ENOSPC (every target taken). */
+int32_t aft_watch_add(uint32_t kind, const char *name, uint32_t threshold_ms);
+/* Removes a target: a hang in progress is finished at this moment; its number is reused. */
+void aft_watch_remove(int32_t target);
+/* Called by the job a ping ran (event loops, the pool): records the thread and the time. */
+void aft_watch_ping_ran(int32_t target);
+/* One heartbeat of a thread target from its thread: a relaxed add and a predicted branch. */
+void aft_watch_beat(int32_t target);
+/* Nested pause of one target around an intended wait; its blocked time restarts at resume. */
+void aft_watch_pause(int32_t target);
+void aft_watch_resume(int32_t target);
+/* A unit of work of a work target begins on the calling thread. Returns the unit (0 and up),
+ * or -1 when every unit is taken (that unit is then not watched). */
+int32_t aft_work_begin(int32_t target);
+/* The unit ends (a negative unit is ignored). */
+void aft_work_end(int32_t unit);
+/* The Swift concurrency pool's width (sysconf(_SC_NPROCESSORS_CONF): what the Dispatch-based
+ * executor's queues are limited to). */
+uint32_t aft_watch_pool_width(void);
 
 /* The heartbeat's shared words (watchdog.c). Read by the watchdog thread. */
 extern uint64_t aft_g_heartbeat_beats;

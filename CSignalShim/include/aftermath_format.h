@@ -10,6 +10,8 @@
  * Versions: 1, the first; 2 adds every thread of the process: THREADS_INFO, THREADS and
  * THREAD_FRAMES sections (crash and hang files) and STACK_MEMORY (crash files). A version 1
  * file has none of them and still decodes. Run and handled-error files are unchanged by 2.
+ * A hang file's HANG_TARGET section came later within 2: a reader that skips it, as every
+ * reader skips a section it does not know, sees a main thread's hang.
  *
  * A file is:  aft_file_header | section | section | ...
  * Each section is an aft_section_header followed by count entries of entry_size bytes.
@@ -55,6 +57,9 @@
 /* entry_size 1: an aft_memory_header, then its bytes; one section per captured stack, in record
  * order */
 #define AFT_SECTION_STACK_MEMORY 9u
+/* (hang files) one aft_hang_target: which watched target hung; a file without it is a main
+ * thread's hang */
+#define AFT_SECTION_HANG_TARGET 10u
 
 /* Section flags */
 #define AFT_SECTION_TRUNCATED 0x1u /* more entries existed than the capacity */
@@ -196,6 +201,19 @@ typedef struct aft_hang_info {
     uint8_t _reserved[16];
 } aft_hang_info;
 
+/* The watched target a hang is of, and for the Swift concurrency pool what its workers did. */
+typedef struct aft_hang_target {
+    char name[AFT_SHORT_STRING]; /* the name it was watched under */
+    uint32_t kind;               /* AFT_HANG_KIND_* (CSignalShim.h): main 0, event loop 1,
+                                    thread 2, work 3, concurrency pool 4 */
+    uint32_t suppressed;         /* its hangs left unrecorded by the rate limit since its last */
+    uint32_t pool_width;         /* (pool) its queue's width: the configured CPUs */
+    uint32_t pool_jobs;          /* (pool) threads inside a Swift job (swift_job_run) */
+    uint32_t pool_blocked;       /* (pool) of those, asleep (S or D): blocked */
+    uint32_t pool_busy;          /* (pool) of those, running (R) */
+    uint8_t _reserved[40];
+} aft_hang_target;
+
 #define AFT_CAPTURE_SIGNAL 1u /* a signal handler on the thread captured its stack */
 #define AFT_CAPTURE_PROC 2u   /* the signal was not delivered: /proc stat and syscall */
 
@@ -236,6 +254,7 @@ typedef struct aft_image {
 #define AFT_THREAD_ALSO_CRASHED 0x4u
 #define AFT_THREAD_STACK_TRUNCATED 0x8u /* the stack went on past its cap */
 #define AFT_THREAD_AFTERMATH 0x10u      /* one of Aftermath's own threads ("aftermath.*") */
+#define AFT_THREAD_SWIFT_JOB 0x20u      /* (hangs) inside a Swift job: swift_job_run on its stack */
 
 /* aft_thread.context_source: where the registers come from */
 #define AFT_THREAD_CONTEXT_NONE 0u   /* none: listed by id, name and state only */
@@ -341,6 +360,7 @@ _Static_assert(offsetof(aft_context, executable_path) == 488, "executable_path o
 _Static_assert(sizeof(aft_crash_info) == 464, "aft_crash_info size");
 _Static_assert(offsetof(aft_crash_info, registers) == 88, "registers offset");
 _Static_assert(sizeof(aft_hang_info) == 176, "aft_hang_info size");
+_Static_assert(sizeof(aft_hang_target) == 128, "aft_hang_target size");
 _Static_assert(offsetof(aft_hang_info, previous_session_id) == 144, "previous_session_id offset");
 _Static_assert(sizeof(aft_image) == 328, "aft_image size");
 _Static_assert(offsetof(aft_image, path) == 72, "aft_image path offset");

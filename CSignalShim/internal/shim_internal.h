@@ -366,6 +366,10 @@ typedef struct aft_report_spec {
     /* Every thread of the process (crash files): its summary, records, frames and stack
      * memory are written after the frames; NULL: none. */
     const struct aft_thread_capture *threads;
+    /* A second event section right after the first (a hang's target); 0: none. */
+    uint32_t extra_type;
+    const void *extra;
+    uint32_t extra_size;
     uint8_t *staging; /* optional buffer that gathers small writes; NULL = none */
     size_t staging_size;
 } aft_report_spec;

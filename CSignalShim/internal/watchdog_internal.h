@@ -28,34 +28,102 @@
 #define AFT_CAPTURE_DONE 3u
 #define AFT_CAPTURE_CANCELLED 4u
 
+/* How a target shows it is alive. */
+#define AFT_SOURCE_PING 0u /* a job it runs when asked (the main queue, a loop, the pool) */
+#define AFT_SOURCE_BEAT 1u /* its own loop's heartbeats */
+#define AFT_SOURCE_UNIT 2u /* a unit of work: alive until it lasts longer than the threshold */
+
+/* aft_watch_target.slot: lifecycle (low 8 bits; a unit's sequence in the upper bits). */
+#define AFT_SLOT_FREE 0u
+#define AFT_SLOT_CLAIMED 1u /* being filled in by its owner */
+#define AFT_SLOT_ACTIVE 2u
+#define AFT_SLOT_HUNG 3u  /* (units) the watchdog took it as a hang: only it frees the slot */
+#define AFT_SLOT_ENDED 4u /* (units) ended during its hang: end_ns is the end */
+
+/* aft_watch_target.attention: the next beat takes the slow path. */
+#define AFT_TARGET_BIND 0x1u
+#define AFT_TARGET_HANG 0x2u
+
+/* Stretch states (watchdog thread only). */
+#define AFT_STRETCH_NONE 0
+#define AFT_STRETCH_HANG 1
+#define AFT_STRETCH_IGNORED 2
+
+/* One watched target: the main one (index 0), an added one, or a unit of work in progress. */
+typedef struct aft_watch_target {
+    /* Set while the slot is claimed, read-only while active. */
+    _Atomic uint32_t slot; /* AFT_SLOT_* | sequence << 8 */
+    uint32_t kind;         /* AFT_HANG_KIND_* */
+    uint32_t source;       /* AFT_SOURCE_* */
+    uint32_t threshold_ms;
+    uint64_t threshold_ns;
+    int32_t parent; /* a unit: its work target; else -1 */
+    char name[AFT_SHORT_STRING];
+
+    /* Shared with the target's threads. */
+    _Atomic uint64_t tid;
+    _Atomic int armed;
+    _Atomic int32_t pause_depth;
+    _Atomic uint32_t generation; /* bumped by pause and resume: a fresh baseline */
+    _Atomic uint64_t beats;
+    _Atomic uint32_t attention; /* AFT_TARGET_* */
+    _Atomic int ping_outstanding;
+    _Atomic uint64_t ping_posted_ns; /* CLOCK_MONOTONIC */
+    _Atomic uint64_t ping_ran_ns;
+    _Atomic uint64_t begin_ns;    /* a unit: when it began */
+    _Atomic uint64_t hang_end_ns; /* set by the beat or end that ended a hang */
+    _Atomic int in_hang;
+
+    /* The watchdog thread's alone. */
+    int stretch, rebase;
+    uint32_t seen_generation;
+    uint64_t blocked_since;  /* no sign of life since: the hang's lower bound */
+    uint64_t earliest_onset; /* alive at or after this: the hang began after it */
+    uint64_t baseline_ns;    /* the last fresh start (start, resume, a stop of the process) */
+    uint64_t last_beats;
+    uint64_t last_ping_ns; /* when a ping was last asked for */
+    int syscall_fd;        /* an event loop's /proc/self/task/<tid>/syscall, kept open */
+    uint64_t syscall_fd_tid;
+    int hang_fd; /* the committed file of its hang, kept open for live updates */
+    uint64_t hang_onset_ns, hang_stopped_ns, hang_last_live_ns;
+    uint64_t rate_tokens_ns; /* the rate limit's bucket, in nanoseconds of refill */
+    uint64_t rate_last_ns;
+    uint32_t suppressed; /* stretches left out by the rate limit since the last record */
+} aft_watch_target;
+
+#define AFT_WATCH_SLOTS (AFT_WATCH_MAX_TARGETS + AFT_WATCH_MAX_UNITS)
+
 typedef struct aft_watchdog {
     /* Prepared at start, read-only while the thread runs. */
     int dir_fd;
-    uint64_t threshold_ns;
-    uint32_t threshold_ms;
+    uint32_t threshold_ms; /* the main target's */
     int capture_signal;
     int signal_usable;                /* our handler is installed for capture_signal */
     struct sigaction previous_action; /* capture_signal's action before us */
-    uint32_t mode;                    /* AFT_HEARTBEAT_* */
+    uint32_t mode;                    /* AFT_HEARTBEAT_*: the main target's source */
     int capture_other_threads;        /* a hang also lists every other thread */
-    void (*notify)(uint32_t event);
+    void (*notify)(uint32_t event, int32_t target);
+    uint64_t job_run_start, job_run_end; /* swift_job_run, to tell the pool's workers */
+    uint32_t pool_width;
+
+    /* Every target: the main one, the added ones, then units of work. */
+    aft_watch_target targets[AFT_WATCH_SLOTS];
+    _Atomic uint32_t target_high; /* added targets: slots 1 .. target_high-1 may be in use */
+    _Atomic uint32_t unit_high;   /* units: AFT_WATCH_MAX_TARGETS .. +unit_high-1 */
+    _Atomic uint32_t unit_hint;
 
     /* Shared with other threads. */
     _Atomic uint32_t wake; /* futex word: bumped by pause/resume/ping/stop/... */
     _Atomic int stop;
-    _Atomic int32_t pause_depth;
     _Atomic int foreground;
-    _Atomic int armed;
-    _Atomic uint64_t watched_tid;
-    _Atomic int ping_outstanding;
-    _Atomic uint64_t ping_posted_ns; /* CLOCK_MONOTONIC */
-    _Atomic uint64_t ping_ran_ns;
-    _Atomic int in_hang;            /* a hang is being tracked */
-    _Atomic uint64_t hang_end_ns;   /* set by the heartbeat that ended a hang (manual mode) */
     _Atomic uint32_t capture_state; /* generation << 8 | AFT_CAPTURE_* */
     _Atomic uint64_t capture_tid;
     _Atomic int capture_undelivered; /* a capture signal was sent and may still be pending */
     volatile uint8_t previous_session_id[AFT_ID_SIZE]; /* for hang files; zero: none */
+    /* The pinger thread: requests (one bit per target below 64) and its futex word. */
+    _Atomic uint64_t ping_requests;
+    _Atomic uint32_t finished_requests;
+    _Atomic uint32_t pinger_wake;
 
     /* The signal handler's results (valid when capture_state is DONE). */
     uint64_t capture_frames[AFT_MAX_FRAMES + AFT_UNWIND_SLACK]; /* the unwinder needs the slack */
@@ -63,14 +131,12 @@ typedef struct aft_watchdog {
     uint32_t capture_truncated;
     uint64_t capture_pause_ns;
 
-    /* The hang in progress (watchdog thread only). */
-    int hang_fd;              /* the committed file, kept open for live updates */
-    uint64_t hang_onset_ns;   /* CLOCK_MONOTONIC estimate */
-    uint64_t hang_stopped_ns; /* time the process spent stopped during the hang */
-    uint64_t hang_last_live_ns;
+    /* The hang being captured (watchdog thread only). */
     uint64_t hang_counter;
     aft_context hang_context;
     aft_hang_info hang_info;
+    aft_hang_target hang_target;
+    uint64_t pool_frames[AFT_THREAD_MAX_FRAMES];
     uint64_t scan_frames[AFT_WATCHDOG_SCAN_FRAMES];
     uint64_t stack_chunk[512];
     char proc_buf[4096];
@@ -82,7 +148,8 @@ typedef struct aft_watchdog {
 
     /* Counters (aft_watchdog_stats). */
     _Atomic uint64_t wakeups, hangs, ignored, late_ticks, detection_latency_ns, detection_ns;
-    _Atomic uint64_t watchdog_tid;
+    _Atomic uint64_t pings, idle_skips, rate_limited;
+    _Atomic uint64_t watchdog_tid, pinger_tid;
     _Atomic uint32_t last_capture_method;
     _Atomic uint64_t last_capture_pause_ns; /* for the stats: hang_info is the watchdog's own */
 } aft_watchdog;
@@ -108,11 +175,38 @@ void aft_async_watchdog_capture_handler(int signo, siginfo_t *info, void *uconte
 int aft_async_watchdog_traced(aft_watchdog *w);
 /* The watched thread's state letter from /proc ('?' when unknown). */
 char aft_async_watchdog_thread_state(aft_watchdog *w, uint64_t tid);
-/* Captures the watched thread and persists the hang. Returns 0 or an errno value. */
-int aft_async_watchdog_begin_hang(aft_watchdog *w, uint64_t tid, uint64_t onset_ns,
-                                  uint64_t now_ns);
-/* Rewrites the live block with the duration so far (and the finished flag). */
-void aft_async_watchdog_update_hang(aft_watchdog *w, uint64_t end_ns, int finished);
+/* Captures the target's thread (a pool: its workers) and persists the hang. Returns 0 or an
+ * errno value. */
+int aft_async_watchdog_begin_hang(aft_watchdog *w, aft_watch_target *t, uint64_t tid,
+                                  uint64_t onset_ns, uint64_t now_ns);
+/* Rewrites the target's live block with the duration so far (and the finished flag). */
+void aft_async_watchdog_update_hang(aft_watchdog *w, aft_watch_target *t, uint64_t end_ns,
+                                    int finished);
+/* A pool's hang: marks the threads inside a Swift job in the capture, counts them into
+ * w->hang_target and returns the record of the one whose stack leads the hang (a blocked one
+ * first), or -1. */
+int32_t aft_async_pool_classify(aft_watchdog *w, struct aft_thread_capture *c);
+/* The frames of record index of a capture, into out; their number. */
+uint32_t aft_async_pool_record_frames(const struct aft_thread_capture *c, uint32_t index,
+                                      uint64_t *out, uint32_t capacity);
+/* The watchdog thread's per-target step (targets.c): the target's next verdict at now. */
+void aft_watchdog_tick_target(aft_watchdog *w, aft_watch_target *t, uint64_t now,
+                              uint64_t prev_tick, uint64_t late);
+/* Asks an unarmed pinged target for its first ping (at most once a second). */
+void aft_watchdog_arm_target(aft_watchdog *w, aft_watch_target *t, uint64_t now);
+/* The earliest time the target needs the watchdog again (0: no need before the next tick). */
+uint64_t aft_watchdog_target_due(aft_watchdog *w, aft_watch_target *t);
+/* Normal time: the pinger thread and its requests. */
+void aft_watchdog_request_ping(aft_watchdog *w, uint32_t target);
+void aft_watchdog_request_finished(aft_watchdog *w);
+int aft_watchdog_start_pinger(aft_watchdog *w);
+void aft_watchdog_stop_pinger(aft_watchdog *w);
+/* A forked child has no pinger thread. */
+void aft_watchdog_forget_pinger(void);
+/* Resets a target's watchdog-side state (start, restart, a slot reused). */
+void aft_watchdog_reset_target(aft_watch_target *t);
+/* A target's hang ended at end_ns: finishes its file and tells the owner. */
+void aft_watchdog_finish_target(aft_watchdog *w, aft_watch_target *t, uint64_t end_ns);
 /* Futex helpers. */
 void aft_async_futex_wake(_Atomic uint32_t *word);
 /* Waits while *word == expected, until the absolute CLOCK_MONOTONIC deadline (0 = forever). */
@@ -120,6 +214,7 @@ void aft_async_futex_wait_until(_Atomic uint32_t *word, uint32_t expected, uint6
 
 /* What the watchdog knows about the watched thread at a tick (aft_async_hang_decide). */
 typedef struct aft_hang_facts {
+    int32_t thread_gone; /* the watched thread no longer exists */
     uint64_t silent_ns; /* since its last sign of life, time stopped excluded */
     uint64_t threshold_ns;
     int32_t armed;       /* a first heartbeat or ping was seen */
@@ -143,6 +238,8 @@ char aft_async_stat_state(const char *text, size_t length);
 int aft_async_syscall_parse(const char *text, size_t length, int64_t *nr, uint64_t *sp,
                             uint64_t *pc);
 int aft_async_syscall_interrupted(int64_t nr);
+/* 1 for the calls an idle event loop waits in (epoll_wait, poll, select and their kin). */
+int aft_async_syscall_idle_wait(int64_t nr);
 /* Finds "key:" at a line start in a /proc status text and parses its value (decimal, or hex
  * when hex != 0) into *out. Returns 1 when found. */
 int aft_async_status_field(const char *text, size_t length, const char *key, int hex,

@@ -64,6 +64,16 @@ extension Aftermath {
         /// through the capture signal; one asleep in a call a signal would cut short (sleep,
         /// poll, epoll_wait) is read from /proc instead and never woken.
         public var hangOtherThreads = true
+        /// Watch the Swift concurrency pool (default on): a probe Task per priority in
+        /// ``concurrencyPoolPriorities`` about every 100 ms; one not started within
+        /// ``concurrencyPoolThreshold`` is an `apsio.hang` of kind `concurrency_pool`, listing
+        /// every thread inside a Swift job and how many of them are blocked or busy.
+        public var watchConcurrencyPool = true
+        /// How long the pool's probe may wait to start (default 1 s).
+        public var concurrencyPoolThreshold: Duration = Aftermath.defaultConcurrencyPoolThreshold
+        /// The priorities whose pool is probed (default `.medium`, the priority of a plain
+        /// `Task {}` off the main actor; each priority has a queue and a width of its own).
+        public var concurrencyPoolPriorities: [TaskPriority] = [.medium]
 
         /// Benchmarks only: the handler writes its duration (UInt64 ns) to this descriptor.
         package var handlerTimingFileDescriptor: Int32 = -1

@@ -78,6 +78,7 @@ struct HangLiveTests {
                 serviceName: "hang-test", serviceVersion: "3.1", exporter: InMemoryExporter(),
                 reportsDirectory: root, deliverPendingReportsSynchronously: true)
             config.hangHeartbeat = .manual
+            config.watchConcurrencyPool = false  // the main thread alone: nothing to wake for
             do { try Aftermath.start(config) } catch { exit(10) }
             usleep(800_000)
             var stats = aft_watchdog_stats()
@@ -97,6 +98,7 @@ struct HangLiveTests {
                 serviceName: "hang-test", serviceVersion: "3.1", exporter: InMemoryExporter(),
                 reportsDirectory: root, deliverPendingReportsSynchronously: true)
             config.hangHeartbeat = .manual
+            config.watchConcurrencyPool = false  // the main thread alone: nothing to wake for
             do { try Aftermath.start(config) } catch { exit(10) }
             for _ in 0..<20 {
                 Aftermath.heartbeat()

@@ -2,6 +2,7 @@ import AftermathNextLaunch
 import CSignalShim
 import Dispatch
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -18,6 +19,47 @@ enum HangMonitor {
     /// Exports of finished hangs run here, one at a time, never on the watchdog thread.
     static let reportQueue = DispatchQueue(label: "dev.apsio.aftermath.hangs", qos: .utility)
 
+    /// How each pinged target other than the main queue runs a job: an event loop's `schedule`,
+    /// the pool's probe.
+    static let schedules = Mutex<[Int32: @Sendable (@escaping @Sendable () -> Void) -> Void]>([:])
+    /// The pool's probes of the running start, removed at the next.
+    static let poolTargets = Mutex<[Int32]>([])
+
+    /// Watches the Swift concurrency pool at each configured priority: a probe job every
+    /// 100 ms, a hang when one has not started within the threshold.
+    static func watchPool(_ configuration: Aftermath.Configuration) {
+        let old = poolTargets.withLock { targets in
+            defer { targets = [] }
+            return targets
+        }
+        for target in old {
+            schedules.withLock { _ = $0.removeValue(forKey: target) }
+            aft_watch_remove(target)
+        }
+        guard configuration.watchConcurrencyPool else { return }
+        let threshold = max(1, configuration.concurrencyPoolThreshold.clampedMilliseconds)
+        for priority in Set(configuration.concurrencyPoolPriorities.map(\.rawValue)).sorted() {
+            let taskPriority = TaskPriority(rawValue: priority)
+            let target = aft_watch_add(
+                AFT_HANG_KIND_CONCURRENCY_POOL, "concurrency-pool." + priorityName(taskPriority), threshold)
+            guard target > 0 else { continue }
+            schedules.withLock {
+                $0[target] = { job in Task.detached(priority: taskPriority) { job() } }
+            }
+            poolTargets.withLock { $0.append(target) }
+        }
+    }
+
+    static func priorityName(_ p: TaskPriority) -> String {
+        switch p {
+        case .high: return "high"
+        case .medium: return "medium"
+        case .low: return "low"
+        case .background: return "background"
+        default: return String(p.rawValue)
+        }
+    }
+
     /// Starts (or restarts, or with ``HangHeartbeat/off`` stops) the watchdog.
     static func start(_ configuration: Aftermath.Configuration, directory: ReportDirectory) throws(Aftermath.StartError)
     {
@@ -25,12 +67,13 @@ enum HangMonitor {
             aft_watchdog_stop()
             return
         }
+        watchPool(configuration)
         var options = aft_watchdog_options()
         options.threshold_ms = max(1, configuration.hangThreshold.clampedMilliseconds)
         options.capture_signal = configuration.hangCaptureSignal
         options.heartbeat_mode =
             configuration.hangHeartbeat == .manual ? AFT_HEARTBEAT_MANUAL : AFT_HEARTBEAT_MAIN_QUEUE
-        options.notify = { event in HangMonitor.handle(event) }
+        options.notify = { event, target in HangMonitor.handle(event, target: target) }
         options.thread_later = 1  // started by Aftermath.startBackgroundThreads()
         options.other_threads = configuration.hangOtherThreads ? 1 : 0
         var error = [CChar](repeating: 0, count: 256)
@@ -44,11 +87,14 @@ enum HangMonitor {
         }
     }
 
-    /// Called on the watchdog thread, only while the watched thread is known to run.
-    static func handle(_ event: UInt32) {
+    /// Called on the pinger thread (never the watchdog's), and by start for the first ping.
+    static func handle(_ event: UInt32, target: Int32) {
         switch event {
-        case UInt32(AFT_WATCHDOG_EVENT_PING):
+        case UInt32(AFT_WATCHDOG_EVENT_PING) where target == 0:
             DispatchQueue.main.async { aft_watchdog_ping_ran() }
+        case UInt32(AFT_WATCHDOG_EVENT_PING):
+            guard let schedule = schedules.withLock({ $0[target] }) else { return }
+            schedule { aft_watch_ping_ran(target) }
         case UInt32(AFT_WATCHDOG_EVENT_HANG_FINISHED):
             reportQueue.async { reportFinishedHangs() }
         default:

@@ -16,6 +16,8 @@ package struct ReportFile {
     package var context: aft_context?
     package var crash: aft_crash_info?
     package var hang: aft_hang_info?
+    /// The watched target a hang is of (files without it: the main thread).
+    package var hangTarget: aft_hang_target?
     package var frames: [UInt64] = []
     package var framesTruncated = false
     package var images: [aft_image] = []
@@ -79,6 +81,7 @@ package struct ReportFile {
                 case UInt32(AFT_SECTION_CONTEXT): context = entries(aft_context.self, capacity: 1).first
                 case UInt32(AFT_SECTION_CRASH): crash = entries(aft_crash_info.self, capacity: 1).first
                 case UInt32(AFT_SECTION_HANG): hang = entries(aft_hang_info.self, capacity: 1).first
+                case UInt32(AFT_SECTION_HANG_TARGET): hangTarget = entries(aft_hang_target.self, capacity: 1).first
                 case UInt32(AFT_SECTION_FRAMES):
                     frames = entries(UInt64.self, capacity: AFT_MAX_FRAMES)
                     framesTruncated = truncated || Int(s.count) > Int(AFT_MAX_FRAMES)

@@ -35,6 +35,8 @@ package enum HangRecordMapper {
             Attribute("thread.id", .int(Int64(bitPattern: h.threadID))),
             Attribute("thread.name", .string(h.threadName)),
             Attribute("apsio.hang.main_thread", .bool(h.threadID == UInt64(bitPattern: h.context.pid))),
+            Attribute("apsio.hang.kind", .string(h.kind.rawValue)),
+            Attribute("apsio.hang.target", .string(h.targetName)),
             Attribute("apsio.hang.thread_state", .string(h.threadStateName)),
             Attribute("apsio.hang.threshold", .int(Int64(clamping: h.thresholdMilliseconds))),
             Attribute("apsio.hang.capture", .string(h.captureMethod.rawValue)),
@@ -48,6 +50,16 @@ package enum HangRecordMapper {
         if !h.waitChannel.isEmpty { a.append(Attribute("apsio.hang.wait_channel", .string(h.waitChannel))) }
         if h.framesTruncated { a.append(Attribute("apsio.hang.frames_truncated", .bool(true))) }
         if runCrashed { a.append(Attribute("apsio.hang.run_crashed", .bool(true))) }
+        if h.suppressed > 0 { a.append(Attribute("apsio.hang.suppressed", .int(Int64(h.suppressed)))) }
+        if let pool = h.pool {
+            a += [
+                Attribute("apsio.hang.pool.width", .int(Int64(pool.width))),
+                Attribute("apsio.hang.pool.jobs", .int(Int64(pool.jobs))),
+                Attribute("apsio.hang.pool.blocked", .int(Int64(pool.blocked))),
+                Attribute("apsio.hang.pool.busy", .int(Int64(pool.busy))),
+                Attribute("apsio.hang.pool.state", .string(pool.state)),
+            ]
+        }
         if let threads {
             a.append(Attribute("apsio.threads", .string(threads.json)))
             if threads.omitted > 0 { a.append(Attribute("apsio.threads.omitted", .int(Int64(threads.omitted)))) }

@@ -30,7 +30,8 @@ extension StackFormatter {
     /// `no_signal`, `exiting`), `unwinder`, `stacktrace` (the format of exception.stacktrace),
     /// and when they apply: `syscall` and `syscall_name` (the system call it waits in, such as
     /// `futex` for a lock), `frames_truncated`, `also_crashed_signal` (it crashed too while the
-    /// first crash was written), `aftermath` (one of Aftermath's own threads).
+    /// first crash was written), `aftermath` (one of Aftermath's own threads), `swift_job`
+    /// (hangs: inside a Swift concurrency job, `swift_job_run` on its stack).
     package static func threads(
         _ threads: [CrashThread], crashFrames: [UInt64], images: [LoadedImage], architecture: Architecture,
         maxBytes: Int = maxThreadsJSONBytes
@@ -53,7 +54,8 @@ extension StackFormatter {
                 syscall: syscall,
                 syscall_name: syscall.flatMap { HangRecordMapper.syscallName($0, architecture: architecture) },
                 frames_truncated: thread.framesTruncated || all.count > shown.count ? true : nil,
-                also_crashed_signal: thread.alsoCrashedSignal, aftermath: thread.isAftermath ? true : nil)
+                also_crashed_signal: thread.alsoCrashedSignal, aftermath: thread.isAftermath ? true : nil,
+                swift_job: thread.isSwiftJob ? true : nil)
             // Strings, numbers and booleans only: encoding cannot fail.
             guard let bytes = try? encoder.encode(entry) else { continue }
             // The first entry (the crashed thread, at most maxThreadFrames lines) always fits.
@@ -84,5 +86,6 @@ extension StackFormatter {
         var frames_truncated: Bool?
         var also_crashed_signal: Int32?
         var aftermath: Bool?
+        var swift_job: Bool?
     }
 }

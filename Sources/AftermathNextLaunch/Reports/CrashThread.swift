@@ -66,6 +66,8 @@ package struct CrashThread: Sendable, Hashable {
     package var alsoCrashedSignal: Int32?
     /// One of Aftermath's own threads.
     package var isAftermath: Bool
+    /// (Hangs) inside a Swift concurrency job: `swift_job_run` on its stack.
+    package var isSwiftJob = false
     /// The kernel's state letter at the capture (R, S, D, T, t, ...; "?" when unknown).
     package var state: String
     package var contextSource: ContextSource
@@ -99,6 +101,7 @@ extension CrashThread {
         crashed = r.flags & UInt32(AFT_THREAD_CRASHED) != 0
         isMain = r.flags & UInt32(AFT_THREAD_MAIN) != 0
         isAftermath = r.flags & UInt32(AFT_THREAD_AFTERMATH) != 0
+        isSwiftJob = r.flags & UInt32(AFT_THREAD_SWIFT_JOB) != 0
         alsoCrashedSignal = r.flags & UInt32(AFT_THREAD_ALSO_CRASHED) != 0 ? r.crash_signal : nil
         let letter = UInt8(bitPattern: r.state)
         state = letter >= 0x21 && letter < 0x7F ? String(UnicodeScalar(letter)) : "?"

@@ -41,6 +41,29 @@ package struct HangReport: Sendable, Hashable {
     /// The other threads at the capture (format version 2, with hangOtherThreads); the watched
     /// thread is not among them: its stack is ``frames``.
     package var threads: [CrashThread] = []
+    /// What was watched: the main thread, an event loop, a thread, a unit of work or the Swift
+    /// concurrency pool.
+    package var kind: HangKind = .main
+    /// The name the target was watched under ("main" for the main thread).
+    package var targetName = "main"
+    /// Hangs of this target left unrecorded by the rate limit since its previous record.
+    package var suppressed: UInt32 = 0
+    /// The pool's figures (kind `concurrency_pool`).
+    package var pool: PoolState?
+
+    /// What the Swift concurrency pool's workers were doing when its probe could not start.
+    package struct PoolState: Sendable, Hashable {
+        /// The queue's width: the configured CPUs.
+        package var width: UInt32
+        /// Threads inside a Swift job.
+        package var jobs: UInt32
+        /// Of those, asleep (a lock, a semaphore, I/O): the pool is blocked.
+        package var blocked: UInt32
+        /// Of those, running.
+        package var busy: UInt32
+        /// `blocked` when any worker inside a job sleeps, `saturated` when they all run.
+        package var state: String { blocked > 0 ? "blocked" : busy > 0 ? "saturated" : "unknown" }
+    }
 
     /// The state letter in words, as records carry it (`apsio.hang.thread_state`).
     package var threadStateName: String {
@@ -87,5 +110,36 @@ extension HangReport {
         let previous = UUID(bytes: &h.previous_session_id)
         previousSessionID = previous.bytes.allSatisfy { $0 == 0 } ? nil : previous
         threads = file.crashThreads()
+        if var target = file.hangTarget {
+            kind = HangKind(code: target.kind)
+            targetName = CString.read(&target.name)
+            suppressed = target.suppressed
+            if kind == .concurrencyPool {
+                pool = PoolState(
+                    width: target.pool_width, jobs: target.pool_jobs, blocked: target.pool_blocked,
+                    busy: target.pool_busy)
+            }
+        }
+    }
+}
+
+/// What a hang's watched target was (`apsio.hang.kind`).
+package enum HangKind: String, Sendable, Hashable {
+    case main
+    case eventLoop = "event_loop"
+    case thread
+    case work
+    case concurrencyPool = "concurrency_pool"
+    case unknown
+
+    init(code: UInt32) {
+        switch code {
+        case UInt32(AFT_HANG_KIND_MAIN): self = .main
+        case UInt32(AFT_HANG_KIND_EVENT_LOOP): self = .eventLoop
+        case UInt32(AFT_HANG_KIND_THREAD): self = .thread
+        case UInt32(AFT_HANG_KIND_WORK): self = .work
+        case UInt32(AFT_HANG_KIND_CONCURRENCY_POOL): self = .concurrencyPool
+        default: self = .unknown
+        }
     }
 }

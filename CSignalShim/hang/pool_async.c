@@ -1,0 +1,53 @@
+/*
+ * pool_async.c: CRASH-TIME CODE, under the crash-time contract of CSignalShim/README.md (no
+ * malloc, no locks, no stdio, no Swift). Runs on the watchdog thread while the Swift
+ * concurrency pool is starved: tells the threads running a Swift job (swift_job_run on their
+ * stack, its range read at normal time) in a hang's capture of every thread, and counts them
+ * blocked (asleep: S or D) or busy (running: R).
+ */
+#include "threads_internal.h"
+#include "watchdog_internal.h"
+
+static int aft_async_runs_job(const aft_watchdog *w, const uint64_t *frames, uint32_t count) {
+    if (w->job_run_start == 0) return 0;
+    for (uint32_t i = 0; i < count; i++) {
+        uint64_t pc = frames[i];
+        if (pc > w->job_run_start && pc <= w->job_run_end) return 1; /* a return address */
+    }
+    return 0;
+}
+
+int32_t aft_async_pool_classify(aft_watchdog *w, aft_thread_capture *c) {
+    aft_hang_target *h = &w->hang_target;
+    uint32_t offset = 0, recorded = c->info.recorded;
+    int32_t lead = -1, lead_blocked = 0;
+    for (uint32_t i = 0; i < recorded; i++) {
+        aft_thread *r = &c->records[i];
+        const uint64_t *frames = c->frames + offset;
+        uint32_t count = r->frame_count;
+        offset += count;
+        if (offset > c->frame_count || !aft_async_runs_job(w, frames, count)) continue;
+        r->flags |= AFT_THREAD_SWIFT_JOB;
+        h->pool_jobs++;
+        int blocked = r->state == 'S' || r->state == 'D';
+        if (blocked) h->pool_blocked++;
+        if (r->state == 'R') h->pool_busy++;
+        if (lead < 0 || (blocked && !lead_blocked)) {
+            lead = (int32_t)i;
+            lead_blocked = blocked;
+        }
+    }
+    return lead;
+}
+
+/* The frames of record i of the capture (its slice of c->frames), into out. */
+uint32_t aft_async_pool_record_frames(const aft_thread_capture *c, uint32_t index, uint64_t *out,
+                                      uint32_t capacity) {
+    uint32_t offset = 0;
+    for (uint32_t i = 0; i < index && i < c->info.recorded; i++) offset += c->records[i].frame_count;
+    uint32_t n = c->records[index].frame_count;
+    if (offset + n > c->frame_count) return 0;
+    if (n > capacity) n = capacity;
+    aft_async_memcpy(out, c->frames + offset, (size_t)n * sizeof(uint64_t));
+    return n;
+}

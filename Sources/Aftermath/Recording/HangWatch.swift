@@ -1,0 +1,126 @@
+import CSignalShim
+#if canImport(Glibc)
+import Glibc
+#endif
+import Synchronization
+
+/// A watched event loop, thread or kind of work, served by the one hang watchdog thread.
+/// Returned by ``Aftermath/watchEventLoop(named:threshold:schedule:)``,
+/// ``Aftermath/watchThread(named:threshold:)`` and ``Aftermath/watchWork(named:threshold:)``.
+public struct HangWatch: Sendable, Hashable {
+    let target: Int32
+
+    /// One heartbeat of a watched thread, from that thread (the first thread to beat is the
+    /// watched one): a relaxed add and a predicted branch, no allocation, no lock.
+    public func beat() {
+        aft_watch_beat(target)
+    }
+
+    /// Pauses this target's detection around an intended wait; nested, until as many
+    /// ``resume()`` calls. The blocked time restarts from zero at resume.
+    public func pause() {
+        aft_watch_pause(target)
+    }
+
+    /// Ends one ``pause()``.
+    public func resume() {
+        aft_watch_resume(target)
+    }
+
+    /// Runs `body` with this target's detection paused.
+    public func withoutHangDetection<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        pause()
+        defer { resume() }
+        return try body()
+    }
+
+    /// One unit of work of a work target, on the calling thread: flagged as a hang when it
+    /// lasts longer than the threshold. Zero cost while no unit is open; a unit costs two
+    /// atomic operations and a clock read. Must end on the thread it began on.
+    public func begin() -> WorkUnit {
+        WorkUnit(unit: aft_work_begin(target))
+    }
+
+    /// Runs `body` as one unit of work on the calling thread.
+    public func measure<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        let unit = begin()
+        defer { unit.end() }
+        return try body()
+    }
+
+    /// Stops watching. A hang in progress ends now; the target's number may be reused.
+    public func stop() {
+        HangMonitor.schedules.withLock { _ = $0.removeValue(forKey: target) }
+        aft_watch_remove(target)
+    }
+}
+
+/// A unit of work in progress (``HangWatch/begin()``).
+public struct WorkUnit: Sendable, Hashable {
+    let unit: Int32
+
+    /// Ends the unit; a hang it was in ends now.
+    public func end() {
+        aft_work_end(unit)
+    }
+}
+
+/// Why a target could not be watched.
+public enum HangWatchError: Error, Sendable, Hashable {
+    /// Every one of the watchdog's targets is taken (63 besides the main thread).
+    case tooManyTargets
+    /// The threshold is zero.
+    case invalidThreshold
+}
+
+extension Aftermath {
+    /// The default threshold of event loops: a stalled loop stalls every connection on it.
+    public static let defaultEventLoopThreshold: Duration = .milliseconds(500)
+    /// The default threshold of the Swift concurrency pool's probe.
+    public static let defaultConcurrencyPoolThreshold: Duration = .seconds(1)
+    /// The default threshold of watched threads and units of work.
+    public static let defaultThreadThreshold: Duration = .seconds(1)
+
+    /// Watches an event loop: `schedule` runs a job on the loop (`{ loop.execute($0) }` for a
+    /// SwiftNIO `EventLoop`), which the watchdog posts about every 100 ms while the loop is
+    /// busy. A loop waiting in `epoll_wait`, `poll` or `select` is idle: never reported, and
+    /// pinged at most every 2 s. A ping not run within `threshold` is a hang of kind
+    /// `event_loop`, with the loop thread's stack.
+    @discardableResult
+    public static func watchEventLoop(
+        named name: String, threshold: Duration = defaultEventLoopThreshold,
+        schedule: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void
+    ) throws(HangWatchError) -> HangWatch {
+        let watch = try add(kind: AFT_HANG_KIND_EVENT_LOOP, name: name, threshold: threshold)
+        HangMonitor.schedules.withLock { $0[watch.target] = schedule }
+        return watch
+    }
+
+    /// Watches a thread with a loop of its own (GLib, SDL, a daemon's worker): it calls
+    /// ``HangWatch/beat()`` at least every 100 ms, and ``HangWatch/pause()`` around longer
+    /// intended waits. No beat within `threshold` is a hang of kind `thread`.
+    @discardableResult
+    public static func watchThread(
+        named name: String, threshold: Duration = defaultThreadThreshold
+    ) throws(HangWatchError) -> HangWatch {
+        try add(kind: AFT_HANG_KIND_THREAD, name: name, threshold: threshold)
+    }
+
+    /// Watches a kind of work (request handlers, jobs): each ``HangWatch/begin()`` ...
+    /// ``WorkUnit/end()`` (or ``HangWatch/measure(_:)``) that lasts longer than `threshold` is
+    /// a hang of kind `work`, with the stack of the thread doing it.
+    @discardableResult
+    public static func watchWork(
+        named name: String, threshold: Duration = defaultThreadThreshold
+    ) throws(HangWatchError) -> HangWatch {
+        try add(kind: AFT_HANG_KIND_WORK, name: name, threshold: threshold)
+    }
+
+    static func add(kind: UInt32, name: String, threshold: Duration) throws(HangWatchError) -> HangWatch {
+        let ms = threshold.clampedMilliseconds
+        guard ms > 0 else { throw .invalidThreshold }
+        let target = aft_watch_add(kind, name, ms)
+        guard target > 0 else { throw target == -EINVAL ? .invalidThreshold : .tooManyTargets }
+        return HangWatch(target: target)
+    }
+}
