@@ -150,7 +150,7 @@ let package = Package(
             name: "HangHarness",
             dependencies: [
                 "HarnessSupport", "Aftermath", "AftermathNextLaunch", "AftermathSymbolication",
-                "AftermathTesting", "CSignalShim",
+                "AftermathTesting", "CSignalShim", "CHarnessFaults",
             ],
             path: "Harness/Hang"
         ),

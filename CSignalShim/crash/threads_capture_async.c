@@ -196,13 +196,17 @@ static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, int captu
     if (c->for_hang || c->spare_sleepers) {
         /* The app lives on after this pause (a hang, or a crash its own handler may withdraw):
          * it must notice nothing. A handler would cut a sleep short (EINTR), or a blocking
-         * write (a short count): a hang signals running threads only, a crash spares the
-         * sleeps. The kernel's sp and pc instead, and the stack unwound from them. */
+         * write (a short count): a hang signals running threads and those waiting on a futex
+         * (a lock, a condition, a semaphore: the kernel restarts that wait after a handler,
+         * SA_RESTART or not), a crash spares the sleeps. The kernel's sp and pc instead, and
+         * the stack unwound from them. */
         ssize_t m = aft_async_task_file(c, tid, "syscall");
         int64_t nr = -2;
         uint64_t sp = 0, pc = 0;
         int parsed = m > 0 && aft_async_syscall_parse(c->proc, (size_t)m, &nr, &sp, &pc);
-        if (parsed && nr >= 0 && (c->for_hang || aft_async_syscall_interrupted(nr))) {
+        int quiet = nr == SYS_futex;
+        if (parsed) r->syscall_number = nr; /* -1: running, outside a system call */
+        if (parsed && nr >= 0 && ((c->for_hang && !quiet) || aft_async_syscall_interrupted(nr))) {
             r->why = AFT_THREAD_WHY_ASLEEP;
             r->syscall_number = nr;
             r->sp = sp;

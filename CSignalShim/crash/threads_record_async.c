@@ -197,12 +197,14 @@ static void aft_async_unwind_thread(aft_thread_capture *c, uint32_t index, uint6
          * on a lock a paused thread may hold (the loader's), and a helper killed at its
          * deadline would take libunwind from every later crash. */
         uint64_t pc = r->pc, fp = 0;
-        const void *uc = state == AFT_SLOT_PARKED
-                             ? slot->ucontext
-                             : aft_async_arch_synthesize_context(c->synthetic, sizeof(c->synthetic),
-                                                                 r->pc, r->sp, c->scan);
+        /* A paused thread in a system call (a lock's wait) is in libc, which keeps no frame
+         * record: from its sp, as a thread the kernel gave sp and pc for. */
+        int from_sp = r->sp != 0 && (state != AFT_SLOT_PARKED || r->syscall_number >= 0);
+        const void *uc = !from_sp ? slot->ucontext
+                                  : aft_async_arch_synthesize_context(
+                                        c->synthetic, sizeof(c->synthetic), r->pc, r->sp, c->scan);
         if (uc != NULL) aft_async_arch_pc_fp(uc, &pc, &fp);
-        n = state == AFT_SLOT_PARKED
+        n = !from_sp
                 ? aft_async_frame_pointer_walk(&c->window, pc, fp, frames, capacity, &truncated)
                 : aft_async_walk_from_sp(&c->window, pc, r->sp, fp, c->scan, frames, capacity,
                                          &truncated);

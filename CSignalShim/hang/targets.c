@@ -122,7 +122,9 @@ void aft_watch_ping_ran(int32_t target) {
     aft_watchdog *w = &aft_g_watchdog;
     aft_watch_target *t = aft_target(target);
     if (t == NULL) return;
-    if (t->kind != AFT_HANG_KIND_CONCURRENCY_POOL) aft_watchdog_admit_capture_signal(w);
+    /* The capture signal through on the thread that ran it: an event loop's, or a pool worker
+     * (libdispatch's block every signal), which a pool's hang then reads in full. */
+    aft_watchdog_admit_capture_signal(w);
     uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC);
     atomic_store(&t->tid, aft_async_gettid());
     atomic_store(&t->ping_ran_ns, now);

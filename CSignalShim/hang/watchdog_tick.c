@@ -143,6 +143,7 @@ static void aft_begin(aft_watchdog *w, aft_watch_target *t, uint64_t tid, uint64
 void aft_watchdog_tick_target(aft_watchdog *w, aft_watch_target *t, uint64_t now,
                               uint64_t prev_tick, uint64_t late) {
     uint32_t slot = atomic_load(&t->slot);
+    if (t->source == AFT_SOURCE_UNIT && t->parent < 0) return; /* a work target: its units are */
     if (t->source == AFT_SOURCE_UNIT && t->parent >= 0 && (slot >> 8) != t->seen_generation) {
         /* A new unit in this slot: its own stretch. */
         t->seen_generation = slot >> 8;

@@ -59,6 +59,47 @@ enum Blocking {
         blackHole(x)
     }
 
+    /// An event loop's job that blocks its loop (a semaphore nobody signals).
+    @inline(never)
+    static func hangHarnessLoopBlock(seconds: Double) {
+        hangHarnessWaitOnSemaphore(seconds: seconds)
+        blackHole(seconds)
+    }
+
+    /// A short job of a busy loop.
+    @inline(never)
+    static func hangHarnessShortJob(milliseconds: Int) {
+        hangHarnessBusyLoop(seconds: Double(milliseconds) / 1000)
+    }
+
+    /// An event loop's job that never returns.
+    @inline(never)
+    static func hangHarnessLoopForever() {
+        hangHarnessWaitOnSemaphore(seconds: 1e6)
+        blackHole(0)
+    }
+
+    /// A Task's synchronous wait on a semaphore: its pool thread is held.
+    @inline(never)
+    static func hangHarnessPoolBlock(seconds: Double) {
+        _ = DispatchSemaphore(value: 0).wait(timeout: .now() + seconds)
+        blackHole(seconds)
+    }
+
+    /// A daemon thread's block between two beats.
+    @inline(never)
+    static func hangHarnessThreadBlock(seconds: Double) {
+        hangHarnessWaitOnSemaphore(seconds: seconds)
+        blackHole(seconds)
+    }
+
+    /// A unit of work that takes too long.
+    @inline(never)
+    static func hangHarnessSlowRequest(seconds: Double) {
+        hangHarnessWaitOnSemaphore(seconds: seconds)
+        blackHole(seconds)
+    }
+
     /// Spins until killed.
     @inline(never)
     static func hangHarnessBlockForever() -> Never {

@@ -26,6 +26,7 @@ enum Child {
             exporter: exporter, reportsDirectory: directory,
             deliverPendingReportsSynchronously: true)
         if scenario == "collect" { config.hangHeartbeat = .off }
+        if scenario.hasPrefix("srv-") { ServerChild.configure(&config, scenario) }
         if scenario == "heartbeat" { config.hangHeartbeat = .manual }
         // As a new app starts: earlier reports are delivered in the background.
         if scenario == "first" { config.deliverPendingReportsSynchronously = false }
@@ -38,6 +39,7 @@ enum Child {
             exit(2)
         }
         emit("SESSION \(Aftermath.sessionID?.uuidString.lowercased() ?? "")")
+        if scenario.hasPrefix("srv-") { ServerChild.run(scenario) }
         switch scenario {
         case "collect":
             printRecords()
@@ -142,9 +144,9 @@ enum Child {
     }
 
     /// Waits (off the main thread) for the expected records, prints them and exits.
-    static func finish(expecting count: Int) {
+    static func finish(expecting count: Int, within seconds: Double? = nil) {
         Thread {
-            let deadline = Blocking.monotonicSeconds() + (count == 0 ? 1.5 : 4)
+            let deadline = Blocking.monotonicSeconds() + (seconds ?? (count == 0 ? 1.5 : 4))
             while Blocking.monotonicSeconds() < deadline {
                 if count > 0 && exporter.records.count >= count { break }
                 usleep(20_000)
@@ -158,7 +160,7 @@ enum Child {
         var stats = aft_watchdog_stats()
         aft_watchdog_get_stats(&stats)
         emit(
-            "STATS hangs=\(stats.hangs) ignored=\(stats.ignored_stretches) late=\(stats.late_ticks) wakeups=\(stats.wakeups) latency_ms=\(stats.last_detection_latency_ns / 1_000_000) pause_us=\(stats.last_capture_pause_ns / 1000)"
+            "STATS hangs=\(stats.hangs) ignored=\(stats.ignored_stretches) late=\(stats.late_ticks) wakeups=\(stats.wakeups) latency_ms=\(stats.last_detection_latency_ns / 1_000_000) pause_us=\(stats.last_capture_pause_ns / 1000) idle_skips=\(stats.idle_skips)"
         )
         RecordLine.emit(exporter.batches)
     }

@@ -137,6 +137,8 @@ let scenarios: [Scenario] = [
         }),
 ]
 
+let allScenarios = scenarios + ServerRows.scenarios
+
 /// The table's columns, after the scenario's name.
 enum Column: String, CaseIterable, Sendable, TableColumn {
     case what, seen
@@ -144,7 +146,7 @@ enum Column: String, CaseIterable, Sendable, TableColumn {
 
 let only = arguments.count >= 2 ? Set(arguments.dropFirst()) : nil
 var rows: [TableRow<Column>] = []
-for scenario in scenarios where only == nil || only!.contains(scenario.name) {
+for scenario in allScenarios where only == nil || only!.contains(scenario.name) {
     Table.progress("hang-harness", scenario.name)
     let started = Monotonic.seconds()
     let (seen, failures) = scenario.run()

@@ -113,4 +113,15 @@ typedef struct {
 int aft_test_thread_snapshot(uint32_t parked, void *records, uint32_t capacity, uint8_t *stacks,
                              aft_test_snapshot_fault *fault);
 
+/* An event loop as SwiftNIO's (event_loop.c): a thread named name (at most 15 bytes) in
+ * epoll_wait on an eventfd, running the jobs execute queues. Returns the loop, or -1. */
+int aft_test_loop_start(const char *name);
+/* Queues one job on the loop and wakes it: 0, or an errno value. */
+int aft_test_loop_execute(int loop, void (*run)(void *), void *context);
+/* The loop thread's kernel tid, and how often its epoll_wait returned. */
+uint64_t aft_test_loop_tid(int loop);
+uint64_t aft_test_loop_wakeups(int loop);
+/* Names the calling thread (at most 15 bytes), as /proc shows it. */
+void aft_test_set_thread_name(const char *name);
+
 #endif /* CHARNESSFAULTS_H */

@@ -42,6 +42,7 @@ public struct HangWatch: Sendable, Hashable {
     }
 
     /// Runs `body` as one unit of work on the calling thread.
+    @discardableResult
     public func measure<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
         let unit = begin()
         defer { unit.end() }

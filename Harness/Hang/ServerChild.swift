@@ -1,0 +1,188 @@
+import Aftermath
+import AftermathTesting
+import CHarnessFaults
+import CSignalShim
+import Dispatch
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The children of the server rows: event loops (event_loop.c, built as SwiftNIO's are), the
+/// Swift concurrency pool, threads with their own loop and units of work. The main thread
+/// parks as a server's does in `closeFuture.wait()`: the main queue is never served.
+enum ServerChild {
+    /// A Swift closure as a C job's context.
+    final class Job: @unchecked Sendable {
+        let body: @Sendable () -> Void
+        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    }
+
+    static func execute(_ loop: Int32, _ body: @escaping @Sendable () -> Void) {
+        let context = Unmanaged.passRetained(Job(body)).toOpaque()
+        _ = aft_test_loop_execute(loop, { context in
+            Unmanaged<Job>.fromOpaque(context!).takeRetainedValue().body()
+        }, context)
+    }
+
+    /// Starts `count` loops named as SwiftNIO names its own, each watched.
+    static func loops(_ count: Int, threshold: Duration = Aftermath.defaultEventLoopThreshold) -> [Int32] {
+        (0..<count).map { i in
+            let loop = aft_test_loop_start("NIO-ELT-0-#\(i)")
+            _ = try? Aftermath.watchEventLoop(named: "loop-\(i)", threshold: threshold) { job in
+                execute(loop, job)
+            }
+            return loop
+        }
+    }
+
+    static func configure(_ config: inout Aftermath.Configuration, _ scenario: String) {
+        // The rows of one kind watch that kind alone, so that what they count is its own.
+        config.watchConcurrencyPool = scenario.hasPrefix("srv-pool") || scenario.hasPrefix("srv-all")
+    }
+
+    static func run(_ scenario: String) {
+        switch scenario {
+        case "srv-loop":
+            let l = loops(2)
+            settle()
+            execute(l[0]) { Blocking.hangHarnessLoopBlock(seconds: 2.0) }
+            Child.finish(expecting: 1, within: 5)
+        case "srv-loop2":
+            let l = loops(2)
+            settle()
+            execute(l[0]) { Blocking.hangHarnessLoopBlock(seconds: 1.2) }
+            DispatchQueue.global().asyncAfter(deadline: .now() + 2.0) {
+                execute(l[1]) { Blocking.hangHarnessLoopBlock(seconds: 1.2) }
+            }
+            Child.finish(expecting: 2, within: 6)
+        case "srv-loop-idle":
+            let l = loops(8)
+            settle()
+            let before = l.map { aft_test_loop_wakeups($0) }
+            let cpuBefore = ownThreadsCPU()
+            let started = Blocking.monotonicSeconds()
+            usleep(10_000_000)
+            let seconds = Blocking.monotonicSeconds() - started
+            let wakes = zip(l, before).map { Double(aft_test_loop_wakeups($0) - $1) / seconds }
+            let cpu = (ownThreadsCPU() - cpuBefore) / seconds
+            Child.emit(String(format: "FIGURE wakeups_per_s_max=%.2f watchdog_cpu_pct=%.4f", wakes.max() ?? 0, cpu * 100))
+            Child.finish(expecting: 0, within: 0.5)
+        case "srv-loop-busy":
+            let l = loops(1)
+            settle()
+            var stats = aft_watchdog_stats()
+            aft_watchdog_get_stats(&stats)
+            let pingsBefore = stats.pings
+            let started = Blocking.monotonicSeconds()
+            while Blocking.monotonicSeconds() - started < 5 {
+                for _ in 0..<4 { execute(l[0]) { Blocking.hangHarnessShortJob(milliseconds: 1) } }
+                usleep(20_000)
+            }
+            aft_watchdog_get_stats(&stats)
+            let rate = Double(stats.pings - pingsBefore) / (Blocking.monotonicSeconds() - started)
+            Child.emit(String(format: "FIGURE pings_per_s=%.2f", rate))
+            Child.finish(expecting: 0, within: 0.5)
+        case "srv-loop-kill":
+            let l = loops(1)
+            settle()
+            execute(l[0]) { Blocking.hangHarnessLoopForever() }
+            Child.emit("BLOCKING")
+        case "srv-pool":
+            settle()
+            let width = Int(aft_watch_pool_width())
+            Child.emit("WIDTH \(width)")
+            for _ in 0..<width { Task.detached { await PoolWork.level1(seconds: 2.5) } }
+            Child.finish(expecting: 1, within: 6)
+        case "srv-pool-busy":
+            settle()
+            for _ in 0..<Int(aft_watch_pool_width()) {
+                Task.detached { Blocking.hangHarnessBusyLoop(seconds: 2.0) }
+            }
+            Child.finish(expecting: 1, within: 5)
+        case "srv-thread":
+            let a = try? Aftermath.watchThread(named: "daemon-a")
+            let b = try? Aftermath.watchThread(named: "daemon-b")
+            beatingThread("daemon-a", a, blockAfter: 0.3)
+            beatingThread("daemon-b", b, blockAfter: 2.2)
+            Child.finish(expecting: 2, within: 6)
+        case "srv-work":
+            let work = try? Aftermath.watchWork(named: "request", threshold: .milliseconds(300))
+            Thread {
+                for _ in 0..<50 { work?.measure { usleep(5_000) } }
+                work?.measure { Blocking.hangHarnessSlowRequest(seconds: 1.0) }
+            }.start()
+            Child.finish(expecting: 1, within: 5)
+        case "srv-all-stop", "srv-all-tracer":
+            // Every kind at once, each stuck in turn while the process is stopped or traced.
+            let l = loops(1)
+            let t = try? Aftermath.watchThread(named: "daemon")
+            let work = try? Aftermath.watchWork(named: "request", threshold: .milliseconds(300))
+            beatingThread("daemon", t, blockAfter: scenario == "srv-all-tracer" ? 0.5 : 1000)
+            settle()
+            Child.emit("READY")
+            if scenario == "srv-all-tracer" {
+                execute(l[0]) { Blocking.hangHarnessLoopBlock(seconds: 1.0) }
+                Thread { work?.measure { Blocking.hangHarnessSlowRequest(seconds: 1.0) } }.start()
+                for _ in 0..<Int(aft_watch_pool_width()) { Task.detached { await PoolWork.level1(seconds: 1.5) } }
+            }
+            Child.finish(expecting: 0, within: 4.5)
+        default:
+            Child.emit("ERROR unknown scenario \(scenario)")
+            exit(2)
+        }
+        // The main thread parks, as a server's does in closeFuture.wait().
+        while true { pause() }
+    }
+
+    /// Lets the watchdog hear from every target once.
+    static func settle() { usleep(400_000) }
+
+    /// A daemon thread with a loop of its own: a beat every 10 ms, one 1.2 s block.
+    static func beatingThread(_ name: String, _ watch: HangWatch?, blockAfter: Double) {
+        Thread {
+            aft_test_set_thread_name(name)
+            let started = Blocking.monotonicSeconds()
+            var blocked = false
+            while true {
+                watch?.beat()
+                if !blocked, Blocking.monotonicSeconds() - started > blockAfter {
+                    blocked = true
+                    Blocking.hangHarnessThreadBlock(seconds: 1.2)
+                }
+                usleep(10_000)
+            }
+        }.start()
+    }
+
+    /// CPU time of Aftermath's watchdog and pinger threads, in seconds.
+    static func ownThreadsCPU() -> Double {
+        var stats = aft_watchdog_stats()
+        aft_watchdog_get_stats(&stats)
+        return [stats.watchdog_tid, stats.pinger_tid].reduce(0.0) { sum, tid in
+            let text = (try? String(contentsOfFile: "/proc/self/task/\(tid)/schedstat", encoding: .utf8)) ?? ""
+            return sum + (Double(text.split(separator: " ").first ?? "0") ?? 0) / 1e9
+        }
+    }
+}
+
+/// Three async levels, each awaiting before it calls the next, then a blocking wait.
+enum PoolWork {
+    @inline(never)
+    static func level1(seconds: Double) async {
+        await Task.yield()
+        await level2(seconds: seconds)
+    }
+
+    @inline(never)
+    static func level2(seconds: Double) async {
+        await Task.yield()
+        await level3(seconds: seconds)
+    }
+
+    @inline(never)
+    static func level3(seconds: Double) async {
+        await Task.yield()
+        Blocking.hangHarnessPoolBlock(seconds: seconds)
+    }
+}
