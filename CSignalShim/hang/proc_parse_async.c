@@ -184,3 +184,9 @@ int aft_async_syscall_idle_wait(int64_t nr) {
         if (waits[i] == nr) return 1;
     return 0;
 }
+
+int aft_async_first_number(const char *text, size_t length, uint64_t *out) {
+    const char *end = text + length, *te;
+    const char *t = aft_async_token(text, end, &te);
+    return aft_async_parse_number(t, te, 0, out);
+}

@@ -95,7 +95,7 @@ int32_t aft_watch_add(uint32_t kind, const char *name, uint32_t threshold_ms) {
         /* A work target needs no first sign of life: its units are watched from their begin. */
         atomic_store(&t->armed, kind == AFT_HANG_KIND_WORK);
         atomic_store(&t->attention, kind == AFT_HANG_KIND_THREAD ? AFT_TARGET_BIND : 0u);
-        t->syscall_fd = -1;
+        t->syscall_fd = t->schedstat_fd = -1;
         t->syscall_fd_tid = 0;
         aft_watchdog_reset_target(t);
         atomic_store(&t->slot, (claimed & ~0xffu) | AFT_SLOT_ACTIVE);

@@ -45,8 +45,11 @@ static void aft_watchdog_atfork_child(void) {
     for (uint32_t i = 0; i < AFT_WATCH_SLOTS; i++) {
         aft_watch_target *t = &aft_g_watchdog.targets[i];
         if (t->stretch == AFT_STRETCH_HANG && t->hang_fd >= 0) close(t->hang_fd); /* the parent's */
-        if (t->syscall_fd >= 0 && t->syscall_fd_tid != 0) close(t->syscall_fd);   /* its threads' */
-        t->hang_fd = t->syscall_fd = -1;
+        if (t->syscall_fd_tid != 0) { /* the parent's threads' */
+            if (t->syscall_fd >= 0) close(t->syscall_fd);
+            if (t->schedstat_fd >= 0) close(t->schedstat_fd);
+        }
+        t->hang_fd = t->syscall_fd = t->schedstat_fd = -1;
         t->syscall_fd_tid = 0;
         t->stretch = AFT_STRETCH_NONE;
         atomic_store(&t->in_hang, 0);
@@ -93,7 +96,8 @@ static void aft_watchdog_release_ended(aft_watchdog *w, aft_watch_target *t, uin
         aft_watchdog_finish_target(w, t, end != 0 ? end : now);
     }
     if (t->syscall_fd >= 0) close(t->syscall_fd);
-    t->syscall_fd = -1;
+    if (t->schedstat_fd >= 0) close(t->schedstat_fd);
+    t->syscall_fd = t->schedstat_fd = -1;
     t->syscall_fd_tid = 0;
     t->stretch = AFT_STRETCH_NONE;
     atomic_store(&t->slot, (s & ~0xffu) | AFT_SLOT_FREE);
@@ -135,7 +139,13 @@ static void *aft_watchdog_main(void *arg) {
             prev_tick = aft_async_now_ns(CLOCK_MONOTONIC);
             continue;
         }
-        uint64_t deadline = now + AFT_WATCHDOG_TICK_NS;
+        /* Every watched target an event loop found idle: a stall can only begin once one has
+         * work, and is still seen within its threshold and AFT_WATCHDOG_IDLE_TICK_NS. */
+        int all_idle = 1;
+        AFT_FOR_EACH_TARGET(w, t, {
+            if (!aft_watchdog_target_idle(w, t)) all_idle = 0;
+        });
+        uint64_t deadline = now + (all_idle ? AFT_WATCHDOG_IDLE_TICK_NS : AFT_WATCHDOG_TICK_NS);
         AFT_FOR_EACH_TARGET(w, t, {
             uint64_t due = aft_watchdog_target_due(w, t);
             if (due > now && due < deadline) deadline = due;
@@ -205,7 +215,7 @@ int aft_watchdog_start(const aft_watchdog_options *options, char *error, size_t 
     main_target->threshold_ns = (uint64_t)w->threshold_ms * 1000000ull;
     main_target->parent = -1;
     aft_async_memcpy(main_target->name, "main", 5);
-    main_target->syscall_fd = -1;
+    main_target->syscall_fd = main_target->schedstat_fd = -1;
     aft_watchdog_reset_target(main_target);
     atomic_store(&main_target->ping_outstanding, 0);
     __atomic_fetch_and(&aft_g_heartbeat_attention, ~AFT_ATTENTION_HANG, __ATOMIC_RELEASE);

@@ -28,26 +28,43 @@ static int aft_target_detecting(aft_watchdog *w, aft_watch_target *t) {
            atomic_load(&w->foreground);
 }
 
-/* An event loop waiting for its descriptors: /proc/self/task/<tid>/syscall, kept open. */
+/* Opens /proc/self/task/<tid>/<leaf> for reading again and again (pread at 0). */
+static int aft_open_task_leaf(aft_watchdog *w, uint64_t tid, const char *leaf, size_t leaf_size) {
+    char *p = w->path_buf;
+    static const char prefix[] = "/proc/self/task/";
+    size_t n = sizeof(prefix) - 1;
+    aft_async_memcpy(p, prefix, n);
+    n += aft_async_u64_to_dec(tid, p + n);
+    aft_async_memcpy(p + n, leaf, leaf_size);
+    return open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+}
+
+/* An event loop waiting for its descriptors. Its CPU time first (schedstat, the cheaper
+ * read): a loop found idle that has not run since is idle still; otherwise its system call. */
 static int aft_loop_idle(aft_watchdog *w, aft_watch_target *t, uint64_t tid) {
     if (t->syscall_fd_tid != tid) {
         if (t->syscall_fd >= 0) close(t->syscall_fd);
-        t->syscall_fd = -1;
+        if (t->schedstat_fd >= 0) close(t->schedstat_fd);
         t->syscall_fd_tid = tid;
-        char *p = w->path_buf;
-        static const char prefix[] = "/proc/self/task/", leaf[] = "/syscall";
-        size_t n = sizeof(prefix) - 1;
-        aft_async_memcpy(p, prefix, n);
-        n += aft_async_u64_to_dec(tid, p + n);
-        aft_async_memcpy(p + n, leaf, sizeof(leaf));
-        t->syscall_fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        t->syscall_fd = aft_open_task_leaf(w, tid, "/syscall", sizeof("/syscall"));
+        t->schedstat_fd = aft_open_task_leaf(w, tid, "/schedstat", sizeof("/schedstat"));
+        t->idle_run_ns = UINT64_MAX;
     }
     if (t->syscall_fd < 0) return 0;
+    uint64_t run_ns = UINT64_MAX - 1;
+    if (t->schedstat_fd >= 0) {
+        ssize_t m = pread(t->schedstat_fd, w->proc_buf, 64, 0);
+        if (m <= 0 || !aft_async_first_number(w->proc_buf, (size_t)m, &run_ns))
+            run_ns = UINT64_MAX - 1;
+    }
+    if (run_ns == t->idle_run_ns) return 1;
     ssize_t n = pread(t->syscall_fd, w->proc_buf, sizeof(w->proc_buf) - 1, 0);
     int64_t nr = -1;
     uint64_t sp = 0, pc = 0;
-    if (n <= 0 || !aft_async_syscall_parse(w->proc_buf, (size_t)n, &nr, &sp, &pc)) return 0;
-    return nr >= 0 && aft_async_syscall_idle_wait(nr);
+    int idle = n > 0 && aft_async_syscall_parse(w->proc_buf, (size_t)n, &nr, &sp, &pc) && nr >= 0 &&
+               aft_async_syscall_idle_wait(nr);
+    t->idle_run_ns = idle ? run_ns : UINT64_MAX;
+    return idle;
 }
 
 /* Asks for a ping when one is due: every 100 ms, an idle event loop every
@@ -254,4 +271,11 @@ uint64_t aft_watchdog_target_due(aft_watchdog *w, aft_watch_target *t) {
     if (t->stretch == AFT_STRETCH_NONE && !t->rebase)
         return t->blocked_since + t->threshold_ns + 1000000ull;
     return 0;
+}
+
+int aft_watchdog_target_idle(aft_watchdog *w, aft_watch_target *t) {
+    if (t->stretch == AFT_STRETCH_HANG) return 0;
+    if (!aft_target_detecting(w, t)) return 1; /* not watched now: needs no tick */
+    return t->kind == AFT_HANG_KIND_EVENT_LOOP && t->idle_run_ns != UINT64_MAX &&
+           t->syscall_fd_tid != 0 && !atomic_load(&t->ping_outstanding);
 }

@@ -15,6 +15,7 @@
 #include "shim_internal.h"
 
 #define AFT_WATCHDOG_TICK_NS (100ull * 1000 * 1000)    /* at most 10 wakeups a second */
+#define AFT_WATCHDOG_IDLE_TICK_NS (125ull * 1000 * 1000) /* while every watched loop is idle */
 #define AFT_WATCHDOG_LIVE_NS (250ull * 1000 * 1000)    /* live block update period */
 #define AFT_WATCHDOG_LATE_NS (100ull * 1000 * 1000)    /* a tick this late: we were stopped */
 #define AFT_WATCHDOG_CAPTURE_NS (200ull * 1000 * 1000) /* the signal's delivery budget */
@@ -83,7 +84,9 @@ typedef struct aft_watch_target {
     uint64_t last_beats;
     uint64_t last_ping_ns; /* when a ping was last asked for */
     int syscall_fd;        /* an event loop's /proc/self/task/<tid>/syscall, kept open */
+    int schedstat_fd;      /* and its schedstat (CPU time) */
     uint64_t syscall_fd_tid;
+    uint64_t idle_run_ns; /* its CPU time when last found idle (UINT64_MAX: not idle) */
     int hang_fd; /* the committed file of its hang, kept open for live updates */
     uint64_t hang_onset_ns, hang_stopped_ns, hang_last_live_ns;
     uint64_t rate_tokens_ns; /* the rate limit's bucket, in nanoseconds of refill */
@@ -194,6 +197,9 @@ void aft_watchdog_tick_target(aft_watchdog *w, aft_watch_target *t, uint64_t now
                               uint64_t prev_tick, uint64_t late);
 /* Asks an unarmed pinged target for its first ping (at most once a second). */
 void aft_watchdog_arm_target(aft_watchdog *w, aft_watch_target *t, uint64_t now);
+/* 1 when the target needs no tick before AFT_WATCHDOG_IDLE_TICK_NS: an event loop last found
+ * idle, or not watched now. */
+int aft_watchdog_target_idle(aft_watchdog *w, aft_watch_target *t);
 /* The earliest time the target needs the watchdog again (0: no need before the next tick). */
 uint64_t aft_watchdog_target_due(aft_watchdog *w, aft_watch_target *t);
 /* Normal time: the pinger thread and its requests. */
@@ -238,6 +244,8 @@ char aft_async_stat_state(const char *text, size_t length);
 int aft_async_syscall_parse(const char *text, size_t length, int64_t *nr, uint64_t *sp,
                             uint64_t *pc);
 int aft_async_syscall_interrupted(int64_t nr);
+/* The first decimal number of a /proc text (schedstat's CPU time); 1 when there is one. */
+int aft_async_first_number(const char *text, size_t length, uint64_t *out);
 /* 1 for the calls an idle event loop waits in (epoll_wait, poll, select and their kin). */
 int aft_async_syscall_idle_wait(int64_t nr);
 /* Finds "key:" at a line start in a /proc status text and parses its value (decimal, or hex

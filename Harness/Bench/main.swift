@@ -9,6 +9,7 @@ case "crash-child": CrashBench.child(Array(arguments.dropFirst()))
 case "start": StartBench.run(Array(arguments.dropFirst()))
 case "start-child": StartBench.child(Array(arguments.dropFirst()))
 case "hang": HangBench.run(Array(arguments.dropFirst()))
+case "loops": LoopsBench.run(Array(arguments.dropFirst()))
 case "error": ErrorBench.run(Array(arguments.dropFirst()))
 case "symbolicate": SymbolicateBench.run(Array(arguments.dropFirst()))
 case "export": ExportBench.run(Array(arguments.dropFirst()))
@@ -16,7 +17,7 @@ case "store": StoreBench.run(Array(arguments.dropFirst()))
 case "store-child": StoreBench.child(Array(arguments.dropFirst()))
 default:
     print(
-        "usage: aftermath-bench crash [--runs N] | hang [--window S] [--hangs N] | error [--calls N] | start [--runs N]"
+        "usage: aftermath-bench crash [--runs N] | hang [--window S] [--hangs N] | loops [--window S] [--stalls N] | error [--calls N] | start [--runs N]"
             + " | symbolicate [--file PATH] [--lookups N] | export [--runs N] | store [--counts 1000,10000]")
     exit(2)
 }

@@ -3,6 +3,7 @@ import AftermathTesting
 import CHarnessFaults
 import CSignalShim
 import Dispatch
+import HarnessSupport
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -12,25 +13,12 @@ import Glibc
 /// Swift concurrency pool, threads with their own loop and units of work. The main thread
 /// parks as a server's does in `closeFuture.wait()`: the main queue is never served.
 enum ServerChild {
-    /// A Swift closure as a C job's context.
-    final class Job: @unchecked Sendable {
-        let body: @Sendable () -> Void
-        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
-    }
-
-    static func execute(_ loop: Int32, _ body: @escaping @Sendable () -> Void) {
-        let context = Unmanaged.passRetained(Job(body)).toOpaque()
-        _ = aft_test_loop_execute(loop, { context in
-            Unmanaged<Job>.fromOpaque(context!).takeRetainedValue().body()
-        }, context)
-    }
-
     /// Starts `count` loops named as SwiftNIO names its own, each watched.
-    static func loops(_ count: Int, threshold: Duration = Aftermath.defaultEventLoopThreshold) -> [Int32] {
-        (0..<count).map { i in
-            let loop = aft_test_loop_start("NIO-ELT-0-#\(i)")
+    static func loops(_ count: Int, threshold: Duration = Aftermath.defaultEventLoopThreshold) -> [TestEventLoop] {
+        (0..<count).compactMap { i in
+            guard let loop = TestEventLoop(named: "NIO-ELT-0-#\(i)") else { return nil }
             _ = try? Aftermath.watchEventLoop(named: "loop-\(i)", threshold: threshold) { job in
-                execute(loop, job)
+                loop.execute(job)
             }
             return loop
         }
@@ -46,27 +34,31 @@ enum ServerChild {
         case "srv-loop":
             let l = loops(2)
             settle()
-            execute(l[0]) { Blocking.hangHarnessLoopBlock(seconds: 2.0) }
+            l[0].execute { Blocking.hangHarnessLoopBlock(seconds: 2.0) }
             Child.finish(expecting: 1, within: 5)
         case "srv-loop2":
             let l = loops(2)
             settle()
-            execute(l[0]) { Blocking.hangHarnessLoopBlock(seconds: 1.2) }
+            l[0].execute { Blocking.hangHarnessLoopBlock(seconds: 1.2) }
             DispatchQueue.global().asyncAfter(deadline: .now() + 2.0) {
-                execute(l[1]) { Blocking.hangHarnessLoopBlock(seconds: 1.2) }
+                l[1].execute { Blocking.hangHarnessLoopBlock(seconds: 1.2) }
             }
             Child.finish(expecting: 2, within: 6)
         case "srv-loop-idle":
             let l = loops(8)
             settle()
-            let before = l.map { aft_test_loop_wakeups($0) }
-            let cpuBefore = ownThreadsCPU()
+            let before = l.map(\.wakeups)
+            let cpuBefore = ownThreadsCPU(), pingerBefore = ownThreadsCPU([\.pinger_tid])
             let started = Blocking.monotonicSeconds()
             usleep(10_000_000)
             let seconds = Blocking.monotonicSeconds() - started
-            let wakes = zip(l, before).map { Double(aft_test_loop_wakeups($0) - $1) / seconds }
+            let wakes = zip(l, before).map { Double($0.wakeups - $1) / seconds }
             let cpu = (ownThreadsCPU() - cpuBefore) / seconds
-            Child.emit(String(format: "FIGURE wakeups_per_s_max=%.2f watchdog_cpu_pct=%.4f", wakes.max() ?? 0, cpu * 100))
+            let pinger = (ownThreadsCPU([\.pinger_tid]) - pingerBefore) / seconds
+            Child.emit(
+                String(
+                    format: "FIGURE wakeups_per_s_max=%.2f watchdog_cpu_pct=%.4f pinger_cpu_pct=%.4f",
+                    wakes.max() ?? 0, cpu * 100, pinger * 100))
             Child.finish(expecting: 0, within: 0.5)
         case "srv-loop-busy":
             let l = loops(1)
@@ -76,7 +68,7 @@ enum ServerChild {
             let pingsBefore = stats.pings
             let started = Blocking.monotonicSeconds()
             while Blocking.monotonicSeconds() - started < 5 {
-                for _ in 0..<4 { execute(l[0]) { Blocking.hangHarnessShortJob(milliseconds: 1) } }
+                for _ in 0..<4 { l[0].execute { Blocking.hangHarnessShortJob(milliseconds: 1) } }
                 usleep(20_000)
             }
             aft_watchdog_get_stats(&stats)
@@ -86,7 +78,7 @@ enum ServerChild {
         case "srv-loop-kill":
             let l = loops(1)
             settle()
-            execute(l[0]) { Blocking.hangHarnessLoopForever() }
+            l[0].execute { Blocking.hangHarnessLoopForever() }
             Child.emit("BLOCKING")
         case "srv-pool":
             settle()
@@ -122,7 +114,7 @@ enum ServerChild {
             settle()
             Child.emit("READY")
             if scenario == "srv-all-tracer" {
-                execute(l[0]) { Blocking.hangHarnessLoopBlock(seconds: 1.0) }
+                l[0].execute { Blocking.hangHarnessLoopBlock(seconds: 1.0) }
                 Thread { work?.measure { Blocking.hangHarnessSlowRequest(seconds: 1.0) } }.start()
                 for _ in 0..<Int(aft_watch_pool_width()) { Task.detached { await PoolWork.level1(seconds: 1.5) } }
             }
@@ -156,10 +148,10 @@ enum ServerChild {
     }
 
     /// CPU time of Aftermath's watchdog and pinger threads, in seconds.
-    static func ownThreadsCPU() -> Double {
+    static func ownThreadsCPU(_ which: [KeyPath<aft_watchdog_stats, UInt64>] = [\.watchdog_tid, \.pinger_tid]) -> Double {
         var stats = aft_watchdog_stats()
         aft_watchdog_get_stats(&stats)
-        return [stats.watchdog_tid, stats.pinger_tid].reduce(0.0) { sum, tid in
+        return which.map { stats[keyPath: $0] }.reduce(0.0) { sum, tid in
             let text = (try? String(contentsOfFile: "/proc/self/task/\(tid)/schedstat", encoding: .utf8)) ?? ""
             return sum + (Double(text.split(separator: " ").first ?? "0") ?? 0) / 1e9
         }
