@@ -302,6 +302,15 @@ int aft_run_start(const aft_run_options *options, char *error, size_t error_capa
 /* Starts the updater aft_run_start left for later (AFT_RUN_UPDATER_LATER), from any thread;
  * it reads the OOM baseline first. 0, or the errno of its thread's creation. */
 int aft_run_start_updater(void);
+
+/* Hands a batch of records to the exporter and deletes their files once it acknowledged:
+ * aft_export_begin() returns 1 when the hand-off may start, 0 when the process is being ended by
+ * a termination signal (the files stay for the next launch). A termination signal whose
+ * default action ends the process waits for hand-offs in progress (at most
+ * AFT_EXPORT_WAIT_MS), so that a record is never both exported and left behind. */
+#define AFT_EXPORT_WAIT_MS 500u
+int aft_export_begin(void);
+void aft_export_end(void);
 /* Sets app.screen.name (NULL or "" clears it) and writes the live block now. */
 void aft_run_set_screen(const char *name);
 /* Sets the current and previous session and writes the live block now. */

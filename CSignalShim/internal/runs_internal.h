@@ -23,4 +23,9 @@ extern const int aft_g_run_signals[AFT_RUN_SIGNAL_COUNT];
 void aft_async_run_term_handler(int signo, siginfo_t *info, void *ucontext);
 uint32_t aft_async_run_check(const void *block, size_t size_before_check);
 
+/* Hand-offs to the exporter in progress (a futex word), and whether new ones are refused
+ * (a termination signal is ending the process). */
+extern _Atomic uint32_t aft_g_exports_in_flight;
+extern _Atomic uint32_t aft_g_exports_refused;
+
 #endif /* AFT_RUNS_INTERNAL_H */

@@ -26,6 +26,9 @@ enum Child {
             exporter: exporter, reportsDirectory: directory,
             deliverPendingReportsSynchronously: true)
         if scenario == "collect" { config.hangHeartbeat = .off }
+        // An exporter whose hand-off takes a while (a file outbox, a slow collector): the parent
+        // ends the process in the middle of it.
+        if scenario == "termexport" { config.exporter = SlowExporter(exporter) }
         if scenario.hasPrefix("srv-") { ServerChild.configure(&config, scenario) }
         if scenario == "heartbeat" { config.hangHeartbeat = .manual }
         // As a new app starts: earlier reports are delivered in the background.
@@ -73,6 +76,9 @@ enum Child {
     /// The scenario's work on the main queue.
     static func body(_ scenario: String) {
         switch scenario {
+        case "termexport":
+            Blocking.hangHarnessWaitOnSemaphore(seconds: 1.0)
+            finish(expecting: 1)
         case "live1s", "tracer", "dispatchmain":
             emit("BLOCKING")
             Blocking.hangHarnessWaitOnSemaphore(seconds: 1.0)
@@ -168,5 +174,20 @@ enum Child {
     /// One line on stdout, written at once (stdout is a pipe).
     static func emit(_ line: String) {
         writeNow(line + "\n")
+    }
+}
+
+/// Says on stdout that a batch is being handed over (each record's uid), then takes 300 ms
+/// before it acknowledges it.
+final class SlowExporter: LogExporter, @unchecked Sendable {
+    let base: InMemoryExporter
+    init(_ base: InMemoryExporter) { self.base = base }
+
+    func export(_ batch: LogBatch) throws {
+        for record in batch.records where record.eventName == "apsio.hang" {
+            Child.emit("EXPORTING \(record[text: "log.record.uid"] ?? "")")
+        }
+        usleep(300_000)
+        try base.export(batch)
     }
 }

@@ -41,6 +41,25 @@ func none(
     }
 }
 
+/// A live hang's export in progress when SIGTERM comes: exported once, never again at the next
+/// launch.
+func termDuringExport() -> (String, [String]) {
+    let dir = Parent.makeDirectory("termexport")
+    let first = Parent.runChild(["child", "termexport", dir]) { line, pid in
+        if line.hasPrefix("EXPORTING ") { kill(pid, SIGTERM) }
+    }
+    let handed = first.lines.filter { $0.hasPrefix("EXPORTING ") }.map { String($0.dropFirst(10)) }
+    let second = Parent.runChild(["child", "collect", dir])
+    let again = second.records.filter { $0.eventName == "apsio.hang" }.map { $0[text: "log.record.uid"] ?? "" }
+    var failures: [String] = []
+    if handed.count != 1 { failures.append("\(handed.count) hand-offs in the first run") }
+    if first.killedBySignal != SIGTERM { failures.append("first child not ended by SIGTERM") }
+    let total = handed.count + again.count
+    if total != 1 { failures.append("the hang was exported \(total) times (\(handed.count) live, \(again.count) next launch)") }
+    if !Parent.hangFiles(dir).isEmpty { failures.append("hang file left: \(Parent.hangFiles(dir))") }
+    return ("\(handed.count) live, \(again.count) at the next launch", failures)
+}
+
 let strace = ["/usr/bin/strace", "/bin/strace"].first { FileManager.default.isExecutableFile(atPath: $0) }
 
 let scenarios: [Scenario] = [
@@ -97,6 +116,7 @@ let scenarios: [Scenario] = [
                 "tracer", launcher: [strace, "-f", "-o", "/dev/null"],
                 extra: { $0.stats.contains("ignored=0") ? ["stretch not ignored"] : [] })()
         }),
+    Scenario(name: "termexport", summary: "SIGTERM while a live hang is exported", run: termDuringExport),
     Scenario(
         name: "heartbeat", summary: "own loop with heartbeat(), blocked 1 s",
         run: live("heartbeat", "hangHarnessWaitOnSemaphore")),

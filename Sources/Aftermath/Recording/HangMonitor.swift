@@ -128,6 +128,10 @@ enum HangMonitor {
             resource: Aftermath.resource(for: running.configuration),
             scopeName: SDK.scopeName, scopeVersion: SDK.version,
             records: records)
+        // A termination signal ending the process waits for this hand-off (or refuses it):
+        // a hang is exported here or at the next launch, never both.
+        guard aft_export_begin() != 0 else { return 0 }
+        defer { aft_export_end() }
         do {
             try running.configuration.exporter.export(batch)
         } catch {

@@ -1,4 +1,5 @@
 import AftermathOTLP
+import CSignalShim
 import Foundation
 import Synchronization
 #if canImport(Glibc)
@@ -76,9 +77,16 @@ extension ReportCollector {
                 let batch = LogBatch(
                     resource: resource, scopeName: SDK.scopeName,
                     scopeVersion: SDK.version, records: chunk.map(\.record))
+                // A termination signal ending the process waits for this hand-off to finish
+                // (files deleted once acknowledged), or refuses it: never exported twice.
+                guard aft_export_begin() != 0 else {
+                    delivery.exportError = delivery.exportError ?? "the process is terminating"
+                    break batches
+                }
                 do {
                     try exporter.export(batch)
                 } catch {
+                    aft_export_end()
                     delivery.exportError = delivery.exportError ?? String(describing: error)
                     switch (error as? ExportError)?.kind ?? .failed {
                     case .failed: continue batches
@@ -95,6 +103,7 @@ extension ReportCollector {
                     }
                 }
                 for report in chunk { unlink(report.path) }
+                aft_export_end()
                 delivery.exported += chunk.count
             }
             deliverAttachments(to: attachmentExporter, &delivery)

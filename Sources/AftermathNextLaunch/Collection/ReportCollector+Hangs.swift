@@ -26,7 +26,9 @@ extension ReportCollector {
                     (file.liveFlags | file.flags) & UInt32(AFT_FLAG_HANG_FINISHED) == 0
                 {
                     let runID = ReportContext(context).runID
-                    pass.unfinishedHangs[runID] = max(pass.unfinishedHangs[runID] ?? 0, file.liveValue ?? 0)
+                    let ms = file.liveValue ?? 0
+                    if ms >= pass.unfinishedHangs[runID] ?? 0 { pass.unfinishedHangs[runID] = ms }
+                    if let what = HangReport.targetDescription(file) { pass.unfinishedHangTargets[runID] = what }
                 }
                 let hang = try HangReport(file: file)
                 if let currentRunID, hang.context.runID == currentRunID { return }

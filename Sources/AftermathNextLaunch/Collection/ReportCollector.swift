@@ -112,6 +112,9 @@ package struct ReportCollector: Sendable {
         package var crashedRuns: Set<UUID> = []
         /// The longest unfinished hang of each run found in hangs/ (ms until its last update).
         package var unfinishedHangs: [UUID: UInt64] = [:]
+        /// What the longest unfinished hang of a run was of, when not the main thread
+        /// ("event loop loop-0, thread NIO-ELT-0-#0").
+        package var unfinishedHangTargets: [UUID: String] = [:]
         /// The time the collection started, seconds since the epoch (for age limits).
         package let now = Double(Clock.realtimeNanoseconds()) / 1e9
         /// Files this collection may still set aside or remove for a limit.

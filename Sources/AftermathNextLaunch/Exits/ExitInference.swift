@@ -46,7 +46,11 @@ package struct ExitInference: Sendable {
     /// - Parameters:
     ///   - crashed: a crash report of this run is in the collection.
     ///   - unfinishedHangMilliseconds: the longest unfinished hang of this run, if any.
-    package func judge(_ run: RunFile, crashed: Bool, unfinishedHangMilliseconds: UInt64? = nil) -> ExitVerdict {
+    ///   - unfinishedHangTarget: what it was of, when not the main thread.
+    package func judge(
+        _ run: RunFile, crashed: Bool, unfinishedHangMilliseconds: UInt64? = nil, unfinishedHangTarget: String? = nil
+    ) -> ExitVerdict {
+        let of = unfinishedHangTarget.map { " of \($0)" } ?? ""
         let c = run.context
         if crashed { return .nothing("crash report") }
         if let exit = run.exit { return .nothing("clean exit (status \(exit.status))") }
@@ -93,11 +97,11 @@ package struct ExitInference: Sendable {
         if let hang = unfinishedHangMilliseconds, run.info.watchdog_usec > 0 {
             return report(
                 .watchdog, .inferred,
-                "unfinished hang \(hang) ms, WATCHDOG_USEC=\(run.info.watchdog_usec)")
+                "unfinished hang\(of) \(hang) ms, WATCHDOG_USEC=\(run.info.watchdog_usec)")
         }
         if let memory = systemMemoryEvidence(run) { return report(.memory, .inferred, memory) }
         if let hang = unfinishedHangMilliseconds {
-            return report(.anr, .inferred, "unfinished hang \(hang) ms")
+            return report(.anr, .inferred, "unfinished hang\(of) \(hang) ms")
         }
         return report(.unknown, .inferred, "no evidence (\(run.live?.update_count ?? 0) updates)")
     }

@@ -123,6 +123,22 @@ extension HangReport {
     }
 }
 
+extension HangReport {
+    /// What a hang file's target was, in words, when not the main thread: "event loop loop-0,
+    /// thread NIO-ELT-0-#0"; nil for the main thread and files without a target.
+    package static func targetDescription(_ file: ReportFile) -> String? {
+        guard var target = file.hangTarget, target.kind != UInt32(AFT_HANG_KIND_MAIN) else { return nil }
+        let kind = HangKind(code: target.kind)
+        let words = kind == .eventLoop ? "event loop" : kind == .concurrencyPool ? "concurrency pool" : kind.rawValue
+        var text = "\(words) \(CString.read(&target.name))"
+        if var h = file.hang, kind != .concurrencyPool {
+            let name = CString.read(&h.thread_name)
+            if !name.isEmpty { text += ", thread \(name)" }
+        }
+        return text
+    }
+}
+
 /// What a hang's watched target was (`apsio.hang.kind`).
 package enum HangKind: String, Sendable, Hashable {
     case main
