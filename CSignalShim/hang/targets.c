@@ -35,6 +35,7 @@ void aft_watchdog_reset_target(aft_watch_target *t) {
     t->stretch = AFT_STRETCH_NONE;
     t->rebase = 1;
     t->blocked_since = t->earliest_onset = t->last_beats = t->last_ping_ns = 0;
+    t->idle_seen_ns = 0;
     t->hang_fd = -1;
     t->hang_onset_ns = t->hang_stopped_ns = t->hang_last_live_ns = 0;
     t->rate_tokens_ns = (uint64_t)AFT_WATCH_RATE_BURST * AFT_WATCH_RATE_REFILL_S * 1000000000ull;

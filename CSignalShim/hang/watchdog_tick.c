@@ -77,6 +77,7 @@ static void aft_maybe_ping(aft_watchdog *w, aft_watch_target *t, uint64_t now) {
         now - t->last_ping_ns < (uint64_t)AFT_WATCH_IDLE_PING_MS * 1000000ull &&
         aft_loop_idle(w, t, tid)) {
         atomic_fetch_add(&w->idle_skips, 1);
+        t->idle_seen_ns = now; /* waiting for work: alive, as a ping that ran */
         return;
     }
     t->last_ping_ns = now;
@@ -207,6 +208,7 @@ void aft_watchdog_tick_target(aft_watchdog *w, aft_watch_target *t, uint64_t now
     if (t->source == AFT_SOURCE_PING) {
         if (!atomic_load(&t->ping_outstanding)) {
             uint64_t ran = atomic_load(&t->ping_ran_ns);
+            if (t->idle_seen_ns > ran) ran = t->idle_seen_ns;
             t->earliest_onset = ran > t->baseline_ns ? ran : t->baseline_ns;
             t->blocked_since = now;
             if (t->stretch == AFT_STRETCH_IGNORED) t->stretch = AFT_STRETCH_NONE;

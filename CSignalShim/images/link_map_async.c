@@ -65,14 +65,16 @@ static int aft_async_read_known(uint64_t address, void *out, size_t size) {
 
 /* Whether pc lies in one of the images read after start (while they are trusted): code the next
  * launch finds unwind tables for. JIT or other anonymous code is unwound here. */
-int aft_async_pc_in_known_image(uint64_t pc) {
-    if (!aft_g_known_link_map.valid) return 0;
+int aft_async_known_image_of(uint64_t pc) {
+    if (!aft_g_known_link_map.valid) return -1;
     atomic_thread_fence(memory_order_acquire);
     uint32_t n = atomic_load(&aft_g_known_image_count);
     for (uint32_t i = 0; i < n && i < AFT_MAX_IMAGES; i++)
-        if (pc >= aft_g_known_images[i].start && pc < aft_g_known_images[i].end) return 1;
-    return 0;
+        if (pc >= aft_g_known_images[i].start && pc < aft_g_known_images[i].end) return (int)i;
+    return -1;
 }
+
+int aft_async_pc_in_known_image(uint64_t pc) { return aft_async_known_image_of(pc) >= 0; }
 
 int aft_async_link_map_signature_known(uint64_t *count, uint64_t *hash) {
     const aft_link_map_snapshot *k = &aft_g_known_link_map;

@@ -143,6 +143,8 @@ int aft_async_link_map_walk(aft_memory_read_fn read, uint64_t *count, uint64_t *
 int aft_async_link_map_signature_known(uint64_t *count, uint64_t *hash);
 /* Whether pc lies in one of the images read after start, while they are trusted: code the next
  * launch finds unwind tables for (JIT or other anonymous code is unwound at the crash). */
+/* The index of the image read after start that holds pc, or -1. */
+int aft_async_known_image_of(uint64_t pc);
 int aft_async_pc_in_known_image(uint64_t pc);
 /* Normal time (reserve.c): allocates the crash file's space (fd empty, its size kept 0) for a
  * report with images for image_count objects, and every thread's where the disk has it; the
@@ -335,6 +337,11 @@ uint32_t aft_async_walk_from_sp(aft_stack_window *w, uint64_t pc, uint64_t sp, u
 /* The frame-pointer walk from pc and fp, reading the stack through w: a corrupt chain ends it. */
 uint32_t aft_async_frame_pointer_walk(aft_stack_window *w, uint64_t pc, uint64_t fp,
                                       uint64_t *frames, uint32_t capacity, uint32_t *truncated);
+/* The same, with the first return address found between two records, where a function without
+ * a record of its own (a thunk, libc) left it (x86-64; a hang's stacks, never a crash's). */
+uint32_t aft_async_frame_pointer_walk_scanning(aft_stack_window *w, uint64_t pc, uint64_t fp,
+                                               uint64_t *frames, uint32_t capacity,
+                                               uint32_t *truncated);
 
 /* ---- the report writer (report_async.c) ---- */
 /* Tests only: when non-zero, the writer stores to this (unmapped) address after its first

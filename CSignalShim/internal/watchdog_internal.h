@@ -86,7 +86,8 @@ typedef struct aft_watch_target {
     int syscall_fd;        /* an event loop's /proc/self/task/<tid>/syscall, kept open */
     int schedstat_fd;      /* and its schedstat (CPU time) */
     uint64_t syscall_fd_tid;
-    uint64_t idle_run_ns; /* its CPU time when last found idle (UINT64_MAX: not idle) */
+    uint64_t idle_run_ns;  /* its CPU time when last found idle (UINT64_MAX: not idle) */
+    uint64_t idle_seen_ns; /* when it was last found idle */
     int hang_fd; /* the committed file of its hang, kept open for live updates */
     uint64_t hang_onset_ns, hang_stopped_ns, hang_last_live_ns;
     uint64_t rate_tokens_ns; /* the rate limit's bucket, in nanoseconds of refill */
@@ -133,6 +134,10 @@ typedef struct aft_watchdog {
     uint32_t capture_frame_count;
     uint32_t capture_truncated;
     uint64_t capture_pause_ns;
+    aft_crash_info capture_regs;                     /* the handler's: the signal frame's */
+    uint64_t capture_words[512];                     /* the 4 KiB above its sp */
+    uint64_t capture_scan[AFT_WATCHDOG_SCAN_FRAMES]; /* its walk from sp */
+    uint64_t capture_merged[AFT_MAX_FRAMES];         /* the unwinder's frames and the walk's */
 
     /* The hang being captured (watchdog thread only). */
     uint64_t hang_counter;

@@ -2,7 +2,8 @@
  * unwind_walk_async.c: CRASH-TIME CODE, under the crash-time contract of CSignalShim/README.md
  * (async-signal-safe calls only, no malloc, no locks, no stdio, no Swift; checked by
  * AsyncSafetyTests). The stack without libunwind, lock free: the frame-pointer walk from a pc and
- * a frame pointer (a signal context's, or the caller's), every read through
+ * a frame pointer (a signal context's, or the caller's), for hangs with the return address a
+ * function without a frame record leaves between two records, every read through
  * aft_async_read_memory 16 KiB at a time, so a corrupt chain ends the walk instead of faulting;
  * and the first frame record above a stack pointer, for threads known only by sp and pc.
  */
@@ -36,8 +37,41 @@ static int aft_async_read_pair(aft_stack_window *w, uint64_t address, uint64_t p
     return 0;
 }
 
-uint32_t aft_async_frame_pointer_walk(aft_stack_window *w, uint64_t pc, uint64_t fp,
-                                      uint64_t *frames, uint32_t capacity, uint32_t *truncated) {
+/* A return address: in an image read after start, just after a call instruction. */
+static int aft_async_plausible_return(uint64_t ret) {
+    return ret > 4096 && aft_async_pc_in_known_image(ret) && aft_async_arch_follows_call(ret);
+}
+
+/* The first return address in the words after the record at fp and before the next record
+ * (at most AFT_GAP_SCAN_BYTES): the one a function without a frame record (a thunk of a
+ * library, libc's code) left when its caller's record is the next. Taken only from another
+ * image than the function the record returns into (ret): such a function is a library's, its
+ * caller the app's or another library's, while a gap inside one image is a frame's locals.
+ * 0 when there is none. x86-64 only, as the sp scan. */
+#define AFT_GAP_SCAN_BYTES 64u
+static uint64_t aft_async_gap_return(aft_stack_window *w, uint64_t fp, uint64_t next,
+                                     uint64_t ret_of_record) {
+#if defined(__x86_64__)
+    int skipped_image = aft_async_known_image_of(ret_of_record);
+    if (skipped_image < 0) return 0;
+    for (uint64_t at = fp + 16; at + 8 <= next && at < fp + 16 + AFT_GAP_SCAN_BYTES; at += 16) {
+        uint64_t pair[2];
+        if (aft_async_read_pair(w, at, pair) != 0) return 0;
+        for (int k = 0; k < 2; k++) {
+            if (at + 8u * (uint64_t)k + 8 > next) return 0;
+            uint64_t ret = aft_async_arch_code_address(pair[k]);
+            if (!aft_async_plausible_return(ret)) continue;
+            return aft_async_known_image_of(ret) != skipped_image ? ret : 0;
+        }
+    }
+#else
+    (void)w, (void)fp, (void)next, (void)ret_of_record;
+#endif
+    return 0;
+}
+
+static uint32_t aft_async_walk(aft_stack_window *w, uint64_t pc, uint64_t fp, uint64_t *frames,
+                               uint32_t capacity, uint32_t *truncated, int scan_gaps) {
     w->base = w->size = 0;
     uint32_t n = 0;
     if (capacity == 0) return 0;
@@ -52,9 +86,31 @@ uint32_t aft_async_frame_pointer_walk(aft_stack_window *w, uint64_t pc, uint64_t
         }
         frames[n++] = aft_async_arch_code_address(pair[1]);
         if (pair[0] <= fp) break; /* stacks grow down: the chain must go up */
+        if (scan_gaps && pair[0] > fp + 16) {
+            uint64_t next = pair[0];
+            uint64_t ret = aft_async_gap_return(w, fp, next, frames[n - 1]);
+            if (ret != 0) {
+                if (n == capacity) {
+                    if (truncated) *truncated = 1;
+                    break;
+                }
+                frames[n++] = ret;
+            }
+        }
         fp = pair[0];
     }
     return n;
+}
+
+uint32_t aft_async_frame_pointer_walk(aft_stack_window *w, uint64_t pc, uint64_t fp,
+                                      uint64_t *frames, uint32_t capacity, uint32_t *truncated) {
+    return aft_async_walk(w, pc, fp, frames, capacity, truncated, 0);
+}
+
+uint32_t aft_async_frame_pointer_walk_scanning(aft_stack_window *w, uint64_t pc, uint64_t fp,
+                                               uint64_t *frames, uint32_t capacity,
+                                               uint32_t *truncated) {
+    return aft_async_walk(w, pc, fp, frames, capacity, truncated, 1);
 }
 
 uint32_t aft_async_walk_from_sp(aft_stack_window *w, uint64_t pc, uint64_t sp, uint64_t fp,
@@ -66,13 +122,12 @@ uint32_t aft_async_walk_from_sp(aft_stack_window *w, uint64_t pc, uint64_t sp, u
 #if defined(__x86_64__)
     for (uint64_t at = sp; fp > sp && at < fp && at < sp + 512 * 8 && n < capacity; at += 8) {
         uint64_t ret = aft_async_arch_code_address(scratch[(at - sp) / 8]);
-        if (ret > 4096 && aft_async_pc_in_known_image(ret) && aft_async_arch_follows_call(ret))
-            frames[n++] = ret;
+        if (aft_async_plausible_return(ret)) frames[n++] = ret;
     }
 #else
     (void)sp, (void)scratch;
 #endif
-    return n + aft_async_frame_pointer_walk(w, 0, fp, frames + n, capacity - n, truncated);
+    return n + aft_async_frame_pointer_walk_scanning(w, 0, fp, frames + n, capacity - n, truncated);
 }
 
 uint32_t aft_async_unwind_frame_pointers(const void *ucontext, uint64_t *frames, uint32_t capacity,

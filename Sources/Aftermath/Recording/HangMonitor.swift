@@ -40,12 +40,14 @@ enum HangMonitor {
         let threshold = max(1, configuration.concurrencyPoolThreshold.clampedMilliseconds)
         for priority in Set(configuration.concurrencyPoolPriorities.map(\.rawValue)).sorted() {
             let taskPriority = TaskPriority(rawValue: priority)
-            let target = aft_watch_add(
-                AFT_HANG_KIND_CONCURRENCY_POOL, "concurrency-pool." + priorityName(taskPriority), threshold)
-            guard target > 0 else { continue }
-            schedules.withLock {
-                $0[target] = { job in Task.detached(priority: taskPriority) { job() } }
+            // Added under the schedules' lock: the first probe, asked for at once, finds its schedule.
+            let target = schedules.withLock { schedules in
+                let target = aft_watch_add(
+                    AFT_HANG_KIND_CONCURRENCY_POOL, "concurrency-pool." + priorityName(taskPriority), threshold)
+                if target > 0 { schedules[target] = { job in Task.detached(priority: taskPriority) { job() } } }
+                return target
             }
+            guard target > 0 else { continue }
             poolTargets.withLock { $0.append(target) }
         }
     }

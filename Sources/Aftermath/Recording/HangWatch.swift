@@ -92,9 +92,17 @@ extension Aftermath {
         named name: String, threshold: Duration = defaultEventLoopThreshold,
         schedule: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void
     ) throws(HangWatchError) -> HangWatch {
-        let watch = try add(kind: AFT_HANG_KIND_EVENT_LOOP, name: name, threshold: threshold)
-        HangMonitor.schedules.withLock { $0[watch.target] = schedule }
-        return watch
+        // Added under the schedules' lock: the first ping, asked for at once, finds its schedule.
+        let result = HangMonitor.schedules.withLock { schedules -> Result<HangWatch, HangWatchError> in
+            do throws(HangWatchError) {
+                let watch = try add(kind: AFT_HANG_KIND_EVENT_LOOP, name: name, threshold: threshold)
+                schedules[watch.target] = schedule
+                return .success(watch)
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
     }
 
     /// Watches a thread with a loop of its own (GLib, SDL, a daemon's worker): it calls
