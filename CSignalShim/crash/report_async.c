@@ -199,9 +199,8 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
     /* A file-size limit (ulimit -f) smaller than the whole report: the innermost frames and
      * the images they are in come first; what does not fit is left out and said to be. */
     uint64_t limit = aft_async_file_size_limit();
-    uint64_t fixed =
-        sizeof(header) + 4 * sizeof(aft_section_header) + sizeof(aft_context) + spec->event_size +
-        (spec->extra != NULL ? spec->extra_size : 0);
+    uint64_t fixed = sizeof(header) + 4 * sizeof(aft_section_header) + sizeof(aft_context) +
+                     spec->event_size + (spec->extra != NULL ? spec->extra_size : 0);
     uint32_t frame_count = spec->frame_count;
     uint32_t frames_truncated = spec->frames_truncated;
     if (limit != UINT64_MAX && limit > fixed) {

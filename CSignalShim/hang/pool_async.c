@@ -44,7 +44,8 @@ int32_t aft_async_pool_classify(aft_watchdog *w, aft_thread_capture *c) {
 uint32_t aft_async_pool_record_frames(const aft_thread_capture *c, uint32_t index, uint64_t *out,
                                       uint32_t capacity) {
     uint32_t offset = 0;
-    for (uint32_t i = 0; i < index && i < c->info.recorded; i++) offset += c->records[i].frame_count;
+    for (uint32_t i = 0; i < index && i < c->info.recorded; i++)
+        offset += c->records[i].frame_count;
     uint32_t n = c->records[index].frame_count;
     if (offset + n > c->frame_count) return 0;
     if (n > capacity) n = capacity;

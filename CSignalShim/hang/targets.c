@@ -194,7 +194,8 @@ int32_t aft_work_begin(int32_t target) {
         u->threshold_ns = parent->threshold_ns;
         u->parent = target;
         atomic_store_explicit(&u->tid, aft_cached_tid(), memory_order_relaxed);
-        atomic_store_explicit(&u->begin_ns, aft_async_now_ns(CLOCK_MONOTONIC), memory_order_relaxed);
+        atomic_store_explicit(&u->begin_ns, aft_async_now_ns(CLOCK_MONOTONIC),
+                              memory_order_relaxed);
         atomic_store_explicit(&u->hang_end_ns, 0, memory_order_relaxed);
         atomic_store_explicit(&u->armed, 1, memory_order_relaxed);
         atomic_store(&u->slot, (claimed & ~0xffu) | AFT_SLOT_ACTIVE);

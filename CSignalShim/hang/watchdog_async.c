@@ -114,8 +114,8 @@ static void aft_async_watchdog_fill_gaps(aft_watchdog *w, const void *ucontext,
     uint64_t pc = regs->pc, fp = aft_async_frame_record_above(regs->sp, w->capture_words);
     if (regs->sp == 0 || fp == 0) return;
     uint32_t scan_truncated = 0;
-    uint32_t n = aft_async_walk_from_sp(&aft_g_stack_windows[AFT_UNWIND_SLOT_CAPTURE], pc,
-                                        regs->sp, fp, w->capture_words, w->capture_scan,
+    uint32_t n = aft_async_walk_from_sp(&aft_g_stack_windows[AFT_UNWIND_SLOT_CAPTURE], pc, regs->sp,
+                                        fp, w->capture_words, w->capture_scan,
                                         AFT_WATCHDOG_SCAN_FRAMES, &scan_truncated);
     /* Every frame the unwinder found, in its order; between two of them, at most two frames the
      * walk found there too (it saw both neighbours). */
@@ -285,8 +285,8 @@ static uint32_t aft_async_pool_hang(aft_watchdog *w, aft_hang_info *h) {
     h->thread_state = r->state;
     h->syscall_number = r->syscall_number >= 0 ? (uint64_t)r->syscall_number : UINT64_MAX;
     aft_async_memcpy(h->thread_name, r->name, sizeof(h->thread_name));
-    h->capture_method = r->context_source == AFT_THREAD_CONTEXT_SIGNAL ? AFT_CAPTURE_SIGNAL
-                                                                       : AFT_CAPTURE_PROC;
+    h->capture_method =
+        r->context_source == AFT_THREAD_CONTEXT_SIGNAL ? AFT_CAPTURE_SIGNAL : AFT_CAPTURE_PROC;
     return aft_async_pool_record_frames(&aft_g_hang_threads, (uint32_t)lead, w->pool_frames,
                                         AFT_THREAD_MAX_FRAMES);
 }

@@ -38,7 +38,8 @@ void aft_watchdog_resume(void) { aft_watch_resume(0); }
 void aft_watchdog_set_foreground(int32_t foreground) {
     aft_watchdog *w = &aft_g_watchdog;
     atomic_store(&w->foreground, foreground != 0);
-    for (uint32_t i = 0; i < AFT_WATCH_MAX_TARGETS; i++) atomic_fetch_add(&w->targets[i].generation, 1);
+    for (uint32_t i = 0; i < AFT_WATCH_MAX_TARGETS; i++)
+        atomic_fetch_add(&w->targets[i].generation, 1);
     aft_watchdog_wake(w);
 }
 

@@ -86,8 +86,7 @@ static void aft_maybe_ping(aft_watchdog *w, aft_watch_target *t, uint64_t now) {
 
 void aft_watchdog_arm_target(aft_watchdog *w, aft_watch_target *t, uint64_t now) {
     /* A pinged target never heard from: one ping a second until it answers. */
-    if (t->source != AFT_SOURCE_PING || atomic_load(&t->armed) ||
-        atomic_load(&t->ping_outstanding))
+    if (t->source != AFT_SOURCE_PING || atomic_load(&t->armed) || atomic_load(&t->ping_outstanding))
         return;
     if (t->last_ping_ns != 0 && now - t->last_ping_ns < 1000000000ull) return;
     t->last_ping_ns = now;
@@ -128,8 +127,8 @@ void aft_watchdog_finish_target(aft_watchdog *w, aft_watch_target *t, uint64_t e
 }
 
 /* When the hang in progress ended (0: not yet). */
-static uint64_t aft_hang_end(aft_watchdog *w, aft_watch_target *t, uint64_t now,
-                             uint64_t prev_tick, int alive) {
+static uint64_t aft_hang_end(aft_watchdog *w, aft_watch_target *t, uint64_t now, uint64_t prev_tick,
+                             int alive) {
     uint32_t state = atomic_load(&t->slot) & 0xffu;
     if (t != &w->targets[0] && state == AFT_SLOT_ENDED) { /* a unit ended, a target removed */
         uint64_t end = atomic_load(&t->hang_end_ns);

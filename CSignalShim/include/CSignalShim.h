@@ -137,7 +137,8 @@ uint32_t aft_remote_unwind(const aft_remote_unwind_input *in, uint64_t *frames, 
  * is these calls, so that a call that blocks (a lock a stuck thread holds) delays pings, never a
  * hang's capture; the first main ping is posted by aft_watchdog_start on the caller's thread,
  * queued before any job the app adds after start. */
-#define AFT_WATCHDOG_EVENT_PING 1u          /* run one job on the target's thread or queue that
+#define AFT_WATCHDOG_EVENT_PING                                                                    \
+    1u                                      /* run one job on the target's thread or queue that
                                                calls aft_watchdog_ping_ran (target 0) or
                                                aft_watch_ping_ran(target) */
 #define AFT_WATCHDOG_EVENT_HANG_FINISHED 2u /* a hang file got AFT_FLAG_HANG_FINISHED */
@@ -147,13 +148,13 @@ uint32_t aft_remote_unwind(const aft_remote_unwind_input *in, uint64_t *frames, 
 #define AFT_ATTENTION_HANG 0x2u /* a hang is in progress: record its end, wake the watchdog */
 
 typedef struct aft_watchdog_options {
-    const char *hang_directory;     /* existing directory for hang files */
-    uint32_t threshold_ms;          /* 0 = 250 */
-    int32_t capture_signal;         /* 0 = a free real-time signal (else SIGURG); never used
+    const char *hang_directory; /* existing directory for hang files */
+    uint32_t threshold_ms;      /* 0 = 250 */
+    int32_t capture_signal;     /* 0 = a free real-time signal (else SIGURG); never used
                                        when the app handles it */
-    uint32_t heartbeat_mode;        /* AFT_HEARTBEAT_* */
-    uint32_t thread_later;          /* 1: the thread is started by aft_watchdog_start_thread */
-    uint32_t other_threads;         /* 1: a hang also records every other thread (paused for
+    uint32_t heartbeat_mode;    /* AFT_HEARTBEAT_* */
+    uint32_t thread_later;      /* 1: the thread is started by aft_watchdog_start_thread */
+    uint32_t other_threads;     /* 1: a hang also records every other thread (paused for
                                        a moment; those asleep in a call a signal would cut
                                        short are read from /proc instead) */
     void (*notify)(uint32_t event, int32_t target); /* on the pinger thread; may be NULL */
@@ -234,8 +235,8 @@ void aft_watchdog_get_stats(aft_watchdog_stats *out);
 #define AFT_HANG_KIND_WORK 3u
 #define AFT_HANG_KIND_CONCURRENCY_POOL 4u
 
-#define AFT_WATCH_MAX_TARGETS 64u  /* the main target included */
-#define AFT_WATCH_MAX_UNITS 256u   /* units of work in progress at once, every kind together */
+#define AFT_WATCH_MAX_TARGETS 64u /* the main target included */
+#define AFT_WATCH_MAX_UNITS 256u  /* units of work in progress at once, every kind together */
 #define AFT_WATCH_IDLE_PING_MS 2000u
 #define AFT_WATCH_RATE_BURST 10u
 #define AFT_WATCH_RATE_REFILL_S 60u

@@ -14,11 +14,11 @@
 #include "CSignalShim.h"
 #include "shim_internal.h"
 
-#define AFT_WATCHDOG_TICK_NS (100ull * 1000 * 1000)    /* at most 10 wakeups a second */
+#define AFT_WATCHDOG_TICK_NS (100ull * 1000 * 1000)      /* at most 10 wakeups a second */
 #define AFT_WATCHDOG_IDLE_TICK_NS (125ull * 1000 * 1000) /* while every watched loop is idle */
-#define AFT_WATCHDOG_LIVE_NS (250ull * 1000 * 1000)    /* live block update period */
-#define AFT_WATCHDOG_LATE_NS (100ull * 1000 * 1000)    /* a tick this late: we were stopped */
-#define AFT_WATCHDOG_CAPTURE_NS (200ull * 1000 * 1000) /* the signal's delivery budget */
+#define AFT_WATCHDOG_LIVE_NS (250ull * 1000 * 1000)      /* live block update period */
+#define AFT_WATCHDOG_LATE_NS (100ull * 1000 * 1000)      /* a tick this late: we were stopped */
+#define AFT_WATCHDOG_CAPTURE_NS (200ull * 1000 * 1000)   /* the signal's delivery budget */
 #define AFT_WATCHDOG_SCAN_FRAMES 128u
 #define AFT_WATCHDOG_SCAN_BYTES (256u * 1024u)
 
@@ -88,7 +88,7 @@ typedef struct aft_watch_target {
     uint64_t syscall_fd_tid;
     uint64_t idle_run_ns;  /* its CPU time when last found idle (UINT64_MAX: not idle) */
     uint64_t idle_seen_ns; /* when it was last found idle */
-    int hang_fd; /* the committed file of its hang, kept open for live updates */
+    int hang_fd;           /* the committed file of its hang, kept open for live updates */
     uint64_t hang_onset_ns, hang_stopped_ns, hang_last_live_ns;
     uint64_t rate_tokens_ns; /* the rate limit's bucket, in nanoseconds of refill */
     uint64_t rate_last_ns;
@@ -226,7 +226,7 @@ void aft_async_futex_wait_until(_Atomic uint32_t *word, uint32_t expected, uint6
 /* What the watchdog knows about the watched thread at a tick (aft_async_hang_decide). */
 typedef struct aft_hang_facts {
     int32_t thread_gone; /* the watched thread no longer exists */
-    uint64_t silent_ns; /* since its last sign of life, time stopped excluded */
+    uint64_t silent_ns;  /* since its last sign of life, time stopped excluded */
     uint64_t threshold_ns;
     int32_t armed;       /* a first heartbeat or ping was seen */
     int32_t pause_depth; /* aft_watchdog_pause() calls not yet resumed */

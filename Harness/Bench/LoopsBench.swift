@@ -107,8 +107,10 @@ enum LoopsBench {
         let seconds = Double(t1 - t0) / 1e9
         print(
             String(
-                format: "8 busy loops:           %.2f pings/s per loop (budget 10), watchdog+pinger CPU %.4f %%, %d hangs",
-                Double(s1.pings - s0.pings) / seconds / Double(loops.count), 100 * Double(cpu1 - cpu0) / Double(t1 - t0),
+                format:
+                    "8 busy loops:           %.2f pings/s per loop (budget 10), watchdog+pinger CPU %.4f %%, %d hangs",
+                Double(s1.pings - s0.pings) / seconds / Double(loops.count),
+                100 * Double(cpu1 - cpu0) / Double(t1 - t0),
                 Int(s1.hangs - s0.hangs)))
     }
 
@@ -140,7 +142,8 @@ enum LoopsBench {
             latencies.append(Double(Int64(bitPattern: s.last_detection_ns &- onset.get())) / 1e6)
             if s.last_capture_method == AFT_CAPTURE_SIGNAL { pauses.append(Double(s.last_capture_pause_ns) / 1e3) }
         }
-        let budget = Aftermath.defaultEventLoopThreshold.components.seconds * 1000
+        let budget =
+            Aftermath.defaultEventLoopThreshold.components.seconds * 1000
             + Aftermath.defaultEventLoopThreshold.components.attoseconds / 1_000_000_000_000_000 + 125
         print("event loop detection:   \(summary(latencies, "ms")) (budget \(budget) ms)")
         print("capture pause (signal): \(summary(pauses, "us")) (budget 200 us)")

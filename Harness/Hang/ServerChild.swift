@@ -148,7 +148,9 @@ enum ServerChild {
     }
 
     /// CPU time of Aftermath's watchdog and pinger threads, in seconds.
-    static func ownThreadsCPU(_ which: [KeyPath<aft_watchdog_stats, UInt64>] = [\.watchdog_tid, \.pinger_tid]) -> Double {
+    static func ownThreadsCPU(
+        _ which: [KeyPath<aft_watchdog_stats, UInt64>] = [\.watchdog_tid, \.pinger_tid]
+    ) -> Double {
         var stats = aft_watchdog_stats()
         aft_watchdog_get_stats(&stats)
         return which.map { stats[keyPath: $0] }.reduce(0.0) { sum, tid in

@@ -34,7 +34,9 @@ enum ServerRows {
             if kind != e.kind { failures.append("kind \(kind), expected \(e.kind)") }
             if target != e.target { failures.append("target \(target), expected \(e.target)") }
             if let n = e.threadName, name != n { failures.append("thread.name \(name), expected \(n)") }
-            if !e.durationMs.contains(duration) { failures.append("\(target): duration \(duration) ms not in \(e.durationMs)") }
+            if !e.durationMs.contains(duration) {
+                failures.append("\(target): duration \(duration) ms not in \(e.durationMs)")
+            }
             if !symbols.contains(where: { $0.contains(e.function) }) {
                 failures.append("\(target): \(e.function) not in stack (\(symbols.prefix(6).joined(separator: ", ")))")
             }
@@ -63,6 +65,13 @@ enum ServerRows {
         return nil
     }
 
+    /// One record per target, in turn: (target, thread name) each.
+    static func inTurn(
+        _ kind: String, _ targets: [(String, String)], function: String, durationMs: ClosedRange<Int>
+    ) -> [Expect] {
+        targets.map { Expect(kind: kind, target: $0.0, threadName: $0.1, function: function, durationMs: durationMs) }
+    }
+
     static func row(_ name: String, _ expected: [Expect]) -> () -> (String, [String]) {
         {
             let dir = Parent.makeDirectory(name)
@@ -79,8 +88,15 @@ enum ServerRows {
             let outcome = Parent.runChild(["child", name, dir])
             let width = outcome.lines.first { $0.hasPrefix("WIDTH ") }.flatMap { Int($0.dropFirst(6)) }
             var (seen, failures) = check(
-                outcome, [Expect(kind: "concurrency_pool", target: "concurrency-pool.medium", function: function, durationMs: 1000...3200)])
-            guard let r = outcome.records.first(where: { $0.eventName == "apsio.hang" }) else { return (seen, failures) }
+                outcome,
+                [
+                    Expect(
+                        kind: "concurrency_pool", target: "concurrency-pool.medium", function: function,
+                        durationMs: 1000...3200)
+                ])
+            guard let r = outcome.records.first(where: { $0.eventName == "apsio.hang" }) else {
+                return (seen, failures)
+            }
             let poolWidth = Scenario.int(r, "apsio.hang.pool.width") ?? -1
             let blocked = Scenario.int(r, "apsio.hang.pool.blocked") ?? -1
             let busy = Scenario.int(r, "apsio.hang.pool.busy") ?? -1
@@ -91,9 +107,12 @@ enum ServerRows {
             }
             let expectedJobs = poolWidth
             if jobs < expectedJobs { failures.append("pool.jobs \(jobs) < width \(expectedJobs)") }
-            if state == "blocked", blocked < expectedJobs { failures.append("pool.blocked \(blocked) < \(expectedJobs)") }
+            if state == "blocked", blocked < expectedJobs {
+                failures.append("pool.blocked \(blocked) < \(expectedJobs)")
+            }
             let list =
-                (try? JSONSerialization.jsonObject(with: Data(Scenario.string(r, "apsio.threads").utf8))) as? [[String: Any]]
+                (try? JSONSerialization.jsonObject(with: Data(Scenario.string(r, "apsio.threads").utf8)))
+                as? [[String: Any]]
                 ?? []
             let workers = list.filter { $0["swift_job"] as? Bool == true }
             let inFunction = workers.filter { entry in
@@ -109,105 +128,107 @@ enum ServerRows {
         }
     }
 
-    static let strace = ["/usr/bin/strace", "/bin/strace"].first { FileManager.default.isExecutableFile(atPath: $0) }
-
-    static var scenarios: [Scenario] { [
-        Scenario(
-            name: "srv-loop", summary: "event loop blocked 2 s (of two loops)",
-            run: row(
-                "srv-loop",
-                [Expect(kind: "event_loop", target: "loop-0", threadName: "NIO-ELT-0-#0", function: "hangHarnessLoopBlock", durationMs: 1850...2250)])),
-        Scenario(
-            name: "srv-loop2", summary: "two loops blocked one after the other",
-            run: row(
-                "srv-loop2",
-                [
-                    Expect(kind: "event_loop", target: "loop-0", threadName: "NIO-ELT-0-#0", function: "hangHarnessLoopBlock", durationMs: 1050...1450),
-                    Expect(kind: "event_loop", target: "loop-1", threadName: "NIO-ELT-0-#1", function: "hangHarnessLoopBlock", durationMs: 1050...1450),
-                ])),
-        Scenario(
-            name: "srv-loop-idle", summary: "8 idle loops, 10 s: no record, no wake-ups",
-            run: {
-                let dir = Parent.makeDirectory("srv-loop-idle")
-                let outcome = Parent.runChild(["child", "srv-loop-idle", dir], timeout: 30)
-                var (seen, failures) = check(outcome, [])
-                let wakes = figure(outcome, "wakeups_per_s_max") ?? -1, cpu = figure(outcome, "watchdog_cpu_pct") ?? -1
-                if wakes < 0 || wakes > 1.0 { failures.append("an idle loop woke \(wakes) times a second (budget 1)") }
-                // The CPU figure is the benchmark's (aftermath-bench loops, release); here it is shown.
-                if cpu < 0 { failures.append("no watchdog CPU figure") }
-                seen += String(format: ", loop wake-ups %.2f/s, watchdog CPU %.3f %%", wakes, cpu)
-                return (seen, failures)
-            }),
-        Scenario(
-            name: "srv-loop-busy", summary: "a loop busy with 1 ms jobs, 5 s",
-            run: {
-                let dir = Parent.makeDirectory("srv-loop-busy")
-                let outcome = Parent.runChild(["child", "srv-loop-busy", dir])
-                var (seen, failures) = check(outcome, [])
-                let pings = figure(outcome, "pings_per_s") ?? -1
-                if pings < 0 || pings > 10.5 { failures.append("\(pings) pings a second (budget 10)") }
-                seen += String(format: ", %.1f pings/s", pings)
-                return (seen, failures)
-            }),
-        Scenario(
-            name: "srv-loop-kill", summary: "loop stuck, SIGKILL, next launch",
-            run: {
-                let dir = Parent.makeDirectory("srv-loop-kill")
-                let first = Parent.runChild(["child", "srv-loop-kill", dir]) { line, pid in
-                    if line == "BLOCKING" { DispatchQueue.global().asyncAfter(deadline: .now() + 2) { kill(pid, SIGKILL) } }
-                }
-                var failures: [String] = []
-                if first.killedBySignal != SIGKILL { failures.append("first child not killed") }
-                let second = Parent.runChild(["child", "collect", dir])
-                var (seen, more) = check(
-                    second,
-                    [Expect(kind: "event_loop", target: "loop-0", threadName: "NIO-ELT-0-#0", function: "hangHarnessLoopForever", durationMs: 1000...2300, unfinished: true)],
-                    ownSession: false)
-                failures += more
-                let exit = second.records.first { $0.eventName == "app.abnormal_exit" }
-                let evidence = exit.map { Scenario.string($0, "apsio.exit.evidence") } ?? ""
-                if exit == nil { failures.append("no app.abnormal_exit") }
-                if !evidence.contains("loop-0") { failures.append("exit evidence does not name the loop: \(evidence)") }
-                seen += "; exit: \(evidence)"
-                return (seen, failures)
-            }),
-        Scenario(
-            name: "srv-pool", summary: "pool starved: every worker in a semaphore, 3 awaits deep",
-            run: poolRow("srv-pool", state: "blocked", function: "level3")),
-        Scenario(
-            name: "srv-pool-busy", summary: "pool saturated: every worker spinning 2 s",
-            run: poolRow("srv-pool-busy", state: "saturated", function: "hangHarnessBusyLoop")),
-        Scenario(
-            name: "srv-thread", summary: "two beating daemon threads blocked in turn",
-            run: row(
-                "srv-thread",
-                [
-                    Expect(kind: "thread", target: "daemon-a", threadName: "daemon-a", function: "hangHarnessThreadBlock", durationMs: 1050...1350),
-                    Expect(kind: "thread", target: "daemon-b", threadName: "daemon-b", function: "hangHarnessThreadBlock", durationMs: 1050...1350),
-                ])),
-        Scenario(
-            name: "srv-work", summary: "a unit of work 1 s past its 300 ms threshold",
-            run: row("srv-work", [Expect(kind: "work", target: "request", function: "hangHarnessSlowRequest", durationMs: 950...1150)])),
-        Scenario(
-            name: "srv-all-stop", summary: "every kind watched, SIGSTOP 2 s, SIGCONT",
-            run: none(
-                "srv-all-stop",
-                onLine: { line, pid in
-                    if line == "READY" {
-                        DispatchQueue.global().async {
-                            kill(pid, SIGSTOP)
-                            usleep(2_000_000)
-                            kill(pid, SIGCONT)
+    static var scenarios: [Scenario] {
+        [
+            Scenario(
+                name: "srv-loop", summary: "event loop blocked 2 s (of two loops)",
+                run: row(
+                    "srv-loop",
+                    [
+                        Expect(
+                            kind: "event_loop", target: "loop-0", threadName: "NIO-ELT-0-#0",
+                            function: "hangHarnessLoopBlock", durationMs: 1850...2250)
+                    ])),
+            Scenario(
+                name: "srv-loop2", summary: "two loops blocked one after the other",
+                run: row(
+                    "srv-loop2",
+                    inTurn(
+                        "event_loop", [("loop-0", "NIO-ELT-0-#0"), ("loop-1", "NIO-ELT-0-#1")],
+                        function: "hangHarnessLoopBlock", durationMs: 1050...1450))),
+            Scenario(
+                name: "srv-loop-idle", summary: "8 idle loops, 10 s: no record, no wake-ups",
+                run: {
+                    let dir = Parent.makeDirectory("srv-loop-idle")
+                    let outcome = Parent.runChild(["child", "srv-loop-idle", dir], timeout: 30)
+                    var (seen, failures) = check(outcome, [])
+                    let wakes = figure(outcome, "wakeups_per_s_max") ?? -1,
+                        cpu = figure(outcome, "watchdog_cpu_pct") ?? -1
+                    if wakes < 0 || wakes > 1.0 {
+                        failures.append("an idle loop woke \(wakes) times a second (budget 1)")
+                    }
+                    // The CPU figure is the benchmark's (aftermath-bench loops, release); here it is shown.
+                    if cpu < 0 { failures.append("no watchdog CPU figure") }
+                    seen += String(format: ", loop wake-ups %.2f/s, watchdog CPU %.3f %%", wakes, cpu)
+                    return (seen, failures)
+                }),
+            Scenario(
+                name: "srv-loop-busy", summary: "a loop busy with 1 ms jobs, 5 s",
+                run: {
+                    let dir = Parent.makeDirectory("srv-loop-busy")
+                    let outcome = Parent.runChild(["child", "srv-loop-busy", dir])
+                    var (seen, failures) = check(outcome, [])
+                    let pings = figure(outcome, "pings_per_s") ?? -1
+                    if pings < 0 || pings > 10.5 { failures.append("\(pings) pings a second (budget 10)") }
+                    seen += String(format: ", %.1f pings/s", pings)
+                    return (seen, failures)
+                }),
+            Scenario(
+                name: "srv-loop-kill", summary: "loop stuck, SIGKILL, next launch",
+                run: {
+                    let dir = Parent.makeDirectory("srv-loop-kill")
+                    let first = Parent.runChild(["child", "srv-loop-kill", dir]) { line, pid in
+                        if line == "BLOCKING" {
+                            DispatchQueue.global().asyncAfter(deadline: .now() + 2) { kill(pid, SIGKILL) }
                         }
                     }
-                }, extra: { $0.stats.contains("late=0") ? ["no late tick seen"] : [] })),
-        Scenario(
-            name: "srv-all-tracer", summary: "loop, thread, unit and pool stuck under strace -f",
-            run: {
-                guard let strace else { return ("strace not installed", ["strace not installed (apt-get install strace)"]) }
-                return none(
-                    "srv-all-tracer", launcher: [strace, "-f", "-o", "/dev/null"],
-                    extra: { $0.stats.contains("ignored=0") ? ["stretch not ignored"] : [] })()
-            }),
-    ] }
+                    var failures: [String] = []
+                    if first.killedBySignal != SIGKILL { failures.append("first child not killed") }
+                    let second = Parent.runChild(["child", "collect", dir])
+                    var (seen, more) = check(
+                        second,
+                        [
+                            Expect(
+                                kind: "event_loop", target: "loop-0", threadName: "NIO-ELT-0-#0",
+                                function: "hangHarnessLoopForever", durationMs: 1000...2300, unfinished: true)
+                        ],
+                        ownSession: false)
+                    failures += more
+                    let exit = second.records.first { $0.eventName == "app.abnormal_exit" }
+                    let evidence = exit.map { Scenario.string($0, "apsio.exit.evidence") } ?? ""
+                    if exit == nil { failures.append("no app.abnormal_exit") }
+                    if !evidence.contains("loop-0") {
+                        failures.append("exit evidence does not name the loop: \(evidence)")
+                    }
+                    seen += "; exit: \(evidence)"
+                    return (seen, failures)
+                }),
+            Scenario(
+                name: "srv-pool", summary: "pool starved: every worker in a semaphore, 3 awaits deep",
+                run: poolRow("srv-pool", state: "blocked", function: "level3")),
+            Scenario(
+                name: "srv-pool-busy", summary: "pool saturated: every worker spinning 2 s",
+                run: poolRow("srv-pool-busy", state: "saturated", function: "hangHarnessBusyLoop")),
+            Scenario(
+                name: "srv-thread", summary: "two beating daemon threads blocked in turn",
+                run: row(
+                    "srv-thread",
+                    inTurn(
+                        "thread", [("daemon-a", "daemon-a"), ("daemon-b", "daemon-b")],
+                        function: "hangHarnessThreadBlock", durationMs: 1050...1350))),
+            Scenario(
+                name: "srv-work", summary: "a unit of work 1 s past its 300 ms threshold",
+                run: row(
+                    "srv-work",
+                    [
+                        Expect(
+                            kind: "work", target: "request", function: "hangHarnessSlowRequest", durationMs: 950...1150)
+                    ])),
+            Scenario(
+                name: "srv-all-stop", summary: "every kind watched, SIGSTOP 2 s, SIGCONT", run: stopped("srv-all-stop")),
+            Scenario(
+                name: "srv-all-tracer", summary: "loop, thread, unit and pool stuck under strace -f",
+                run: traced("srv-all-tracer")),
+        ]
+    }
 }

@@ -55,9 +55,37 @@ func termDuringExport() -> (String, [String]) {
     if handed.count != 1 { failures.append("\(handed.count) hand-offs in the first run") }
     if first.killedBySignal != SIGTERM { failures.append("first child not ended by SIGTERM") }
     let total = handed.count + again.count
-    if total != 1 { failures.append("the hang was exported \(total) times (\(handed.count) live, \(again.count) next launch)") }
+    if total != 1 {
+        failures.append("the hang was exported \(total) times (\(handed.count) live, \(again.count) next launch)")
+    }
     if !Parent.hangFiles(dir).isEmpty { failures.append("hang file left: \(Parent.hangFiles(dir))") }
     return ("\(handed.count) live, \(again.count) at the next launch", failures)
+}
+
+/// A child stopped for 2 s once it says READY: no record, and the watchdog saw its late tick.
+func stopped(_ name: String, after delay: useconds_t = 0) -> () -> (String, [String]) {
+    none(
+        name,
+        onLine: { line, pid in
+            if line == "READY" {
+                DispatchQueue.global().async {
+                    usleep(delay)
+                    kill(pid, SIGSTOP)
+                    usleep(2_000_000)
+                    kill(pid, SIGCONT)
+                }
+            }
+        }, extra: { $0.stats.contains("late=0") ? ["no late tick seen"] : [] })
+}
+
+/// A child under strace -f: no record, and the stretch ignored.
+func traced(_ name: String) -> () -> (String, [String]) {
+    {
+        guard let strace else { return ("strace not installed", ["strace not installed (apt-get install strace)"]) }
+        return none(
+            name, launcher: [strace, "-f", "-o", "/dev/null"],
+            extra: { $0.stats.contains("ignored=0") ? ["stretch not ignored"] : [] })()
+    }
 }
 
 let strace = ["/usr/bin/strace", "/bin/strace"].first { FileManager.default.isExecutableFile(atPath: $0) }
@@ -94,28 +122,8 @@ let scenarios: [Scenario] = [
     Scenario(name: "sleep", summary: "blocked in usleep", run: live("sleep", "hangHarnessSleep", state: "sleeping")),
     Scenario(name: "busy", summary: "busy loop 1 s", run: live("busy", "hangHarnessBusyLoop", state: "running")),
     Scenario(name: "stall200", summary: "five stalls of 200 ms", run: none("stall200")),
-    Scenario(
-        name: "sigstop", summary: "SIGSTOP 2 s, SIGCONT",
-        run: none(
-            "sigstop",
-            onLine: { line, pid in
-                if line == "READY" {
-                    DispatchQueue.global().async {
-                        usleep(200_000)
-                        kill(pid, SIGSTOP)
-                        usleep(2_000_000)
-                        kill(pid, SIGCONT)
-                    }
-                }
-            }, extra: { $0.stats.contains("late=0") ? ["no late tick seen"] : [] })),
-    Scenario(
-        name: "tracer", summary: "blocked 1 s under strace -f",
-        run: {
-            guard let strace else { return ("strace not installed", ["strace not installed (apt-get install strace)"]) }
-            return none(
-                "tracer", launcher: [strace, "-f", "-o", "/dev/null"],
-                extra: { $0.stats.contains("ignored=0") ? ["stretch not ignored"] : [] })()
-        }),
+    Scenario(name: "sigstop", summary: "SIGSTOP 2 s, SIGCONT", run: stopped("sigstop", after: 200_000)),
+    Scenario(name: "tracer", summary: "blocked 1 s under strace -f", run: traced("tracer")),
     Scenario(name: "termexport", summary: "SIGTERM while a live hang is exported", run: termDuringExport),
     Scenario(
         name: "heartbeat", summary: "own loop with heartbeat(), blocked 1 s",

@@ -61,7 +61,8 @@ extension ReportCollector {
             tagWatchdogCrash(&pass, run: run)
             let verdict = judge.judge(
                 run, crashed: pass.crashedRuns.contains(run.runID),
-                unfinishedHangMilliseconds: hangs[run.runID], unfinishedHangTarget: pass.unfinishedHangTargets[run.runID])
+                unfinishedHangMilliseconds: hangs[run.runID],
+                unfinishedHangTarget: pass.unfinishedHangTargets[run.runID])
             switch verdict {
             case .abnormal(let report):
                 retained += 1

@@ -82,7 +82,8 @@ final class HTTPHandler: ChannelInboundHandler {
             headers.add(name: "content-length", value: String(body.utf8.count))
             headers.add(name: "connection", value: "close")
             context.write(
-                wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil)
+                wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil
+            )
             var buffer = context.channel.allocator.buffer(capacity: body.utf8.count)
             buffer.writeString(body)
             context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)

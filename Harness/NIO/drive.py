@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+"""The SwiftNIO rows of the hang harness: a real SwiftNIO HTTP server (Sources/NIOServer), as a
+user writes one, with Aftermath watching its event loops and the Swift concurrency pool. Each row
+starts a fresh server, stalls it through HTTP as a handler would, and checks the records its
+FileExporter wrote (symbolicated with the aftermath command). Prints a table; exit status 1 when
+a row fails.
+
+usage: drive.py <NIOServer binary> <aftermath binary> [row ...]
+"""
+import http.client
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+SERVER, AFTERMATH = sys.argv[1], sys.argv[2]
+ONLY = set(sys.argv[3:])
+WIDTH = os.sysconf("SC_NPROCESSORS_CONF")
+
+
+class Server:
+    """One server process on its own reports directory and outbox."""
+
+    def __init__(self, root):
+        self.root = root
+        self.reports = os.path.join(root, "reports")
+        self.outbox = os.path.join(root, "outbox")
+        self.start()
+
+    def start(self):
+        self.process = subprocess.Popen(
+            [SERVER, self.reports, self.outbox], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            env=dict(os.environ, SWIFT_BACKTRACE="enable=no"))
+        line = self.process.stdout.readline().decode()
+        if not line.startswith("READY "):
+            raise RuntimeError("server did not start: " + line)
+        self.port = int(line.split()[1])
+        time.sleep(1.0)  # every loop's first ping has run: watched from here on
+
+    def get(self, path, timeout=30):
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        connection.request("GET", path)
+        body = connection.getresponse().read()
+        connection.close()
+        return body
+
+    def loop_threads(self):
+        """The event loop threads: tid -> name."""
+        task = "/proc/%d/task" % self.process.pid
+        threads = {}
+        for tid in os.listdir(task):
+            try:
+                name = open(os.path.join(task, tid, "comm")).read().strip()
+            except OSError:
+                continue
+            if name.startswith("NIO-ELT-"):
+                threads[int(tid)] = name
+        return threads
+
+    def switches(self, tid):
+        with open("/proc/%d/task/%d/status" % (self.process.pid, tid)) as f:
+            for line in f:
+                if line.startswith("voluntary_ctxt_switches:"):
+                    return int(line.split()[1])
+        return 0
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        self.process.wait(timeout=10)
+
+    def records(self):
+        """(record, attributes, file) for every record in the outbox."""
+        found = []
+        if not os.path.isdir(self.outbox):
+            return found
+        for name in sorted(os.listdir(self.outbox)):
+            if not name.endswith(".json"):
+                continue
+            path = os.path.join(self.outbox, name)
+            data = json.load(open(path))
+            for resource in data.get("resourceLogs", []):
+                for scope in resource.get("scopeLogs", []):
+                    for record in scope.get("logRecords", []):
+                        attributes = {a["key"]: list(a["value"].values())[0] for a in record.get("attributes", [])}
+                        found.append((record, attributes, path))
+        return found
+
+    def hangs(self):
+        return [r for r in self.records() if r[0].get("eventName") == "apsio.hang"]
+
+
+def functions(path, uid):
+    """The symbolicated function names of the record with log.record.uid uid in path."""
+    out = subprocess.run(
+        [AFTERMATH, "symbolicate", path, "--debug-dir", os.path.dirname(SERVER), "--json"],
+        capture_output=True, text=True, timeout=120).stdout
+    names = []
+    try:
+        reports = json.loads(out)
+    except ValueError:
+        return names
+    for report in reports if isinstance(reports, list) else [reports]:
+        for frame in report.get("frames", []):
+            names.append(frame.get("function", ""))
+            names += [i.get("function", "") for i in frame.get("inlined", [])]
+    return names
+
+
+def in_stack(hang, function):
+    record, attributes, path = hang
+    return any(function in name for name in functions(path, attributes.get("log.record.uid")))
+
+
+def check_loop_hang(hang, failures, low, high, function="nioHarnessBlockingHandler", unfinished=False):
+    _, a, _ = hang
+    if a.get("apsio.hang.kind") != "event_loop":
+        failures.append("kind %s" % a.get("apsio.hang.kind"))
+    if not str(a.get("apsio.hang.target", "")).startswith("loop-"):
+        failures.append("target %s" % a.get("apsio.hang.target"))
+    if not str(a.get("thread.name", "")).startswith("NIO-ELT-"):
+        failures.append("thread.name %s" % a.get("thread.name"))
+    duration = int(a.get("apsio.hang.duration", -1))
+    if not low <= duration <= high:
+        failures.append("duration %d ms not in %d...%d" % (duration, low, high))
+    if bool(a.get("apsio.hang.unfinished", False)) != unfinished:
+        failures.append("unfinished flag")
+    if not in_stack(hang, function):
+        failures.append("%s not in the stack" % function)
+    return "%s %s %s ms" % (a.get("apsio.hang.kind"), a.get("thread.name"), duration)
+
+
+def no_main_hang(server, failures):
+    if any(a.get("apsio.hang.kind") == "main" for _, a, _ in server.hangs()):
+        failures.append("a main-thread hang (the main thread parks in closeFuture.wait())")
+
+
+def one_hang(server, failures, check):
+    """What the single hang record shows (check(hang) describes it), or that there is not one."""
+    hangs = server.hangs()
+    if len(hangs) != 1:
+        failures.append("expected 1 apsio.hang, got %d" % len(hangs))
+        return "%d records" % len(hangs)
+    return check(hangs[0])
+
+
+def row_loop(root):
+    server = Server(root)
+    server.get("/block?ms=2000")
+    time.sleep(1.0)
+    failures = []
+    seen = one_hang(server, failures, lambda hang: check_loop_hang(hang, failures, 1800, 2300))
+    no_main_hang(server, failures)
+    server.stop()
+    return seen, failures
+
+
+def row_two_loops(root):
+    server = Server(root)
+    server.get("/block?ms=1200")
+    time.sleep(1.0)
+    server.get("/block?ms=1200")
+    time.sleep(1.0)
+    failures, seen = [], []
+    hangs = server.hangs()
+    if len(hangs) != 2:
+        failures.append("expected 2 apsio.hang, got %d" % len(hangs))
+    for hang in hangs:
+        seen.append(check_loop_hang(hang, failures, 1000, 1500))
+    if len({a.get("thread.id") for _, a, _ in hangs}) != len(hangs):
+        failures.append("the same loop twice: connections were not spread over both loops")
+    server.stop()
+    return "; ".join(seen) or "0 records", failures
+
+
+def row_idle(root):
+    server = Server(root)
+    threads = server.loop_threads()
+    before = {tid: server.switches(tid) for tid in threads}
+    started = time.monotonic()
+    time.sleep(10)
+    seconds = time.monotonic() - started
+    rates = [(server.switches(tid) - before[tid]) / seconds for tid in threads]
+    failures = []
+    if server.hangs():
+        failures.append("%d hang records" % len(server.hangs()))
+    if not threads:
+        failures.append("no NIO-ELT threads")
+    if max(rates or [0]) > 1.0:
+        failures.append("an idle loop woke %.2f times a second (budget 1)" % max(rates))
+    server.stop()
+    return "0 records, loop wake-ups max %.2f/s" % max(rates or [0]), failures
+
+
+def row_pool(root):
+    server = Server(root)
+    server.get("/pool?ms=2500")
+    time.sleep(3.5)
+    failures = []
+
+    def check(hang):
+        _, a, _ = hang
+        blocked, width = int(a.get("apsio.hang.pool.blocked", -1)), int(a.get("apsio.hang.pool.width", -1))
+        if a.get("apsio.hang.kind") != "concurrency_pool":
+            failures.append("kind %s" % a.get("apsio.hang.kind"))
+        if width != WIDTH:
+            failures.append("pool.width %d, expected %d" % (width, WIDTH))
+        if blocked != WIDTH or a.get("apsio.hang.pool.state") != "blocked":
+            failures.append("pool.blocked %d (%s), expected %d blocked" % (blocked, a.get("apsio.hang.pool.state"), WIDTH))
+        workers = [t for t in json.loads(a.get("apsio.threads", "[]")) if t.get("swift_job")]
+        if len(workers) < WIDTH:
+            failures.append("%d threads marked swift_job" % len(workers))
+        if not in_stack(hang, "nioHarnessPoolBlock"):
+            failures.append("nioHarnessPoolBlock not in the stack")
+        return "concurrency_pool %s ms, width %d, blocked %d" % (a.get("apsio.hang.duration"), width, blocked)
+
+    seen = one_hang(server, failures, check)
+    no_main_hang(server, failures)
+    server.stop()
+    return seen, failures
+
+
+def row_killed(root):
+    server = Server(root)
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    connection.request("GET", "/block?ms=60000")
+    time.sleep(2.0)
+    server.stop(signal.SIGKILL)
+    connection.close()
+    server.start()  # the next launch delivers what the killed run left
+    time.sleep(2.0)
+    failures = []
+    seen = one_hang(server, failures, lambda hang: check_loop_hang(hang, failures, 1000, 2300, unfinished=True))
+    exits = [a for r, a, _ in server.records() if r.get("eventName") == "app.abnormal_exit"]
+    evidence = exits[0].get("apsio.exit.evidence", "") if exits else ""
+    if not exits:
+        failures.append("no app.abnormal_exit")
+    elif "event loop loop-" not in evidence:
+        failures.append("exit evidence does not name the loop: %s" % evidence)
+    server.stop()
+    return seen + "; exit: " + evidence, failures
+
+
+ROWS = [
+    ("nio-loop", "a handler blocks its event loop 2 s", row_loop),
+    ("nio-two-loops", "two loops blocked one after the other", row_two_loops),
+    ("nio-idle", "idle server, 10 s: no record, no wake-ups", row_idle),
+    ("nio-pool", "every pool thread in a semaphore, 3 awaits deep", row_pool),
+    ("nio-killed", "SIGKILL while a loop is stuck, next launch", row_killed),
+]
+
+
+def main():
+    results = []
+    for name, what, run in ROWS:
+        if ONLY and name not in ONLY:
+            continue
+        print("nio-harness: %s..." % name, file=sys.stderr, flush=True)
+        root = tempfile.mkdtemp(prefix="aftermath-nio-")
+        started = time.monotonic()
+        try:
+            seen, failures = run(root)
+        except Exception as error:  # a row that cannot run fails, with why
+            seen, failures = "error", ["%s: %s" % (type(error).__name__, error)]
+        results.append((name, what, seen, failures, int((time.monotonic() - started) * 1000)))
+        shutil.rmtree(root, ignore_errors=True)
+    widths = [max(len(r[i]) for r in results + [("row", "what", "seen")]) for i in range(3)]
+    print("%-*s | %-*s | %-*s | %6s | result" % (widths[0], "row", widths[1], "what", widths[2], "seen", "ms"))
+    print("-" * (sum(widths) + 24))
+    for name, what, seen, failures, ms in results:
+        print("%-*s | %-*s | %-*s | %6d | %s" % (
+            widths[0], name, widths[1], what, widths[2], seen, ms, "FAIL" if failures else "PASS"))
+    failed = [r for r in results if r[3]]
+    for name, _, _, failures, _ in failed:
+        print("  %s: %s" % (name, "; ".join(failures)))
+    print("%d passed, %d failed" % (len(results) - len(failed), len(failed)))
+    sys.exit(1 if failed else 0)
+
+
+main()
