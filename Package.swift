@@ -12,7 +12,7 @@ import PackageDescription
 // - AftermathTesting (product): an in-memory exporter for apps' tests.
 // - AftermathSymbolication: tools only (the `aftermath` command), never linked into apps; its
 //   C side (CSymbolication) uses elfutils through the CDW system library.
-// README.md, section Layout, says what each may depend on.
+// scripts/README.md, section Layout, says what each may depend on.
 let package = Package(
     name: "Aftermath",
     products: [

@@ -112,11 +112,23 @@ int32_t aft_watch_add(uint32_t kind, const char *name, uint32_t threshold_ms) {
 void aft_watch_remove(int32_t target) {
     aft_watch_target *t = target > 0 ? aft_target(target) : NULL;
     if (t == NULL) return;
-    /* The watchdog finishes a hang in progress when it sees the slot go; it owns the fds. */
+    /* The watchdog finishes a hang in progress when it sees the slot go, and frees it: it owns
+     * the target's files. Without its thread the slot is free at once. */
     uint32_t s = atomic_load(&t->slot);
-    atomic_store(&t->slot, (s & ~0xffu) | AFT_SLOT_ENDED);
     atomic_store(&t->hang_end_ns, aft_async_now_ns(CLOCK_MONOTONIC));
+    atomic_store(&t->slot, (s & ~0xffu) | AFT_SLOT_ENDED);
     aft_watchdog_wake(&aft_g_watchdog);
+    for (int i = 0; i < 500 && aft_watchdog_thread_running(); i++) {
+        if ((atomic_load(&t->slot) & 0xffu) != AFT_SLOT_ENDED) return;
+        usleep(1000);
+    }
+    if (aft_watchdog_thread_running()) return; /* freed at its next tick */
+    if (t->syscall_fd >= 0) close(t->syscall_fd);
+    if (t->schedstat_fd >= 0) close(t->schedstat_fd);
+    t->syscall_fd = t->schedstat_fd = -1;
+    t->syscall_fd_tid = 0;
+    uint32_t ended = (s & ~0xffu) | AFT_SLOT_ENDED;
+    atomic_compare_exchange_strong(&t->slot, &ended, (s & ~0xffu) | AFT_SLOT_FREE);
 }
 
 void aft_watch_ping_ran(int32_t target) {

@@ -290,6 +290,13 @@ int aft_watchdog_start_thread(char *error, size_t error_capacity) {
     return err;
 }
 
+int aft_watchdog_thread_running(void) {
+    pthread_mutex_lock(&aft_g_watchdog_thread_lock);
+    int running = aft_g_watchdog_has_thread;
+    pthread_mutex_unlock(&aft_g_watchdog_thread_lock);
+    return running;
+}
+
 void aft_watchdog_stop(void) {
     pthread_mutex_lock(&aft_g_watchdog_thread_lock);
     aft_watchdog_stop_locked();

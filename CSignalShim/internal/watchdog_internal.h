@@ -212,6 +212,8 @@ void aft_watchdog_request_ping(aft_watchdog *w, uint32_t target);
 void aft_watchdog_request_finished(aft_watchdog *w);
 int aft_watchdog_start_pinger(aft_watchdog *w);
 void aft_watchdog_stop_pinger(aft_watchdog *w);
+/* Whether the watchdog's thread runs now. */
+int aft_watchdog_thread_running(void);
 /* A forked child has no pinger thread. */
 void aft_watchdog_forget_pinger(void);
 /* Resets a target's watchdog-side state (start, restart, a slot reused). */

@@ -20,7 +20,7 @@ struct HangFileTests {
     static func hangFile(
         runID: UUID = UUID(), reportID: UUID = UUID(), sessionID: UUID = UUID(),
         durationMs: UInt64 = 1234, finished: Bool, liveValid: Bool = true,
-        state: UInt8 = UInt8(ascii: "S"), syscall: UInt64 = 202
+        state: UInt8 = UInt8(ascii: "S"), syscall: UInt64 = 202, target: aft_hang_target? = nil
     ) -> [UInt8] {
         var context = aft_context()
         withUnsafeMutableBytes(of: &context.report_id) { $0.copyBytes(from: reportID.bytes) }
@@ -68,6 +68,7 @@ struct HangFileTests {
         }
         section(UInt32(AFT_SECTION_CONTEXT), [context])
         section(UInt32(AFT_SECTION_HANG), [hang])
+        if let target { section(UInt32(AFT_SECTION_HANG_TARGET), [target]) }
         section(UInt32(AFT_SECTION_FRAMES), frames)
         section(UInt32(AFT_SECTION_IMAGES), [image])
 

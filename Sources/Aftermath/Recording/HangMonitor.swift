@@ -69,7 +69,6 @@ enum HangMonitor {
             aft_watchdog_stop()
             return
         }
-        watchPool(configuration)
         var options = aft_watchdog_options()
         options.threshold_ms = max(1, configuration.hangThreshold.clampedMilliseconds)
         options.capture_signal = configuration.hangCaptureSignal
@@ -87,6 +86,7 @@ enum HangMonitor {
             let message = String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             throw .hangWatchdogNotStarted(message)
         }
+        watchPool(configuration)  // the thread starts later: the last start's probes go at once
     }
 
     /// Called on the pinger thread (never the watchdog's), and by start for the first ping.

@@ -60,6 +60,9 @@ public struct HangWatch: Sendable, Hashable {
 public struct WorkUnit: Sendable, Hashable {
     let unit: Int32
 
+    /// False when every unit slot was taken at begin (256 at once): this unit is not watched.
+    public var isWatched: Bool { unit >= 0 }
+
     /// Ends the unit; a hang it was in ends now.
     public func end() {
         aft_work_end(unit)
