@@ -71,6 +71,7 @@ void aft_watchdog_wake(aft_watchdog *w) {
 #define AFT_FOR_EACH_TARGET(w, t, body)                                                            \
     do {                                                                                           \
         uint32_t high_ = atomic_load(&(w)->target_high), units_ = atomic_load(&(w)->unit_high);    \
+        if (high_ < 1) high_ = 1; /* the main target, always */                                    \
         for (uint32_t i_ = 0; i_ < AFT_WATCH_MAX_TARGETS + units_; i_++) {                         \
             if (i_ >= high_ && i_ < AFT_WATCH_MAX_TARGETS) {                                       \
                 i_ = AFT_WATCH_MAX_TARGETS - 1;                                                    \

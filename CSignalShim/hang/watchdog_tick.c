@@ -39,6 +39,14 @@ static int aft_open_task_leaf(aft_watchdog *w, uint64_t tid, const char *leaf, s
     return open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 }
 
+/* Whether /proc still lists the thread (its state may be unreadable, as under emulation). */
+static int aft_task_exists(aft_watchdog *w, uint64_t tid) {
+    int fd = aft_open_task_leaf(w, tid, "", 1);
+    if (fd < 0) return 0;
+    close(fd);
+    return 1;
+}
+
 /* An event loop waiting for its descriptors. Its CPU time first (schedstat, the cheaper
  * read): a loop found idle that has not run since is idle still; otherwise its system call. */
 static int aft_loop_idle(aft_watchdog *w, aft_watch_target *t, uint64_t tid) {
@@ -235,7 +243,7 @@ void aft_watchdog_tick_target(aft_watchdog *w, aft_watch_target *t, uint64_t now
     uint64_t tid = t->kind == AFT_HANG_KIND_CONCURRENCY_POOL ? 0 : atomic_load(&t->tid);
     char state = tid != 0 ? aft_async_watchdog_thread_state(w, tid) : '?';
     aft_hang_facts facts = {
-        .thread_gone = tid != 0 && state == '?',
+        .thread_gone = tid != 0 && state == '?' && !aft_task_exists(w, tid),
         .silent_ns = now - t->blocked_since,
         .threshold_ns = t->threshold_ns,
         .armed = atomic_load(&t->armed),

@@ -37,10 +37,12 @@ static int aft_async_read_pair(aft_stack_window *w, uint64_t address, uint64_t p
     return 0;
 }
 
+#if defined(__x86_64__)
 /* A return address: in an image read after start, just after a call instruction. */
 static int aft_async_plausible_return(uint64_t ret) {
     return ret > 4096 && aft_async_pc_in_known_image(ret) && aft_async_arch_follows_call(ret);
 }
+#endif
 
 /* The first return address in the words after the record at fp and before the next record
  * (at most AFT_GAP_SCAN_BYTES): the one a function without a frame record (a thunk of a

@@ -90,6 +90,31 @@ struct HangTargetTests {
     }
 
     #if compiler(>=6.2)  // exit tests (#expect(processExitsWith:)) need Swift 6.2
+    @Test("With nothing watched but the main thread (the pool off), its hang is still seen")
+    func mainAlone() async {
+        await #expect(processExitsWith: .success) {
+            var config = Aftermath.Configuration(
+                serviceName: "hang-test", serviceVersion: "1", exporter: InMemoryExporter(),
+                reportsDirectory: TestSupport.childDirectory("hang-main-alone"),
+                deliverPendingReportsSynchronously: true)
+            config.watchConcurrencyPool = false
+            config.hangHeartbeat = .manual
+            do { try Aftermath.start(config) } catch { exit(10) }
+            for _ in 0..<30 {
+                Aftermath.heartbeat()
+                usleep(10_000)
+            }
+            usleep(800_000)
+            for _ in 0..<30 {
+                Aftermath.heartbeat()
+                usleep(10_000)
+            }
+            var stats = aft_watchdog_stats()
+            aft_watchdog_get_stats(&stats)
+            exit(stats.hangs == 1 ? 0 : 11)
+        }
+    }
+
     @Test("Targets: a zero threshold is refused, 63 besides the main thread at most, a stopped one's place is reused")
     func limits() async {
         await #expect(processExitsWith: .success) {
