@@ -45,16 +45,21 @@ void aft_watchdog_reset_target(aft_watch_target *t) {
     atomic_store(&t->hang_end_ns, 0);
 }
 
-/* swift_job_run's address range, to tell the threads running a Swift job. */
-static void aft_find_job_run(aft_watchdog *w) {
+/* swift_job_run's address range, to tell the threads running a Swift job; the pool's width.
+ * On the pinger thread before its first probe: start's caller pays for neither, and the
+ * loader's lock (dlsym) is never waited for by the watchdog. */
+void aft_watchdog_prepare_pool(aft_watchdog *w) {
+    if (atomic_load(&w->pool_width) != 0) return;
     if (w->job_run_start != 0) return;
     void *symbol = dlsym(RTLD_DEFAULT, "swift_job_run");
     Dl_info info;
     const ElfW(Sym) *entry = NULL;
-    if (symbol == NULL || !dladdr1(symbol, &info, (void **)&entry, RTLD_DL_SYMENT)) return;
-    uint64_t size = entry != NULL && entry->st_size != 0 ? entry->st_size : 256u;
-    w->job_run_end = (uint64_t)(uintptr_t)symbol + size;
-    w->job_run_start = (uint64_t)(uintptr_t)symbol;
+    if (symbol != NULL && dladdr1(symbol, &info, (void **)&entry, RTLD_DL_SYMENT)) {
+        uint64_t size = entry != NULL && entry->st_size != 0 ? entry->st_size : 256u;
+        w->job_run_end = (uint64_t)(uintptr_t)symbol + size;
+        w->job_run_start = (uint64_t)(uintptr_t)symbol;
+    }
+    atomic_store(&w->pool_width, aft_watch_pool_width()); /* published last */
 }
 
 uint32_t aft_watch_pool_width(void) {
@@ -66,10 +71,6 @@ int32_t aft_watch_add(uint32_t kind, const char *name, uint32_t threshold_ms) {
     aft_watchdog *w = &aft_g_watchdog;
     if (kind == AFT_HANG_KIND_MAIN || kind > AFT_HANG_KIND_CONCURRENCY_POOL || threshold_ms == 0)
         return -EINVAL;
-    if (kind == AFT_HANG_KIND_CONCURRENCY_POOL) {
-        aft_find_job_run(w);
-        w->pool_width = aft_watch_pool_width();
-    }
     for (uint32_t i = 1; i < AFT_WATCH_MAX_TARGETS; i++) {
         aft_watch_target *t = &w->targets[i];
         uint32_t s = atomic_load(&t->slot);
@@ -274,6 +275,7 @@ static void *aft_pinger_main(void *arg) {
             aft_watch_target *t = aft_target((int32_t)i);
             if (t == NULL || t->source != AFT_SOURCE_PING || atomic_load(&t->ping_outstanding))
                 continue;
+            if (t->kind == AFT_HANG_KIND_CONCURRENCY_POOL) aft_watchdog_prepare_pool(w);
             atomic_store(&t->ping_posted_ns, aft_async_now_ns(CLOCK_MONOTONIC));
             atomic_store(&t->ping_outstanding, 1);
             atomic_fetch_add(&w->pings, 1);

@@ -109,14 +109,14 @@ static void aft_async_watchdog_fill_gaps(aft_watchdog *w, const void *ucontext,
     aft_crash_info *regs = &w->capture_regs;
     aft_async_memset(regs, 0, sizeof(*regs));
     aft_async_arch_registers(ucontext, regs);
-    /* The first frame record above sp, as for a thread known by sp and pc: code without frame
-     * pointers (libc's wait) keeps anything in the frame-pointer register. */
-    uint64_t pc = regs->pc, fp = aft_async_frame_record_above(regs->sp, w->capture_words);
-    if (regs->sp == 0 || fp == 0) return;
+    /* From sp, as for a thread known by sp and pc: code without frame pointers (libc's wait)
+     * keeps anything in the frame-pointer register. The innermost frames are where such
+     * functions are (the waits); deeper, the unwinder's frames stand alone. */
+    if (regs->sp == 0) return;
     uint32_t scan_truncated = 0;
-    uint32_t n = aft_async_walk_from_sp(&aft_g_stack_windows[AFT_UNWIND_SLOT_CAPTURE], pc, regs->sp,
-                                        fp, w->capture_words, w->capture_scan,
-                                        AFT_WATCHDOG_SCAN_FRAMES, &scan_truncated);
+    uint32_t n = aft_async_walk_from_sp_window(&aft_g_stack_windows[AFT_UNWIND_SLOT_CAPTURE],
+                                               regs->pc, regs->sp, w->capture_scan,
+                                               AFT_WATCHDOG_GAP_FRAMES, &scan_truncated);
     /* Every frame the unwinder found, in its order; between two of them, at most two frames the
      * walk found there too (it saw both neighbours). */
     const uint64_t *a = w->capture_frames, *b = w->capture_scan;
@@ -278,7 +278,7 @@ static uint32_t aft_async_pool_hang(aft_watchdog *w, aft_hang_info *h) {
     aft_async_threads_capture_for_hang(0);
     aft_async_threads_release_capture(&aft_g_hang_threads);
     int32_t lead = aft_async_pool_classify(w, &aft_g_hang_threads);
-    w->hang_target.pool_width = w->pool_width;
+    w->hang_target.pool_width = atomic_load(&w->pool_width);
     if (lead < 0) return 0;
     const aft_thread *r = &aft_g_hang_threads.records[lead];
     h->thread_id = r->thread_id;

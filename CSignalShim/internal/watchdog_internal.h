@@ -20,6 +20,7 @@
 #define AFT_WATCHDOG_LATE_NS (100ull * 1000 * 1000)      /* a tick this late: we were stopped */
 #define AFT_WATCHDOG_CAPTURE_NS (200ull * 1000 * 1000)   /* the signal's delivery budget */
 #define AFT_WATCHDOG_SCAN_FRAMES 128u
+#define AFT_WATCHDOG_GAP_FRAMES 32u /* the watched thread's walk from sp, beside libunwind's */
 #define AFT_WATCHDOG_SCAN_BYTES (256u * 1024u)
 
 /* capture_state values (low 8 bits; the generation is in the upper bits). */
@@ -108,7 +109,7 @@ typedef struct aft_watchdog {
     int capture_other_threads;        /* a hang also lists every other thread */
     void (*notify)(uint32_t event, int32_t target);
     uint64_t job_run_start, job_run_end; /* swift_job_run, to tell the pool's workers */
-    uint32_t pool_width;
+    _Atomic uint32_t pool_width;         /* set with the range, by the pinger thread */
 
     /* Every target: the main one, the added ones, then units of work. */
     aft_watch_target targets[AFT_WATCH_SLOTS];
@@ -135,7 +136,6 @@ typedef struct aft_watchdog {
     uint32_t capture_truncated;
     uint64_t capture_pause_ns;
     aft_crash_info capture_regs;                     /* the handler's: the signal frame's */
-    uint64_t capture_words[512];                     /* the 4 KiB above its sp */
     uint64_t capture_scan[AFT_WATCHDOG_SCAN_FRAMES]; /* its walk from sp */
     uint64_t capture_merged[AFT_MAX_FRAMES];         /* the unwinder's frames and the walk's */
 
@@ -212,6 +212,8 @@ void aft_watchdog_request_ping(aft_watchdog *w, uint32_t target);
 void aft_watchdog_request_finished(aft_watchdog *w);
 int aft_watchdog_start_pinger(aft_watchdog *w);
 void aft_watchdog_stop_pinger(aft_watchdog *w);
+/* On the watchdog thread as it starts: swift_job_run's range and the pool's width. */
+void aft_watchdog_prepare_pool(aft_watchdog *w);
 /* Whether the watchdog's thread runs now. */
 int aft_watchdog_thread_running(void);
 /* A forked child has no pinger thread. */

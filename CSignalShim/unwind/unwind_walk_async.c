@@ -74,7 +74,7 @@ static uint64_t aft_async_gap_return(aft_stack_window *w, uint64_t fp, uint64_t 
 
 static uint32_t aft_async_walk(aft_stack_window *w, uint64_t pc, uint64_t fp, uint64_t *frames,
                                uint32_t capacity, uint32_t *truncated, int scan_gaps) {
-    w->base = w->size = 0;
+    if (scan_gaps != 2) w->base = w->size = 0; /* 2: the window read at sp serves first */
     uint32_t n = 0;
     if (capacity == 0) return 0;
     if (pc != 0) frames[n++] = pc;
@@ -130,6 +130,43 @@ uint32_t aft_async_walk_from_sp(aft_stack_window *w, uint64_t pc, uint64_t sp, u
     (void)sp, (void)scratch;
 #endif
     return n + aft_async_frame_pointer_walk_scanning(w, 0, fp, frames + n, capacity - n, truncated);
+}
+
+uint32_t aft_async_walk_from_sp_window(aft_stack_window *w, uint64_t pc, uint64_t sp,
+                                       uint64_t *frames, uint32_t capacity, uint32_t *truncated) {
+    /* One read of the window's size at sp: the first record above it, the return addresses
+     * below that record and the first records of the walk all come from it. */
+    w->base = w->size = 0;
+    if (capacity == 0 || sp == 0 || (sp & 7) != 0) return 0;
+    uint64_t page_end = (sp | 4095u) + 1;
+    if (aft_async_read_memory(sp, w->data, sizeof(w->data)) == 0) {
+        w->size = sizeof(w->data);
+    } else if (aft_async_read_memory(sp, w->data, page_end - sp) == 0) {
+        w->size = page_end - sp;
+    } else {
+        return 0;
+    }
+    w->base = sp;
+    const uint64_t *words = (const uint64_t *)(const void *)w->data;
+    uint32_t count = (uint32_t)(w->size / 8), n = 0;
+    if (count > 512) count = 512; /* the 4 KiB above sp, as for a thread known by sp and pc */
+    uint64_t fp = 0;
+    for (uint32_t i = 0; i + 1 < count && fp == 0; i++) {
+        uint64_t at = sp + 8ull * i, next = words[i];
+        uint64_t ret = aft_async_arch_code_address(words[i + 1]);
+        if (next > at + 8 && next - at < (1u << 20) && (next & 7) == 0 && ret > 4096 &&
+            aft_async_arch_follows_call(ret))
+            fp = at;
+    }
+    if (pc != 0) frames[n++] = pc;
+#if defined(__x86_64__)
+    for (uint64_t at = sp; fp > sp && at < fp && n < capacity; at += 8) {
+        uint64_t ret = aft_async_arch_code_address(words[(at - sp) / 8]);
+        if (aft_async_plausible_return(ret)) frames[n++] = ret;
+    }
+#endif
+    if (fp == 0 || n >= capacity) return n;
+    return n + aft_async_walk(w, 0, fp, frames + n, capacity - n, truncated, 2);
 }
 
 uint32_t aft_async_unwind_frame_pointers(const void *ucontext, uint64_t *frames, uint32_t capacity,

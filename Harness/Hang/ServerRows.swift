@@ -8,6 +8,13 @@ import Glibc
 /// The rows of servers and daemons: event loops, the Swift concurrency pool, threads with a
 /// loop of their own, units of work.
 enum ServerRows {
+    /// How this harness was built: the pool's rows run in both (CI builds a release one too).
+    #if DEBUG
+    static let optimization = "-Onone"
+    #else
+    static let optimization = "-O"
+    #endif
+
     /// What one expected record must show.
     struct Expect {
         var kind: String
@@ -123,7 +130,7 @@ enum ServerRows {
             // (a leaf without a frame record hides its caller), so one is enough there.
             let needed = state == "blocked" ? expectedJobs : 1
             if inFunction.count < needed { failures.append("\(inFunction.count) workers in \(function)") }
-            seen += ", width \(poolWidth), jobs \(jobs), blocked \(blocked), busy \(busy)"
+            seen += ", width \(poolWidth), jobs \(jobs), blocked \(blocked), busy \(busy), \(optimization)"
             return (seen, failures)
         }
     }
