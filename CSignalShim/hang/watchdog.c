@@ -43,6 +43,7 @@ static void aft_watchdog_atfork_child(void) {
     aft_g_watchdog_running = 0;
     aft_watchdog_forget_pinger();
     for (uint32_t i = 0; i < AFT_WATCH_SLOTS; i++) {
+        if (!aft_watchdog_slot_used(&aft_g_watchdog, i)) continue;
         aft_watch_target *t = &aft_g_watchdog.targets[i];
         if (t->stretch == AFT_STRETCH_HANG && t->hang_fd >= 0) close(t->hang_fd); /* the parent's */
         if (t->syscall_fd_tid != 0) { /* the parent's threads' */
@@ -60,6 +61,11 @@ static void aft_watchdog_atfork_child(void) {
 static pthread_once_t aft_g_watchdog_atfork_once = PTHREAD_ONCE_INIT;
 static void aft_watchdog_register_atfork(void) {
     pthread_atfork(NULL, NULL, aft_watchdog_atfork_child);
+}
+
+int aft_watchdog_slot_used(aft_watchdog *w, uint32_t i) {
+    if (i < AFT_WATCH_MAX_TARGETS) return i == 0 || i < atomic_load(&w->target_high);
+    return i - AFT_WATCH_MAX_TARGETS < atomic_load(&w->unit_high);
 }
 
 void aft_watchdog_wake(aft_watchdog *w) {
@@ -201,6 +207,7 @@ int aft_watchdog_start(const aft_watchdog_options *options, char *error, size_t 
     atomic_store(&w->ping_requests, 0);
     atomic_store(&w->finished_requests, 0);
     for (uint32_t i = 1; i < AFT_WATCH_SLOTS; i++) {
+        if (!aft_watchdog_slot_used(w, i)) continue; /* untouched memory stays untouched */
         aft_watch_target *t = &w->targets[i];
         uint32_t state = atomic_load(&t->slot) & 0xffu;
         if (state == AFT_SLOT_FREE) continue;
@@ -258,6 +265,7 @@ static void aft_watchdog_stop_locked(void) {
     aft_g_watchdog_has_thread = 0;
     aft_g_watchdog_running = 0;
     for (uint32_t i = 0; i < AFT_WATCH_SLOTS; i++) {
+        if (!aft_watchdog_slot_used(w, i)) continue;
         aft_watch_target *t = &w->targets[i];
         if (t->stretch == AFT_STRETCH_HANG && t->hang_fd >= 0)
             close(t->hang_fd); /* unfinished: the next launch reports its last duration */

@@ -214,6 +214,8 @@ int aft_watchdog_start_pinger(aft_watchdog *w);
 void aft_watchdog_stop_pinger(aft_watchdog *w);
 /* On the watchdog thread as it starts: swift_job_run's range and the pool's width. */
 void aft_watchdog_prepare_pool(aft_watchdog *w);
+/* Whether slot i may be in use (below the high-water marks): the rest was never touched. */
+int aft_watchdog_slot_used(aft_watchdog *w, uint32_t i);
 /* Whether the watchdog's thread runs now. */
 int aft_watchdog_thread_running(void);
 /* A forked child has no pinger thread. */

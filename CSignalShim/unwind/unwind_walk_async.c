@@ -51,6 +51,7 @@ static int aft_async_plausible_return(uint64_t ret) {
  * caller the app's or another library's, while a gap inside one image is a frame's locals.
  * 0 when there is none. x86-64 only, as the sp scan. */
 #define AFT_GAP_SCAN_BYTES 64u
+#define AFT_GAP_SCAN_STEPS 8u
 static uint64_t aft_async_gap_return(aft_stack_window *w, uint64_t fp, uint64_t next,
                                      uint64_t ret_of_record) {
 #if defined(__x86_64__)
@@ -62,8 +63,11 @@ static uint64_t aft_async_gap_return(aft_stack_window *w, uint64_t fp, uint64_t 
         for (int k = 0; k < 2; k++) {
             if (at + 8u * (uint64_t)k + 8 > next) return 0;
             uint64_t ret = aft_async_arch_code_address(pair[k]);
-            if (!aft_async_plausible_return(ret)) continue;
-            return aft_async_known_image_of(ret) != skipped_image ? ret : 0;
+            int image = ret > 4096 ? aft_async_known_image_of(ret) : -1;
+            /* The image first (no system call): a frame's own pointers into its image are not
+             * read as code. */
+            if (image < 0 || image == skipped_image) continue;
+            if (aft_async_arch_follows_call(ret)) return ret;
         }
     }
 #else
@@ -78,8 +82,10 @@ static uint32_t aft_async_walk(aft_stack_window *w, uint64_t pc, uint64_t fp, ui
     uint32_t n = 0;
     if (capacity == 0) return 0;
     if (pc != 0) frames[n++] = pc;
+    uint32_t steps = 0;
     while (fp != 0 && (fp & 7) == 0) {
         uint64_t pair[2]; /* saved fp, return address */
+        steps++;
         if (aft_async_read_pair(w, fp, pair) != 0) break;
         if (pair[1] == 0) break;
         if (n == capacity) {
@@ -88,7 +94,8 @@ static uint32_t aft_async_walk(aft_stack_window *w, uint64_t pc, uint64_t fp, ui
         }
         frames[n++] = aft_async_arch_code_address(pair[1]);
         if (pair[0] <= fp) break; /* stacks grow down: the chain must go up */
-        if (scan_gaps && pair[0] > fp + 16) {
+        /* From a handler (2), the records nearest the pc only: where the waits are. */
+        if (scan_gaps && (scan_gaps != 2 || steps <= AFT_GAP_SCAN_STEPS) && pair[0] > fp + 16) {
             uint64_t next = pair[0];
             uint64_t ret = aft_async_gap_return(w, fp, next, frames[n - 1]);
             if (ret != 0) {
@@ -134,13 +141,14 @@ uint32_t aft_async_walk_from_sp(aft_stack_window *w, uint64_t pc, uint64_t sp, u
 
 uint32_t aft_async_walk_from_sp_window(aft_stack_window *w, uint64_t pc, uint64_t sp,
                                        uint64_t *frames, uint32_t capacity, uint32_t *truncated) {
-    /* One read of the window's size at sp: the first record above it, the return addresses
-     * below that record and the first records of the walk all come from it. */
+    /* One read at sp: the first record above it, the return addresses below that record and the
+     * first records of the walk all come from it. */
     w->base = w->size = 0;
     if (capacity == 0 || sp == 0 || (sp & 7) != 0) return 0;
+    /* 4 KiB first: the records nearest sp; the walk refills the window further up. */
     uint64_t page_end = (sp | 4095u) + 1;
-    if (aft_async_read_memory(sp, w->data, sizeof(w->data)) == 0) {
-        w->size = sizeof(w->data);
+    if (aft_async_read_memory(sp, w->data, 4096) == 0) {
+        w->size = 4096;
     } else if (aft_async_read_memory(sp, w->data, page_end - sp) == 0) {
         w->size = page_end - sp;
     } else {
