@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <link.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
@@ -260,6 +261,18 @@ void aft_watchdog_request_finished(aft_watchdog *w) {
     aft_pinger_wake(w);
 }
 
+/* The app's code the pinger runs may create threads (a probe Task starts a pool worker): they
+ * inherit the creator's name and signal mask, and must be the app's, not ours (a thread named
+ * "aftermath.*" is never paused at a crash; one that blocks the backtracer's signals is missing
+ * from its report). The name and mask of the thread that started the watchdog, meanwhile. */
+static void aft_pinger_notify(aft_watchdog *w, uint32_t event, int32_t target) {
+    prctl(PR_SET_NAME, w->app_thread_name, 0, 0, 0);
+    pthread_sigmask(SIG_SETMASK, &w->app_mask, NULL);
+    w->notify(event, target);
+    aft_thread_set_own_mask();
+    prctl(PR_SET_NAME, "aftermath.ping", 0, 0, 0);
+}
+
 static void *aft_pinger_main(void *arg) {
     aft_watchdog *w = arg;
     prctl(PR_SET_NAME, "aftermath.ping", 0, 0, 0);
@@ -279,9 +292,9 @@ static void *aft_pinger_main(void *arg) {
             atomic_store(&t->ping_posted_ns, aft_async_now_ns(CLOCK_MONOTONIC));
             atomic_store(&t->ping_outstanding, 1);
             atomic_fetch_add(&w->pings, 1);
-            w->notify(AFT_WATCHDOG_EVENT_PING, (int32_t)i);
+            aft_pinger_notify(w, AFT_WATCHDOG_EVENT_PING, (int32_t)i);
         }
-        if (finished && w->notify) w->notify(AFT_WATCHDOG_EVENT_HANG_FINISHED, 0);
+        if (finished && w->notify) aft_pinger_notify(w, AFT_WATCHDOG_EVENT_HANG_FINISHED, 0);
         if (atomic_load(&w->pinger_wake) == seen && !atomic_load(&w->stop))
             aft_async_futex_wait_until(&w->pinger_wake, seen, 0);
     }

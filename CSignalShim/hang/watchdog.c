@@ -202,6 +202,10 @@ int aft_watchdog_start(const aft_watchdog_options *options, char *error, size_t 
                                                               : AFT_HEARTBEAT_MAIN_QUEUE;
     w->notify = options->notify;
     w->capture_other_threads = options->other_threads != 0;
+    /* What the app's threads look like (the caller's), for those the pinger's calls create. */
+    pthread_sigmask(SIG_SETMASK, NULL, &w->app_mask);
+    if (prctl(PR_GET_NAME, w->app_thread_name, 0, 0, 0) != 0) w->app_thread_name[0] = '\0';
+    w->app_thread_name[sizeof(w->app_thread_name) - 1] = '\0';
     atomic_store(&w->stop, 0);
     atomic_store(&w->capture_state, AFT_CAPTURE_IDLE);
     atomic_store(&w->ping_requests, 0);

@@ -109,7 +109,9 @@ typedef struct aft_watchdog {
     int capture_other_threads;        /* a hang also lists every other thread */
     void (*notify)(uint32_t event, int32_t target);
     uint64_t job_run_start, job_run_end; /* swift_job_run, to tell the pool's workers */
-    _Atomic uint32_t pool_width;         /* set with the range, by the pinger thread */
+    sigset_t app_mask;                   /* start's caller's: the pinger's while it calls out */
+    char app_thread_name[16];
+    _Atomic uint32_t pool_width; /* set with the range, by the pinger thread */
 
     /* Every target: the main one, the added ones, then units of work. */
     aft_watch_target targets[AFT_WATCH_SLOTS];
