@@ -207,6 +207,8 @@ int32_t aft_work_begin(int32_t target) {
         u->threshold_ms = parent->threshold_ms;
         u->threshold_ns = parent->threshold_ns;
         u->parent = target;
+        u->syscall_fd = u->schedstat_fd = -1; /* a unit opens none: never close(0) */
+        u->syscall_fd_tid = 0;
         atomic_store_explicit(&u->tid, aft_cached_tid(), memory_order_relaxed);
         atomic_store_explicit(&u->begin_ns, aft_async_now_ns(CLOCK_MONOTONIC),
                               memory_order_relaxed);
@@ -221,15 +223,18 @@ int32_t aft_work_begin(int32_t target) {
             aft_watchdog_admit_capture_signal(w);
             aft_tls_admitted = 1;
         }
-        return (int32_t)i;
+        /* The handle names the slot and this unit's sequence: a second end, or one after the
+         * slot was taken again, finds another sequence and changes nothing. */
+        return (int32_t)(((claimed >> 8) & 0x7fffffu) << 8 | i);
     }
     return -1;
 }
 
 void aft_work_end(int32_t unit) {
-    if (unit < 0 || (uint32_t)unit >= AFT_WATCH_MAX_UNITS) return;
-    aft_watch_target *u = &aft_g_watchdog.targets[AFT_WATCH_MAX_TARGETS + (uint32_t)unit];
+    if (unit < 0 || ((uint32_t)unit & 0xffu) >= AFT_WATCH_MAX_UNITS) return;
+    aft_watch_target *u = &aft_g_watchdog.targets[AFT_WATCH_MAX_TARGETS + ((uint32_t)unit & 0xffu)];
     uint32_t s = atomic_load(&u->slot);
+    if (((s >> 8) & 0x7fffffu) != ((uint32_t)unit >> 8)) return; /* not this unit's slot now */
     if ((s & 0xffu) == AFT_SLOT_ACTIVE &&
         atomic_compare_exchange_strong(&u->slot, &s, (s & ~0xffu) | AFT_SLOT_FREE))
         return;

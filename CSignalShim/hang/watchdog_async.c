@@ -44,6 +44,7 @@ void aft_async_futex_wait_until(_Atomic uint32_t *word, uint32_t expected, uint6
 
 uint32_t aft_async_hang_decide(const aft_hang_facts *f) {
     if (!f->armed || f->pause_depth > 0 || !f->foreground) return AFT_HANG_VERDICT_OFF;
+    if (f->thread_gone) return AFT_HANG_VERDICT_IGNORE; /* its thread ended: nobody's hang */
     if (f->silent_ns <= f->threshold_ns) return AFT_HANG_VERDICT_ALIVE;
     /* The process is crashing (its handlers, ours and the Swift runtime's backtracer, hold the
      * threads), under a debugger, or the thread is stopped: nobody's hang. */
@@ -275,10 +276,12 @@ static void aft_async_new_hang_id(aft_watchdog *w, uint8_t id[AFT_ID_SIZE]) {
 /* A pool's hang: every thread, those inside a Swift job marked; the lead one's stack is the
  * hang's. Returns its frames (0: none). */
 static uint32_t aft_async_pool_hang(aft_watchdog *w, aft_hang_info *h) {
+    w->hang_target.pool_width = atomic_load(&w->pool_width);
+    /* Not while a late capture handler still runs: it has the capture slot's window. */
+    if ((atomic_load(&w->capture_state) & 0xffu) == AFT_CAPTURE_RUNNING) return 0;
     aft_async_threads_capture_for_hang(0);
     aft_async_threads_release_capture(&aft_g_hang_threads);
     int32_t lead = aft_async_pool_classify(w, &aft_g_hang_threads);
-    w->hang_target.pool_width = atomic_load(&w->pool_width);
     if (lead < 0) return 0;
     const aft_thread *r = &aft_g_hang_threads.records[lead];
     h->thread_id = r->thread_id;

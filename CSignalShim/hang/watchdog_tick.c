@@ -23,9 +23,15 @@ static uint64_t aft_target_beats(aft_watchdog *w, aft_watch_target *t) {
     return atomic_load(&t->beats);
 }
 
+static aft_watch_target *aft_parent(aft_watchdog *w, aft_watch_target *t) {
+    return t->parent > 0 && (uint32_t)t->parent < AFT_WATCH_MAX_TARGETS ? &w->targets[t->parent]
+                                                                        : NULL;
+}
+
 static int aft_target_detecting(aft_watchdog *w, aft_watch_target *t) {
+    aft_watch_target *p = aft_parent(w, t); /* a unit is paused with its work target */
     return atomic_load(&t->armed) && atomic_load(&t->pause_depth) <= 0 &&
-           atomic_load(&w->foreground);
+           (p == NULL || atomic_load(&p->pause_depth) <= 0) && atomic_load(&w->foreground);
 }
 
 /* Opens /proc/self/task/<tid>/<leaf> for reading again and again (pread at 0). */
@@ -155,7 +161,7 @@ static uint64_t aft_hang_end(aft_watchdog *w, aft_watch_target *t, uint64_t now,
 static void aft_begin(aft_watchdog *w, aft_watch_target *t, uint64_t tid, uint64_t now) {
     uint64_t onset = t->earliest_onset + (t->blocked_since - t->earliest_onset) / 2;
     if (t->source == AFT_SOURCE_UNIT) onset = t->blocked_since;
-    atomic_store(&t->hang_end_ns, 0);
+    if (t->source != AFT_SOURCE_UNIT) atomic_store(&t->hang_end_ns, 0); /* a unit's: its end */
     atomic_store(&t->in_hang, 1);
     if (t == &w->targets[0] && t->source == AFT_SOURCE_BEAT)
         __atomic_fetch_or(&aft_g_heartbeat_attention, AFT_ATTENTION_HANG, __ATOMIC_RELEASE);
@@ -174,6 +180,16 @@ void aft_watchdog_tick_target(aft_watchdog *w, aft_watch_target *t, uint64_t now
         t->seen_generation = slot >> 8;
         t->stretch = AFT_STRETCH_NONE;
         t->hang_fd = -1;
+        t->baseline_ns = 0;
+        aft_watch_target *p = aft_parent(w, t);
+        t->parent_generation = p != NULL ? atomic_load(&p->generation) : 0;
+    } else if (t->source == AFT_SOURCE_UNIT && t->parent >= 0) {
+        aft_watch_target *p = aft_parent(w, t); /* its work target paused or resumed */
+        uint32_t gen = p != NULL ? atomic_load(&p->generation) : 0;
+        if (gen != t->parent_generation) {
+            t->parent_generation = gen;
+            if (t->stretch != AFT_STRETCH_HANG) t->rebase = 1;
+        }
     } else if (t->source != AFT_SOURCE_UNIT) {
         uint32_t gen = atomic_load(&t->generation);
         if (gen != t->seen_generation) {
@@ -234,7 +250,9 @@ void aft_watchdog_tick_target(aft_watchdog *w, aft_watch_target *t, uint64_t now
         }
     } else {
         if ((slot & 0xffu) != AFT_SLOT_ACTIVE) return;
-        t->blocked_since = t->earliest_onset = atomic_load(&t->begin_ns);
+        /* From its begin, or the last fresh start (a stop of the process, a resume). */
+        uint64_t begin = atomic_load(&t->begin_ns);
+        t->blocked_since = t->earliest_onset = begin > t->baseline_ns ? begin : t->baseline_ns;
     }
     if (t->stretch == AFT_STRETCH_IGNORED) return; /* one verdict per stretch */
     if (now <= t->blocked_since || now - t->blocked_since <= t->threshold_ns) return;

@@ -253,8 +253,8 @@ void aft_watch_beat(int32_t target);
 /* Nested pause of one target around an intended wait; its blocked time restarts at resume. */
 void aft_watch_pause(int32_t target);
 void aft_watch_resume(int32_t target);
-/* A unit of work of a work target begins on the calling thread. Returns the unit (0 and up),
- * or -1 when every unit is taken (that unit is then not watched). */
+/* A unit of work of a work target begins on the calling thread. Returns the unit (its slot and
+ * sequence, 0 and up), or -1 when every unit is taken (that unit is then not watched). */
 int32_t aft_work_begin(int32_t target);
 /* The unit ends (a negative unit is ignored). */
 void aft_work_end(int32_t unit);

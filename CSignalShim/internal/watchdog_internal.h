@@ -79,9 +79,10 @@ typedef struct aft_watch_target {
     /* The watchdog thread's alone. */
     int stretch, rebase;
     uint32_t seen_generation;
-    uint64_t blocked_since;  /* no sign of life since: the hang's lower bound */
-    uint64_t earliest_onset; /* alive at or after this: the hang began after it */
-    uint64_t baseline_ns;    /* the last fresh start (start, resume, a stop of the process) */
+    uint64_t blocked_since;     /* no sign of life since: the hang's lower bound */
+    uint64_t earliest_onset;    /* alive at or after this: the hang began after it */
+    uint64_t baseline_ns;       /* the last fresh start (start, resume, a stop of the process) */
+    uint32_t parent_generation; /* a unit: its work target's generation last seen */
     uint64_t last_beats;
     uint64_t last_ping_ns; /* when a ping was last asked for */
     int syscall_fd;        /* an event loop's /proc/self/task/<tid>/syscall, kept open */

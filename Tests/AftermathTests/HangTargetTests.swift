@@ -115,6 +115,31 @@ struct HangTargetTests {
         }
     }
 
+    @Test("A paused work target's units are no hang; a unit ended twice never ends the unit that took its slot")
+    func unitsPausedAndEndedTwice() async {
+        await #expect(processExitsWith: .success) {
+            var config = Aftermath.Configuration(
+                serviceName: "hang-test", serviceVersion: "1", exporter: InMemoryExporter(),
+                reportsDirectory: TestSupport.childDirectory("hang-units"), deliverPendingReportsSynchronously: true)
+            config.watchConcurrencyPool = false
+            do { try Aftermath.start(config) } catch { exit(10) }
+            guard let work = try? Aftermath.watchWork(named: "job", threshold: .milliseconds(100)) else { exit(11) }
+            work.withoutHangDetection { work.measure { usleep(400_000) } }
+            var stats = aft_watchdog_stats()
+            aft_watchdog_get_stats(&stats)
+            guard stats.hangs == 0 else { exit(12) }
+            let first = work.begin()
+            first.end()
+            let second = work.begin()  // the slot the first had
+            first.end()  // again: must not end the second
+            usleep(400_000)
+            second.end()
+            usleep(200_000)
+            aft_watchdog_get_stats(&stats)
+            exit(stats.hangs == 1 ? 0 : 13)
+        }
+    }
+
     @Test("Targets: a zero threshold is refused, 63 besides the main thread at most, a stopped one's place is reused")
     func limits() async {
         await #expect(processExitsWith: .success) {

@@ -28,6 +28,7 @@ public struct HangWatch: Sendable, Hashable {
     }
 
     /// Runs `body` with this target's detection paused.
+    @discardableResult
     public func withoutHangDetection<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
         pause()
         defer { resume() }
