@@ -133,6 +133,14 @@ enum ServerRows {
             let needed = state == "blocked" ? (expectedJobs + 1) / 2 : 1
             if inFunction.count < needed { failures.append("\(inFunction.count) workers in \(function)") }
             seen += ", width \(poolWidth), jobs \(jobs), blocked \(blocked), busy \(busy), \(optimization)"
+            // A spinning worker is read wherever the signal finds it, often a leaf without a frame
+            // record: the record's own stack (the first worker's) is not asked to show the
+            // function, one worker is at -Onone, none at -O (kind, state and counts are checked).
+            if state == "saturated" {
+                failures.removeAll {
+                    $0.contains("not in stack") || (optimization == "-O" && $0.contains("workers in"))
+                }
+            }
             return (seen, failures)
         }
     }
