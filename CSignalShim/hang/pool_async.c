@@ -52,3 +52,24 @@ uint32_t aft_async_pool_record_frames(const aft_thread_capture *c, uint32_t inde
     aft_async_memcpy(out, c->frames + offset, (size_t)n * sizeof(uint64_t));
     return n;
 }
+
+/* A pool's hang: every thread, those inside a Swift job marked; the lead one's stack is the
+ * hang's. Returns its frames (0: none). */
+uint32_t aft_async_pool_hang(aft_watchdog *w, aft_hang_info *h) {
+    w->hang_target.pool_width = atomic_load(&w->pool_width);
+    /* Not while a late capture handler still runs: it has the capture slot's window. */
+    if ((atomic_load(&w->capture_state) & 0xffu) == AFT_CAPTURE_RUNNING) return 0;
+    aft_async_threads_capture_for_hang(0);
+    aft_async_threads_release_capture(&aft_g_hang_threads);
+    int32_t lead = aft_async_pool_classify(w, &aft_g_hang_threads);
+    if (lead < 0) return 0;
+    const aft_thread *r = &aft_g_hang_threads.records[lead];
+    h->thread_id = r->thread_id;
+    h->thread_state = r->state;
+    h->syscall_number = r->syscall_number >= 0 ? (uint64_t)r->syscall_number : UINT64_MAX;
+    aft_async_memcpy(h->thread_name, r->name, sizeof(h->thread_name));
+    h->capture_method =
+        r->context_source == AFT_THREAD_CONTEXT_SIGNAL ? AFT_CAPTURE_SIGNAL : AFT_CAPTURE_PROC;
+    return aft_async_pool_record_frames(&aft_g_hang_threads, (uint32_t)lead, w->pool_frames,
+                                        AFT_THREAD_MAX_FRAMES);
+}

@@ -101,46 +101,6 @@ static void aft_async_read_line(aft_watchdog *w, uint64_t tid, const char *leaf,
 
 /* ---- the capture signal ---- */
 
-/* A function without unwind tables or a frame record (a thunk of libswiftDispatch's, which a
- * blocked Task or loop waits in) makes libunwind and the frame-pointer walk both skip its
- * caller. The walk from sp with the return addresses between records finds it: what it found
- * between two frames the unwinder found next to each other is added there. */
-static void aft_async_watchdog_fill_gaps(aft_watchdog *w, const void *ucontext,
-                                         uint32_t *truncated) {
-    aft_crash_info *regs = &w->capture_regs;
-    aft_async_memset(regs, 0, sizeof(*regs));
-    aft_async_arch_registers(ucontext, regs);
-    /* From sp, as for a thread known by sp and pc: code without frame pointers (libc's wait)
-     * keeps anything in the frame-pointer register. The innermost frames are where such
-     * functions are (the waits); deeper, the unwinder's frames stand alone. */
-    if (regs->sp == 0) return;
-    uint32_t scan_truncated = 0;
-    uint32_t n = aft_async_walk_from_sp_window(&aft_g_stack_windows[AFT_UNWIND_SLOT_CAPTURE],
-                                               regs->pc, regs->sp, w->capture_scan,
-                                               AFT_WATCHDOG_GAP_FRAMES, &scan_truncated);
-    /* Every frame the unwinder found, in its order; between two of them, at most two frames the
-     * walk found there too (it saw both neighbours). */
-    const uint64_t *a = w->capture_frames, *b = w->capture_scan;
-    uint32_t na = w->capture_frame_count, out = 0, j = 0, inserted = 0;
-    for (uint32_t i = 0; i < na && out < AFT_MAX_FRAMES; i++) {
-        uint32_t k = j;
-        while (k < n && k < j + 3 && b[k] != a[i]) k++;
-        if (k < n && b[k] == a[i]) {
-            for (uint32_t m = j; m < k && out < AFT_MAX_FRAMES && i > 0; m++) {
-                w->capture_merged[out++] = b[m];
-                inserted++;
-            }
-            j = k + 1;
-        }
-        if (out < AFT_MAX_FRAMES) w->capture_merged[out++] = a[i];
-    }
-    if (inserted == 0) return;
-    aft_async_memcpy(w->capture_frames, w->capture_merged, (size_t)out * sizeof(uint64_t));
-    w->capture_frame_count = out;
-    if (out == AFT_MAX_FRAMES) *truncated = 1;
-    (void)scan_truncated;
-}
-
 void aft_async_watchdog_capture_handler(int signo, siginfo_t *info, void *ucontext) {
     int saved_errno = errno;
     aft_watchdog *w = &aft_g_watchdog;
@@ -271,27 +231,6 @@ static void aft_async_new_hang_id(aft_watchdog *w, uint8_t id[AFT_ID_SIZE]) {
     }
     id[6] = (uint8_t)((id[6] & 0x0F) | 0x40); /* UUID version 4 */
     id[8] = (uint8_t)((id[8] & 0x3F) | 0x80); /* RFC 4122 variant */
-}
-
-/* A pool's hang: every thread, those inside a Swift job marked; the lead one's stack is the
- * hang's. Returns its frames (0: none). */
-static uint32_t aft_async_pool_hang(aft_watchdog *w, aft_hang_info *h) {
-    w->hang_target.pool_width = atomic_load(&w->pool_width);
-    /* Not while a late capture handler still runs: it has the capture slot's window. */
-    if ((atomic_load(&w->capture_state) & 0xffu) == AFT_CAPTURE_RUNNING) return 0;
-    aft_async_threads_capture_for_hang(0);
-    aft_async_threads_release_capture(&aft_g_hang_threads);
-    int32_t lead = aft_async_pool_classify(w, &aft_g_hang_threads);
-    if (lead < 0) return 0;
-    const aft_thread *r = &aft_g_hang_threads.records[lead];
-    h->thread_id = r->thread_id;
-    h->thread_state = r->state;
-    h->syscall_number = r->syscall_number >= 0 ? (uint64_t)r->syscall_number : UINT64_MAX;
-    aft_async_memcpy(h->thread_name, r->name, sizeof(h->thread_name));
-    h->capture_method =
-        r->context_source == AFT_THREAD_CONTEXT_SIGNAL ? AFT_CAPTURE_SIGNAL : AFT_CAPTURE_PROC;
-    return aft_async_pool_record_frames(&aft_g_hang_threads, (uint32_t)lead, w->pool_frames,
-                                        AFT_THREAD_MAX_FRAMES);
 }
 
 int aft_async_watchdog_begin_hang(aft_watchdog *w, aft_watch_target *t, uint64_t tid,

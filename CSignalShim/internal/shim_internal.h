@@ -337,11 +337,6 @@ uint32_t aft_async_walk_from_sp(aft_stack_window *w, uint64_t pc, uint64_t sp, u
 /* The frame-pointer walk from pc and fp, reading the stack through w: a corrupt chain ends it. */
 uint32_t aft_async_frame_pointer_walk(aft_stack_window *w, uint64_t pc, uint64_t fp,
                                       uint64_t *frames, uint32_t capacity, uint32_t *truncated);
-/* The walk from sp of a thread whose stack is readable now (a hang's watched thread, from its
- * own handler): one read of the window at sp finds the first record, the return addresses below
- * it and the first records above, then the walk with the return addresses between records. */
-uint32_t aft_async_walk_from_sp_window(aft_stack_window *w, uint64_t pc, uint64_t sp,
-                                       uint64_t *frames, uint32_t capacity, uint32_t *truncated);
 /* The same, with the first return address found between two records, where a function without
  * a record of its own (a thunk, libc) left it (x86-64; a hang's stacks, never a crash's). */
 uint32_t aft_async_frame_pointer_walk_scanning(aft_stack_window *w, uint64_t pc, uint64_t fp,

@@ -15,6 +15,11 @@
 /* ---- crash time ---- */
 /* Each slot's window of stack memory for the frame-pointer walk (unwind_walk_async.c). */
 extern aft_stack_window aft_g_stack_windows[AFT_UNWIND_SLOTS];
+/* The walk from sp of a thread whose stack is readable now (a hang's watched thread, from its
+ * own handler): one read of the window at sp finds the first record, the return addresses below
+ * it and the first records above, then the walk with the return addresses between records. */
+uint32_t aft_async_walk_from_sp_window(aft_stack_window *w, uint64_t pc, uint64_t sp,
+                                       uint64_t *frames, uint32_t capacity, uint32_t *truncated);
 /* One request, in a helper (a helper of its own, or the resident): the loader's list, then the
  * stack into the slot's shared buffer (unwind_async.c). */
 void aft_async_unwind_serve(aft_unwind_slot *slot);

@@ -180,6 +180,9 @@ void aft_watchdog_admit_capture_signal(aft_watchdog *w);
 void aft_watchdog_release_capture_signal(aft_watchdog *w);
 
 /* ---- the hang path (watchdog_async.c) ---- */
+/* In the capture handler: adds the frames the walk from sp found between two frames the unwinder
+ * found next to each other (capture_gaps_async.c). */
+void aft_async_watchdog_fill_gaps(aft_watchdog *w, const void *ucontext, uint32_t *truncated);
 /* The capture signal's handler, run on the watched thread. */
 void aft_async_watchdog_capture_handler(int signo, siginfo_t *info, void *ucontext);
 /* 1 when the process is traced (TracerPid != 0). */
@@ -197,6 +200,9 @@ void aft_async_watchdog_update_hang(aft_watchdog *w, aft_watch_target *t, uint64
  * w->hang_target and returns the record of the one whose stack leads the hang (a blocked one
  * first), or -1. */
 int32_t aft_async_pool_classify(aft_watchdog *w, struct aft_thread_capture *c);
+/* A pool's hang: every thread captured, those inside a Swift job marked, the lead one's fields
+ * into h and its frames into w->pool_frames; their number (0: none). */
+uint32_t aft_async_pool_hang(aft_watchdog *w, aft_hang_info *h);
 /* The frames of record index of a capture, into out; their number. */
 uint32_t aft_async_pool_record_frames(const struct aft_thread_capture *c, uint32_t index,
                                       uint64_t *out, uint32_t capacity);
