@@ -23,6 +23,7 @@ let package = Package(
         .executable(name: "crash-harness", targets: ["CrashHarness"]),
         .executable(name: "hang-harness", targets: ["HangHarness"]),
         .executable(name: "exit-harness", targets: ["ExitHarness"]),
+        .executable(name: "async-harness", targets: ["AsyncHarness"]),
         .executable(name: "aftermath-bench", targets: ["AftermathBench"]),
     ],
     targets: [
@@ -153,6 +154,11 @@ let package = Package(
                 "AftermathTesting", "CSignalShim", "CHarnessFaults",
             ],
             path: "Harness/Hang"
+        ),
+        .executableTarget(
+            name: "AsyncHarness",
+            dependencies: ["HarnessSupport", "Aftermath", "AftermathNextLaunch", "AftermathSymbolication", "AftermathTesting"],
+            path: "Harness/Async"
         ),
         .executableTarget(
             name: "ExitHarness",

@@ -10,6 +10,7 @@
 #include <ucontext.h>
 
 #include "shim_internal.h"
+#include "swift_async_internal.h"
 
 #if defined(__aarch64__)
 
@@ -87,6 +88,19 @@ void aft_async_arch_pc_fp(const void *ucontext, uint64_t *pc, uint64_t *fp) {
     const ucontext_t *uc = ucontext;
     *pc = (uint64_t)uc->uc_mcontext.pc;
     *fp = (uint64_t)uc->uc_mcontext.regs[29];
+}
+
+/* Swift's async context register is x22 (the swiftasync convention); x29 the frame pointer. */
+void aft_async_arch_swift_registers(const uint64_t *registers, uint32_t count,
+                                    uint64_t *context_register, uint64_t *fp) {
+    *context_register = count > 22 ? registers[22] : 0;
+    *fp = count > 29 ? registers[29] : 0;
+}
+
+uint64_t aft_async_arch_swift_context_now(void) {
+    uint64_t value;
+    __asm__ volatile("mov %0, x22" : "=r"(value));
+    return value;
 }
 
 /* brk leaves the pc on the instruction: returning runs it again, like a fault. */

@@ -12,6 +12,7 @@
 #include <ucontext.h>
 
 #include "shim_internal.h"
+#include "swift_async_internal.h"
 
 #if defined(__x86_64__)
 
@@ -78,6 +79,19 @@ void aft_async_arch_pc_fp(const void *ucontext, uint64_t *pc, uint64_t *fp) {
     const ucontext_t *uc = ucontext;
     *pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
     *fp = (uint64_t)uc->uc_mcontext.gregs[REG_RBP];
+}
+
+/* Swift's async context register is r14 (the swiftasync convention); rbp the frame pointer. */
+void aft_async_arch_swift_registers(const uint64_t *registers, uint32_t count,
+                                    uint64_t *context_register, uint64_t *fp) {
+    *context_register = count > REG_R14 ? registers[REG_R14] : 0;
+    *fp = count > REG_RBP ? registers[REG_RBP] : 0;
+}
+
+uint64_t aft_async_arch_swift_context_now(void) {
+    uint64_t value;
+    __asm__ volatile("mov %%r14, %0" : "=r"(value));
+    return value;
 }
 
 /* int3 has advanced the pc past itself: the trap does not fire again. */
@@ -182,6 +196,16 @@ void aft_async_arch_pc_fp(const void *ucontext, uint64_t *pc, uint64_t *fp) {
 int aft_async_arch_trap_refires(void) { return 0; }
 
 uint64_t aft_async_arch_code_address(uint64_t address) { return address; }
+
+void aft_async_arch_swift_registers(const uint64_t *registers, uint32_t count,
+                                    uint64_t *context_register, uint64_t *fp) {
+    (void)registers;
+    (void)count;
+    *context_register = 0;
+    *fp = 0;
+}
+
+uint64_t aft_async_arch_swift_context_now(void) { return 0; }
 
 int aft_async_arch_follows_call(uint64_t address) {
     (void)address;

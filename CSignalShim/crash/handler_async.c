@@ -37,6 +37,7 @@ int aft_async_crash_in_progress(void) { return atomic_load(&aft_g_crashing_tid) 
 static aft_crash_info aft_g_crash_info;
 static aft_maps_scratch aft_g_crash_scratch;
 static uint8_t aft_g_crash_staging[48 * 1024];
+static aft_swift_async_link aft_g_crash_swift_async[AFT_SWIFT_ASYNC_MAX_LINKS];
 
 static int aft_async_signal_index(int signo) {
     for (int i = 0; i < AFT_SIGNAL_COUNT; i++)
@@ -96,6 +97,10 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
     }
     ci->unwinder = unwinder;
     ci->unwind_status = unwind_status;
+    /* Its Swift async callers: in the task's memory, which the next launch will not have. */
+    uint32_t swift_async = aft_async_swift_chain_here(ucontext, aft_g_crash_swift_async,
+                                                      AFT_SWIFT_ASYNC_MAX_LINKS,
+                                                      aft_g_threads.swift_async.scratch);
     uint64_t link_count = 0, link_hash = 0;
     /* The link map's signature from the helper that walked this thread's stack: the helpers of
      * the other threads' stacks (the same slot) would replace it. */
@@ -143,6 +148,8 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
         .has_reserved_fd = reserved_fd >= 0,
         .reserved_fd = reserved_fd,
         .threads = &aft_g_threads,
+        .swift_async = aft_g_crash_swift_async,
+        .swift_async_count = swift_async,
         .has_link_map = has_link_map,
         .link_count = link_count,
         .link_hash = link_hash,

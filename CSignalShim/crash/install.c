@@ -21,6 +21,7 @@
 
 #include "CSignalShim.h"
 #include "shim_internal.h"
+#include "swift_async_internal.h"
 #include "threads_internal.h"
 #include "unwind_internal.h"
 
@@ -215,6 +216,7 @@ static void aft_install_complete_images(void) {
     aft_unwind_helpers_fault_in();
     aft_unwind_resident_start();
     aft_threads_fault_in();
+    aft_swift_async_prepare();
     /* Warm libunwind up (its one-time set-up, unwind tables), so the helper walks fast. */
     uint64_t warm[16];
     if (!atomic_load(&aft_g_libunwind_abandoned)) (void)aft_current_stack(warm, 16, 0);

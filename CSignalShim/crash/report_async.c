@@ -148,6 +148,31 @@ static int aft_async_emit_threads(aft_writer *w, const aft_thread_capture *c, ui
     return with_stacks;
 }
 
+/* The Swift async callers: the crashing or hung thread's, then the other threads' (a capture
+ * that failed midway adds none). Under a file-size limit or on a full disk, only where they fit
+ * with room for the images. */
+static void aft_async_emit_swift_async(aft_writer *w, const aft_report_spec *spec,
+                                       uint64_t limit) {
+    const aft_thread_capture *c = spec->threads;
+    uint32_t own = spec->swift_async != NULL ? spec->swift_async_count : 0;
+    uint32_t others = c != NULL && c->info.recorded > 0 ? c->swift_async.count : 0;
+    if (own + others == 0) return;
+    uint64_t size = sizeof(aft_section_header) + (uint64_t)(own + others) * sizeof(aft_swift_async_link);
+    uint64_t images_room = sizeof(aft_section_header) + 64 * sizeof(aft_image);
+    uint64_t used = sizeof(aft_file_header) + w->body_size;
+    if ((limit != UINT64_MAX && used + size + images_room > limit) ||
+        !aft_async_space_for(w->fd, used, size + images_room))
+        return;
+    aft_section_header sh = {.type = AFT_SECTION_SWIFT_ASYNC,
+                             .entry_size = sizeof(aft_swift_async_link),
+                             .count = own + others,
+                             .flags = 0};
+    aft_async_emit(w, &sh, sizeof(sh));
+    aft_async_emit(w, spec->swift_async, (size_t)own * sizeof(aft_swift_async_link));
+    if (others > 0)
+        aft_async_emit(w, c->swift_async.links, (size_t)others * sizeof(aft_swift_async_link));
+}
+
 /* One STACK_MEMORY section per thread whose stack was kept, in record order, for the first
  * `count` records. */
 static void aft_async_emit_stacks(aft_writer *w, const aft_thread_capture *c, uint32_t count) {
@@ -224,6 +249,7 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
     aft_async_flush(&w); /* the most useful part is on disk before the maps are read */
     if (&aft_g_test_fault_in_writer != NULL && aft_g_test_fault_in_writer)
         *(volatile int *)(uintptr_t)aft_g_test_fault_in_writer = 0;
+    aft_async_emit_swift_async(&w, spec, limit);
     int with_stacks = aft_async_emit_threads(&w, spec->threads, limit);
 
     uint32_t image_count = 0, images_truncated = 0;

@@ -266,6 +266,7 @@ static void aft_async_unwind_thread(aft_thread_capture *c, uint32_t index, uint6
 static void aft_async_capture_open(aft_thread_capture *c, uint64_t self_tid) {
     aft_async_memset(&c->info, 0, sizeof(c->info));
     c->frame_count = 0;
+    c->swift_async.count = 0;
     c->sigprof_borrowed = 0;
     atomic_store(&c->answered, 0);
     atomic_store(&c->left, 0);
@@ -315,8 +316,10 @@ static void aft_async_capture_run(aft_thread_capture *c, uint64_t begin) {
     c->info.recorded = kept;
 
     uint64_t unwind_deadline = collected + AFT_THREADS_UNWIND_NS;
-    for (uint32_t i = c->for_hang ? 0 : 1; i < kept; i++)
+    for (uint32_t i = c->for_hang ? 0 : 1; i < kept; i++) {
         aft_async_unwind_thread(c, i, unwind_deadline);
+        aft_async_swift_chain_of_record(&c->swift_async, &c->records[i]); /* while it waits */
+    }
     uint64_t used = 0;
     c->mappings_read = 0;
     c->mapping_count = 0;

@@ -22,24 +22,6 @@
 #include "unwind_internal.h"
 #include "watchdog_internal.h"
 
-/* ---- futex ---- */
-
-void aft_async_futex_wake(_Atomic uint32_t *word) {
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
-}
-
-void aft_async_futex_wait_until(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_ns) {
-    if (deadline_ns == 0) {
-        syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
-        return;
-    }
-    struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000ull),
-                          .tv_nsec = (long)(deadline_ns % 1000000000ull)};
-    /* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline. */
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_BITSET_PRIVATE, expected, &ts, NULL,
-            FUTEX_BITSET_MATCH_ANY);
-}
-
 /* ---- the decision ---- */
 
 uint32_t aft_async_hang_decide(const aft_hang_facts *f) {
@@ -141,6 +123,8 @@ void aft_async_watchdog_capture_handler(int signo, siginfo_t *info, void *uconte
         ucontext, w->capture_frames, AFT_MAX_FRAMES, AFT_UNWIND_SLOT_CAPTURE,
         AFT_UNWIND_CAPTURE_BUDGET_NS, &unwinder, &truncated, &unwind_status);
     aft_async_watchdog_fill_gaps(w, ucontext, &truncated);
+    w->capture_swift_async_count = aft_async_swift_chain_here(
+        ucontext, w->capture_swift_async, AFT_SWIFT_ASYNC_MAX_LINKS, w->capture_swift_scratch);
     w->capture_truncated = truncated;
     w->capture_pause_ns = aft_async_now_ns(CLOCK_MONOTONIC) - entry;
     atomic_store(&w->capture_state, (state & ~0xffu) | AFT_CAPTURE_DONE);
@@ -352,6 +336,8 @@ persist:
         .fsync_file = 0,
         .keep_open = 1,
         .threads = threads,
+        .swift_async = h->capture_method == AFT_CAPTURE_SIGNAL ? w->capture_swift_async : NULL,
+        .swift_async_count = w->capture_swift_async_count,
         .extra_type = AFT_SECTION_HANG_TARGET,
         .extra = ht,
         .extra_size = sizeof(*ht),

@@ -88,6 +88,10 @@ uint32_t aft_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity, uint64_
  * of its own callers. Returns the number of frames written. */
 uint32_t aft_current_stack(uint64_t *frames, uint32_t capacity, uint32_t skip);
 
+/* The calling thread's Swift async callers (aftermath_format_async.h), innermost first, when it
+ * runs in a Swift task; 0 otherwise or before the install's completion. */
+uint32_t aft_current_swift_async_chain(aft_swift_async_link *out, uint32_t capacity);
+
 /* ---- unwinding at the next launch (unwind_remote.c; normal time) ----
  * A crashed thread's stack from its crash file alone: its registers at the fault and its stack
  * bytes, against the images' files on disk, each used only when its build id matches. */

@@ -11,7 +11,8 @@
  * THREAD_FRAMES sections (crash and hang files) and STACK_MEMORY (crash files). A version 1
  * file has none of them and still decodes. Run and handled-error files are unchanged by 2.
  * A hang file's HANG_TARGET section came later within 2: a reader that skips it, as every
- * reader skips a section it does not know, sees a main thread's hang.
+ * reader skips a section it does not know, sees a main thread's hang. So did SWIFT_ASYNC
+ * (aftermath_format_async.h): without it a reader sees the machine frames alone.
  *
  * A file is:  aft_file_header | section | section | ...
  * Each section is an aft_section_header followed by count entries of entry_size bytes.
@@ -377,5 +378,7 @@ _Static_assert(AFT_TEXT_HASH_SIZE + sizeof(AFT_TEXT_HASH_MARKER) <= AFT_BUILD_ID
 
 /* Run files and handled-error files: their own header, part of this one (Swift sees both). */
 #include "aftermath_format_runs.h"
+/* The Swift async callers of a thread's frames (crash, hang and handled-error files). */
+#include "aftermath_format_async.h"
 
 #endif /* AFTERMATH_FORMAT_H */

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "shim_internal.h"
+#include "swift_async_internal.h"
 
 /* How long the crashing thread waits for the others' answers, from the first signal. */
 #define AFT_THREADS_ANSWER_NS (100ull * 1000 * 1000)
@@ -86,6 +87,7 @@ typedef struct aft_thread_capture {
     uint64_t mappings[AFT_THREADS_MAPPINGS][2]; /* writable mappings [start, end), in order */
     uint64_t scan[512];                         /* the 4 KiB above a stack pointer */
     aft_stack_window window;                    /* a hang's frame-pointer walks */
+    aft_swift_async_store swift_async;          /* the threads' Swift async callers */
     uint32_t mapping_count;
     int mappings_read; /* read once per capture, when a stack needs them */
     int sigprof_borrowed;

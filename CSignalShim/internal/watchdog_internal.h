@@ -13,6 +13,7 @@
 
 #include "CSignalShim.h"
 #include "shim_internal.h"
+#include "swift_async_internal.h"
 
 #define AFT_WATCHDOG_TICK_NS (100ull * 1000 * 1000)      /* at most 10 wakeups a second */
 #define AFT_WATCHDOG_IDLE_TICK_NS (125ull * 1000 * 1000) /* while every watched loop is idle */
@@ -141,6 +142,9 @@ typedef struct aft_watchdog {
     aft_crash_info capture_regs;                     /* the handler's: the signal frame's */
     uint64_t capture_scan[AFT_WATCHDOG_SCAN_FRAMES]; /* its walk from sp */
     uint64_t capture_merged[AFT_MAX_FRAMES];         /* the unwinder's frames and the walk's */
+    aft_swift_async_link capture_swift_async[AFT_SWIFT_ASYNC_MAX_LINKS]; /* its async callers */
+    uint32_t capture_swift_async_count;
+    uint64_t capture_swift_scratch[AFT_SWIFT_ASYNC_MAX_LINKS][2];
 
     /* The hang being captured (watchdog thread only). */
     uint64_t hang_counter;
@@ -233,10 +237,6 @@ void aft_watchdog_forget_pinger(void);
 void aft_watchdog_reset_target(aft_watch_target *t);
 /* A target's hang ended at end_ns: finishes its file and tells the owner. */
 void aft_watchdog_finish_target(aft_watchdog *w, aft_watch_target *t, uint64_t end_ns);
-/* Futex helpers. */
-void aft_async_futex_wake(_Atomic uint32_t *word);
-/* Waits while *word == expected, until the absolute CLOCK_MONOTONIC deadline (0 = forever). */
-void aft_async_futex_wait_until(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_ns);
 
 /* What the watchdog knows about the watched thread at a tick (aft_async_hang_decide). */
 typedef struct aft_hang_facts {

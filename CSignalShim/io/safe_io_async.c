@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -277,4 +278,22 @@ void aft_async_reraise(int signo, siginfo_t *info) {
     sigemptyset(&unblock);
     sigaddset(&unblock, signo);
     sigprocmask(SIG_UNBLOCK, &unblock, NULL);
+}
+
+/* ---- futex ---- */
+
+void aft_async_futex_wake(_Atomic uint32_t *word) {
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
+}
+
+void aft_async_futex_wait_until(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_ns) {
+    if (deadline_ns == 0) {
+        syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+        return;
+    }
+    struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000ull),
+                          .tv_nsec = (long)(deadline_ns % 1000000000ull)};
+    /* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline. */
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_BITSET_PRIVATE, expected, &ts, NULL,
+            FUTEX_BITSET_MATCH_ANY);
 }

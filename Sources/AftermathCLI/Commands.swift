@@ -222,7 +222,9 @@ struct Commands {
         return records.map { record, service in
             Report(
                 kind: Report.kind(of: record), record: record, source: source, serviceName: service,
-                stack: Report.stack(fromRecord: record))
+                stack: Report.stack(fromRecord: record),
+                asyncStack: Report.stack(fromRecord: record, attribute: "apsio.async_stacktrace"),
+                asyncAnchor: record[attribute: "apsio.async_stacktrace.anchor"]?.stringValue)
         }
     }
 

@@ -72,7 +72,11 @@ struct Render {
         }
         if v.frames.isEmpty && v.kind != "abnormal_exit" { out.append("  (no frames)") }
         out += frameLines(v.frames)
-        if v.frames.contains(where: \.inApp) { out.append(dim("    * in app")) }
+        if !v.asyncFrames.isEmpty {
+            out.append("  " + dim("async callers, innermost first:"))
+            out += frameLines(v.asyncFrames)
+        }
+        if (v.frames + v.asyncFrames).contains(where: \.inApp) { out.append(dim("    * in app")) }
 
         if !v.registers.isEmpty {
             out.append("\n" + bold("Registers:"))
@@ -100,6 +104,10 @@ struct Render {
                     + " (" + how.joined(separator: ", ") + "):")
             if t.frames.isEmpty { out.append("  (no frames)") }
             out += frameLines(t.frames)
+            if !t.asyncFrames.isEmpty {
+                out.append("  " + dim("async callers, innermost first:"))
+                out += frameLines(t.asyncFrames)
+            }
         }
 
         if !v.images.isEmpty {
@@ -147,10 +155,11 @@ struct Render {
                         + place(inl.file, inl.line, inl.column))
             }
             if let function = f.function {
-                let name = f.inApp ? bold(function) : function
+                let name = (f.async == true ? cyan("[async] ") : "") + (f.inApp ? bold(function) : function)
                 lines.append(name + " + \(f.offset ?? 0)" + place(f.file, f.line, f.column))
             } else {
-                lines.append(dim((f.image ?? "???") + " + " + (f.imageOffset ?? "?")))
+                lines.append(
+                    (f.async == true ? cyan("[async] ") : "") + dim((f.image ?? "???") + " + " + (f.imageOffset ?? "?")))
             }
             out.append(prefix + lines[0])
             for line in lines.dropFirst() { out.append(indent + line) }

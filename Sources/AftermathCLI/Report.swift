@@ -12,6 +12,10 @@ struct Report {
     var source: String?
     var serviceName: String?
     var stack: Stack?
+    /// The Swift async callers of the stack's thread (resume addresses, innermost first) and
+    /// where their chain started (apsio.async_stacktrace.anchor); nil without them.
+    var asyncStack: Stack?
+    var asyncAnchor: String?
     /// Crash reports read from their file: registers, thread, unwinder.
     var crash: CrashReport?
     var hang: HangReport?
@@ -68,6 +72,7 @@ extension Report {
             if let c = r.crash {
                 crash = c
                 stack = Self.stack(frames: c.frames, images: c.images, inApp: inApp)
+                setAsync(c.asyncChain, images: c.images, inApp: inApp)
                 self.serviceName = serviceName ?? c.context.serviceName
             }
         case .hang:
@@ -76,11 +81,13 @@ extension Report {
             {
                 hang = h
                 stack = Self.stack(frames: h.frames, images: h.images, inApp: inApp)
+                setAsync(h.asyncChain, images: h.images, inApp: inApp)
                 self.serviceName = serviceName ?? h.context.serviceName
             }
         case .error:
             if let bytes = try? FileReader.read(r.path), let e = try? HandledErrorFile.decode(bytes) {
                 stack = Self.stack(frames: e.frames, images: e.images, inApp: inApp)
+                setAsync(e.asyncChain, images: e.images, inApp: inApp)
                 self.serviceName = serviceName ?? e.context.serviceName
             }
         case .abnormalExit:
@@ -88,7 +95,18 @@ extension Report {
                 self.serviceName = serviceName ?? run.context.serviceName
             }
         }
-        if stack == nil { stack = Self.stack(fromRecord: record) }
+        if stack == nil {
+            stack = Self.stack(fromRecord: record)
+            asyncStack = Self.stack(fromRecord: record, attribute: "apsio.async_stacktrace")
+            asyncAnchor = self["apsio.async_stacktrace.anchor"]
+        }
+    }
+
+    /// The async callers of a report read from its file.
+    mutating func setAsync(_ chain: SwiftAsyncChain?, images: [LoadedImage], inApp: [String: Bool]) {
+        guard let chain, !chain.resumes.isEmpty else { return }
+        asyncStack = Self.stack(frames: chain.resumes, images: images, inApp: inApp)
+        asyncAnchor = chain.anchor.rawValue
     }
 
     /// A report file copied from a device (.crash, .hang, .error).
@@ -100,6 +118,7 @@ extension Report {
             let record = e.record(observedTimeUnixNano: now)
             self.init(kind: .error, record: record, source: path, serviceName: e.context.serviceName)
             stack = Self.stack(frames: e.frames, images: e.images, inApp: Self.inAppImages(record))
+            setAsync(e.asyncChain, images: e.images, inApp: Self.inAppImages(record))
             return
         }
         let file = try ReportFile.decode(bytes, salvage: true)
@@ -108,6 +127,7 @@ extension Report {
             self.init(kind: .hang, record: record, source: path, serviceName: h.context.serviceName)
             hang = h
             stack = Self.stack(frames: h.frames, images: h.images, inApp: Self.inAppImages(record))
+            setAsync(h.asyncChain, images: h.images, inApp: Self.inAppImages(record))
             return
         }
         let c = try file.crashReport()
@@ -115,6 +135,7 @@ extension Report {
         self.init(kind: .crash, record: record, source: path, serviceName: c.context.serviceName)
         crash = c
         stack = Self.stack(frames: c.frames, images: c.images, inApp: Self.inAppImages(record))
+        setAsync(c.asyncChain, images: c.images, inApp: Self.inAppImages(record))
     }
 
     static func stack(frames: [UInt64], images: [LoadedImage], inApp: [String: Bool]) -> Stack {
@@ -153,10 +174,10 @@ extension Report {
         return (try? JSONDecoder().decode([ImageEntry].self, from: Data(json.utf8))) ?? []
     }
 
-    /// The stack from exception.stacktrace and apsio.crash.images alone (no paths): what a
-    /// backend or a collector has.
-    static func stack(fromRecord record: LogRecord) -> Stack? {
-        guard let text = record[attribute: "exception.stacktrace"]?.stringValue else { return nil }
+    /// The stack from exception.stacktrace (or another attribute of its format) and
+    /// apsio.crash.images alone (no paths): what a backend or a collector has.
+    static func stack(fromRecord record: LogRecord, attribute: String = "exception.stacktrace") -> Stack? {
+        guard let text = record[attribute: attribute]?.stringValue else { return nil }
         let entries = imageEntries(record)
         let images = entries.map { e in
             ImageReference(

@@ -22,6 +22,8 @@ extension ReportView {
         var unwinder: String
         var truncated: Bool
         var frames: [Frame]
+        /// Its Swift async callers, innermost first.
+        var asyncFrames: [Frame]
     }
 
     /// Every thread of a crash, the crashing one first (with the crash's own frames); only that
@@ -36,6 +38,16 @@ extension ReportView {
             let frames = t.crashed && !c.frames.isEmpty ? c.frames : t.frames
             let stack = Report.stack(frames: frames, images: c.images, inApp: inApp)
             for i in stack.frameImages.compactMap({ $0 }) { used.insert(i) }
+            let machine = frames.indices.map {
+                frame(index: $0, address: frames[$0], stack: stack, symbolicator: symbolicator).0
+            }
+            let chain = t.crashed ? (c.asyncChain ?? t.asyncChain) : t.asyncChain
+            let asyncStack = chain.map { Report.stack(frames: $0.resumes, images: c.images, inApp: inApp) }
+            let asyncFrames =
+                asyncStack.map {
+                    Self.asyncFrames(
+                        $0, anchor: chain?.anchor.rawValue, machine: machine, symbolicator: symbolicator, used: &used)
+                } ?? []
             let unwinder = t.crashed ? c.unwinder : t.unwinder
             let status = t.crashed ? c.unwindStatus : t.unwindStatus
             entries.append(
@@ -46,9 +58,7 @@ extension ReportView {
                     unwinder: status.fallbackReason.map { "\(unwinder.rawValue) (libunwind \($0))" }
                         ?? unwinder.rawValue,
                     truncated: t.crashed ? c.framesTruncated : t.framesTruncated,
-                    frames: frames.indices.map {
-                        frame(index: $0, address: frames[$0], stack: stack, symbolicator: symbolicator).0
-                    }))
+                    frames: machine, asyncFrames: asyncFrames))
         }
         return entries
     }

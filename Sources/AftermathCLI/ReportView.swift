@@ -24,6 +24,8 @@ struct ReportView: Encodable {
     /// Kind-specific facts (hang duration, exit reason, error fingerprint, ...), in order.
     var details: [Detail]
     var frames: [Frame]
+    /// The thread's Swift async callers, innermost first (each `async`), after `frames`.
+    var asyncFrames: [Frame]
     var registers: [Register]
     /// A crash's every thread, the crashing one first (files that record them); nil otherwise.
     var threads: [ThreadEntry]?
@@ -64,6 +66,8 @@ struct ReportView: Encodable {
         var column: Int?
         /// Functions inlined at this address, innermost first.
         var inlined: [Inlined]
+        /// A Swift async caller: where it resumes (symbolicated as it is, not less one).
+        var async: Bool?
     }
 
     struct Inlined: Encodable {
@@ -116,6 +120,7 @@ extension ReportView {
         explanation = recordedExplanation
         details = Self.details(r)
         frames = []
+        asyncFrames = []
         registers = []
         images = []
 
@@ -152,6 +157,10 @@ extension ReportView {
             }
             frames.append(frame)
         }
+        if let asyncStack = r.asyncStack {
+            asyncFrames = Self.asyncFrames(
+                asyncStack, anchor: r.asyncAnchor, machine: frames, symbolicator: symbolicator, used: &used)
+        }
         if let c = r.crash, !c.threads.isEmpty {
             threads = Self.threads(
                 c, report: r, symbolicator: symbolicator, crashedOnly: crashedThreadOnly, used: &used)
@@ -172,9 +181,32 @@ extension ReportView {
         }
     }
 
-    /// One frame, symbolicated with `symbolicator` (nil: address and image only).
+    /// The async callers of a stack: symbolicated as they are (resume addresses, not return
+    /// addresses), marked async, without the links that a task-anchored chain lists ahead of the
+    /// innermost async machine frame. Adds their images to `used`.
+    static func asyncFrames(
+        _ stack: Report.Stack, anchor: String?, machine: [Frame], symbolicator: DWARFSymbolicator?,
+        used: inout Set<Int>
+    ) -> [Frame] {
+        var all = stack.frames.indices.map {
+            frame(index: $0, address: stack.frames[$0], stack: stack, symbolicator: symbolicator, isResume: true).0
+        }
+        let stale = SwiftAsyncFunction.staleLinks(
+            machine: machine.map { f in f.function.map { ((f.mangled ?? $0), $0) } },
+            chain: all.map { $0.mangled ?? $0.function }, anchor: anchor)
+        all.removeFirst(min(stale, all.count))
+        for i in all.indices {
+            all[i].index = i
+            all[i].async = true
+        }
+        for i in stack.frameImages.dropFirst(stale).compactMap({ $0 }) { used.insert(i) }
+        return all
+    }
+
+    /// One frame, symbolicated with `symbolicator` (nil: address and image only); a resume
+    /// address (an async caller) is looked up as it is, a return address (index > 0) less one.
     static func frame(
-        index: Int, address: UInt64, stack: Report.Stack, symbolicator: DWARFSymbolicator?
+        index: Int, address: UInt64, stack: Report.Stack, symbolicator: DWARFSymbolicator?, isResume: Bool = false
     ) -> (
         Frame, SymbolicatedFrame?
     ) {
@@ -184,7 +216,7 @@ extension ReportView {
             imageOffset: image.map { Self.hex(address &- $0.loadAddress, width: 0) },
             inApp: image?.isInApp ?? false, inlined: [])
         guard let image, let symbolicator,
-            let s = symbolicator.symbolicate(address: address, image: image, isReturnAddress: index > 0)
+            let s = symbolicator.symbolicate(address: address, image: image, isReturnAddress: !isResume && index > 0)
         else { return (frame, nil) }
         frame.function = s.demangled
         frame.mangled = s.function == s.demangled ? nil : s.function

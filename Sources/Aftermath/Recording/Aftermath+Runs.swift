@@ -46,7 +46,8 @@ extension Aftermath {
     /// Records a handled error: on disk (errors/) before returning, so a crash right after it
     /// loses nothing, and sent by the next delivery as a record at severity ERROR with
     /// exception.type (the Swift type), exception.message, exception.stacktrace (this thread's
-    /// stack, starting at the caller) and apsio.error.fingerprint when given.
+    /// stack, starting at the caller), apsio.async_stacktrace (its Swift async callers, when
+    /// called from async code) and apsio.error.fingerprint when given.
     /// - Returns: false when it was not written (before ``start(_:)``, errors/ full, disk error).
     @inline(never) @discardableResult
     public static func record(error: any Error, fingerprint: String? = nil) -> Bool {
@@ -56,9 +57,13 @@ extension Aftermath {
         // skip 1: this function; frame 0 is then the caller's return address.
         let n = aft_current_stack(&frames, UInt32(frames.count), 1)
         frames.removeSubrange(Int(n)...)
+        // Its Swift async callers, when called from async code: not on the stack.
+        var links = [aft_swift_async_link](repeating: aft_swift_async_link(), count: Int(AFT_SWIFT_ASYNC_MAX_LINKS))
+        let m = aft_current_swift_async_chain(&links, UInt32(links.count))
+        links.removeSubrange(Int(m)...)
         return HandledErrorRecorder.write(
             type: String(reflecting: type(of: error)),
             message: String(describing: error),
-            fingerprint: fingerprint, frames: frames)
+            fingerprint: fingerprint, frames: frames, swiftAsync: links)
     }
 }

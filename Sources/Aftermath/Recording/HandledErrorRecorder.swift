@@ -52,7 +52,11 @@ enum HandledErrorRecorder {
 
     /// Writes one error. Returns false when nothing was written (not started, errors/ full,
     /// or the disk refused).
-    static func write(type: String, message: String, fingerprint: String?, frames: [UInt64]) -> Bool {
+    static func write(
+        type: String, message: String, fingerprint: String?, frames: [UInt64],
+        swiftAsync: [aft_swift_async_link] = []
+    ) -> Bool {
+        let resumes = swiftAsync.map(\.resume)
         guard
             var snapshot = state.withLock({ s -> State? in
                 guard s.directory != nil else { return nil }
@@ -68,15 +72,15 @@ enum HandledErrorRecorder {
             }), let directory = snapshot.directory
         else { return false }
 
-        var used = usedImages(frames, snapshot.images)
+        var used = usedImages(frames + resumes, snapshot.images)
         if used == nil {
             // The run's first error takes the images read at start; a frame outside them (a
             // library loaded since) reads /proc/self/maps again.
             var fresh = snapshot.images.isEmpty ? installedImages() : loadImages()
-            used = usedImages(frames, fresh)
+            used = usedImages(frames + resumes, fresh)
             if used == nil, snapshot.images.isEmpty {
                 fresh = loadImages()
-                used = usedImages(frames, fresh)
+                used = usedImages(frames + resumes, fresh)
             }
             state.withLock { $0.images = fresh }
             snapshot.images = fresh
@@ -100,7 +104,8 @@ enum HandledErrorRecorder {
                 context: snapshot.context, info: info,
                 type: utf8Prefix(Array(type.utf8), Int(AFT_ERROR_TYPE_CAPACITY)), message: cut,
                 fingerprint: fingerprint.map { utf8Prefix(Array($0.utf8), Int(AFT_ERROR_FINGERPRINT_CAPACITY)) },
-                frames: Array(frames.prefix(Int(AFT_ERROR_MAX_FRAMES))), images: used ?? []))
+                frames: Array(frames.prefix(Int(AFT_ERROR_MAX_FRAMES))), images: used ?? [],
+                swiftAsync: swiftAsync))
         let name = Hex.encode(id.bytes) + ".error"
         let ok = writeFile(directory: directory, name: name, bytes: bytes)
         if !ok { state.withLock { $0.pending -= 1 } }

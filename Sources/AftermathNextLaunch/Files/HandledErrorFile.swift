@@ -2,7 +2,8 @@ import CSignalShim
 import Foundation
 
 /// The handled-error file format (aftermath_format.h): aft_file_header (kind AFT_KIND_ERROR, CRC and
-/// commit over the body), then CONTEXT, ERROR, TEXT, FRAMES and IMAGES sections. Decoding is
+/// commit over the body), then CONTEXT, ERROR, TEXT, FRAMES and IMAGES sections, and SWIFT_ASYNC when the
+/// recording thread ran in a Swift task. Decoding is
 /// strict about the header, lenient after it, like crash files.
 package enum HandledErrorFile {
     /// The largest error file accepted.
@@ -17,10 +18,13 @@ package enum HandledErrorFile {
         package var fingerprint: [UInt8]?
         package var frames: [UInt64]
         package var images: [aft_image]
+        /// The recording thread's Swift async callers (SWIFT_ASYNC), when it ran in a task.
+        package var swiftAsync: [aft_swift_async_link]
 
         package init(
             context: aft_context, info: aft_error_info, type: [UInt8], message: [UInt8],
-            fingerprint: [UInt8]? = nil, frames: [UInt64], images: [aft_image]
+            fingerprint: [UInt8]? = nil, frames: [UInt64], images: [aft_image],
+            swiftAsync: [aft_swift_async_link] = []
         ) {
             self.context = context
             self.info = info
@@ -29,6 +33,7 @@ package enum HandledErrorFile {
             self.fingerprint = fingerprint
             self.frames = frames
             self.images = images
+            self.swiftAsync = swiftAsync
         }
     }
 
@@ -55,6 +60,7 @@ package enum HandledErrorFile {
         section(UInt32(AFT_SECTION_TEXT), c.type + c.message + (c.fingerprint ?? []))
         section(UInt32(AFT_SECTION_FRAMES), c.frames)
         section(UInt32(AFT_SECTION_IMAGES), c.images)
+        if !c.swiftAsync.isEmpty { section(UInt32(AFT_SECTION_SWIFT_ASYNC), c.swiftAsync) }
         var header = aft_file_header()
         header.magic = AFT_MAGIC
         header.version = UInt16(AFT_FORMAT_VERSION)
@@ -75,7 +81,7 @@ package enum HandledErrorFile {
         try FileHeader.verifyBody(bytes, header: h, start: start, length: bytes.count - start)
 
         var context: aft_context?, info: aft_error_info?, text: [UInt8] = []
-        var frames: [UInt64] = [], images: [aft_image] = []
+        var frames: [UInt64] = [], images: [aft_image] = [], links: [aft_swift_async_link] = []
         bytes.withUnsafeBytes { raw in
             var offset = start
             let sh = MemoryLayout<aft_section_header>.size
@@ -97,6 +103,8 @@ package enum HandledErrorFile {
                 case UInt32(AFT_SECTION_TEXT): text = entries(UInt8.self, capacity: maximumSize)
                 case UInt32(AFT_SECTION_FRAMES): frames = entries(UInt64.self, capacity: Int(AFT_ERROR_MAX_FRAMES))
                 case UInt32(AFT_SECTION_IMAGES): images = entries(aft_image.self, capacity: Int(AFT_MAX_IMAGES))
+                case UInt32(AFT_SECTION_SWIFT_ASYNC):
+                    links = entries(aft_swift_async_link.self, capacity: Int(AFT_SWIFT_ASYNC_MAX_LINKS))
                 default: break
                 }
                 let declared = Int(s.count).multipliedReportingOverflow(by: size)
@@ -118,12 +126,14 @@ package enum HandledErrorFile {
         let fingerprint = take(info.fingerprint_size)
         let previous = UUID(bytes: &info.previous_session_id)
         let screen = CString.read(&info.screen)
-        return HandledError(
+        var error = HandledError(
             context: ReportContext(context), type: type, message: message,
             fingerprint: info.flags & UInt32(AFT_ERROR_HAS_FINGERPRINT) != 0 ? fingerprint : nil,
             timeUnixNano: info.time_realtime_ns, threadID: info.thread_id, isMainThread: info.is_main_thread != 0,
             frames: frames, images: images.map(LoadedImage.init),
             previousSessionID: previous.bytes.allSatisfy { $0 == 0 } ? nil : previous,
             screen: screen.isEmpty ? nil : screen, errorID: UUID(bytes: &info.error_id))
+        error.asyncChain = SwiftAsyncChain.chains(from: links)[info.thread_id]
+        return error
     }
 }

@@ -27,6 +27,8 @@ package struct ReportFile {
     package var threadFrames: [UInt64] = []
     /// Stack memory sections: the thread, the first byte's address, the bytes.
     package var stacks: [(threadID: UInt64, start: UInt64, bytes: [UInt8])] = []
+    /// The Swift async callers of the recorded threads, by thread id.
+    package var swiftAsync: [UInt64: SwiftAsyncChain] = [:]
 
     /// Decodes a file's bytes. A file that was never committed is decoded only when
     /// salvage is true (a leftover .tmp), and then only as far as it is whole.
@@ -103,6 +105,9 @@ package struct ReportFile {
                         let body = offset + headerSize
                         stacks.append((m.thread_id, m.start, Array(raw[body..<(body + size)])))
                     }
+                case UInt32(AFT_SECTION_SWIFT_ASYNC):
+                    swiftAsync = SwiftAsyncChain.chains(
+                        from: entries(aft_swift_async_link.self, capacity: AFT_MAX_THREADS * AFT_SWIFT_ASYNC_MAX_LINKS))
                 default: break  // a section from a newer writer: skipped by its size
                 }
                 let declared = Int(s.count).multipliedReportingOverflow(by: entrySize)
@@ -123,6 +128,7 @@ package struct ReportFile {
         report.handlerFaulted = flags & UInt32(AFT_FLAG_NESTED_FAULT) != 0
         report.threadCapture = threadsInfo.map(ThreadCapture.init)
         report.threads = crashThreads()
+        report.asyncChain = swiftAsync[crash.thread_id]
         report.unwindDeferredFrames()
         report.reunwindThreadsKnownBySPAndPC()
         return report
@@ -143,8 +149,10 @@ extension ReportFile {
             let frames = next < end ? Array(threadFrames[next..<end]) : []
             next = min(next + n, threadFrames.count)
             let memory = stackByThread[r.thread_id]
-            return CrashThread(
+            var thread = CrashThread(
                 record: r, frames: frames, stackStart: memory?.start ?? 0, stack: memory?.bytes ?? [])
+            thread.asyncChain = swiftAsync[r.thread_id]
+            return thread
         }
     }
 

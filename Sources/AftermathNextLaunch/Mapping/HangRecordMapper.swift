@@ -25,11 +25,13 @@ package enum HangRecordMapper {
                 "apsio.crash.images",
                 .string(
                     StackFormatter.imagesJSON(
-                        frames: h.frames + (threads?.frames ?? []), images: h.images, appRoot: h.context.appRoot))),
+                        frames: h.frames + (threads?.frames ?? []) + (h.asyncChain?.resumes ?? []), images: h.images,
+                        appRoot: h.context.appRoot))),
             Attribute("apsio.hang.id", .string(h.context.reportID.lowercased)),
             Attribute(
                 "log.record.uid", .string(RecordMapper.recordUID(timeUnixNano: h.timeUnixNano, id: h.context.reportID))),
         ]
+        a += RecordMapper.asyncAttributes(h.asyncChain, images: h.images)
         a += RecordMapper.runAttributes(h.context, previousSessionID: h.previousSessionID)
         a += [
             Attribute("thread.id", .int(Int64(bitPattern: h.threadID))),

@@ -21,6 +21,21 @@ package enum RecordMapper {
         return a
     }
 
+    /// The Swift async callers of the record's thread: apsio.async_stacktrace (the format of
+    /// exception.stacktrace, innermost caller first, each line a resume address: symbolicate it
+    /// as it is, not less one as a return address), apsio.async_stacktrace.anchor (`register`,
+    /// `frame` or `task`: with `task`, callers that returned since the task last resumed may
+    /// come first), and apsio.async_stacktrace.cut when the chain went on. None without a chain.
+    package static func asyncAttributes(_ chain: SwiftAsyncChain?, images: [LoadedImage]) -> [Attribute] {
+        guard let chain, !chain.resumes.isEmpty else { return [] }
+        var a = [
+            Attribute("apsio.async_stacktrace", .string(StackFormatter.stacktrace(frames: chain.resumes, images: images))),
+            Attribute("apsio.async_stacktrace.anchor", .string(chain.anchor.rawValue)),
+        ]
+        if chain.isCut { a.append(Attribute("apsio.async_stacktrace.cut", .bool(true))) }
+        return a
+    }
+
     /// log.record.uid: a ULID whose time is the event's and whose randomness comes from the
     /// report id, so every attempt to send the same report carries the same uid.
     package static func recordUID(timeUnixNano: UInt64, id: UUID) -> String {
@@ -56,8 +71,10 @@ package enum RecordMapper {
                 "apsio.crash.images",
                 .string(
                     StackFormatter.imagesJSON(
-                        frames: r.frames + (threads?.frames ?? []), images: r.images, appRoot: r.context.appRoot))),
+                        frames: r.frames + (threads?.frames ?? []) + (r.asyncChain?.resumes ?? []), images: r.images,
+                        appRoot: r.context.appRoot))),
         ]
+        a += asyncAttributes(r.asyncChain, images: r.images)
         if let threads {
             a.append(Attribute("apsio.threads", .string(threads.json)))
             if threads.omitted > 0 { a.append(Attribute("apsio.threads.omitted", .int(Int64(threads.omitted)))) }

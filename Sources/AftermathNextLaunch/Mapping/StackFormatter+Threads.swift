@@ -31,7 +31,8 @@ extension StackFormatter {
     /// and when they apply: `syscall` and `syscall_name` (the system call it waits in, such as
     /// `futex` for a lock), `frames_truncated`, `also_crashed_signal` (it crashed too while the
     /// first crash was written), `aftermath` (one of Aftermath's own threads), `swift_job`
-    /// (hangs: inside a Swift concurrency job, `swift_job_run` on its stack).
+    /// (hangs: inside a Swift concurrency job, `swift_job_run` on its stack), `async_stacktrace`
+    /// and `async_anchor` (its Swift async callers, as apsio.async_stacktrace).
     package static func threads(
         _ threads: [CrashThread], crashFrames: [UInt64], images: [LoadedImage], architecture: Architecture,
         maxBytes: Int = maxThreadsJSONBytes
@@ -55,7 +56,9 @@ extension StackFormatter {
                 syscall_name: syscall.flatMap { HangRecordMapper.syscallName($0, architecture: architecture) },
                 frames_truncated: thread.framesTruncated || all.count > shown.count ? true : nil,
                 also_crashed_signal: thread.alsoCrashedSignal, aftermath: thread.isAftermath ? true : nil,
-                swift_job: thread.isSwiftJob ? true : nil)
+                swift_job: thread.isSwiftJob ? true : nil,
+                async_stacktrace: thread.asyncChain.map { stacktrace(frames: $0.resumes, images: images) },
+                async_anchor: thread.asyncChain?.anchor.rawValue)
             // Strings, numbers and booleans only: encoding cannot fail.
             guard let bytes = try? encoder.encode(entry) else { continue }
             // The first entry (the crashed thread, at most maxThreadFrames lines) always fits.
@@ -63,7 +66,7 @@ extension StackFormatter {
             if listed > 0 { body.append(UInt8(ascii: ",")) }
             body += bytes
             listed += 1
-            frames += shown
+            frames += shown + (thread.asyncChain?.resumes ?? [])
         }
         return ThreadList(
             json: "[" + String(decoding: body, as: UTF8.self) + "]", listed: listed,
@@ -87,5 +90,7 @@ extension StackFormatter {
         var also_crashed_signal: Int32?
         var aftermath: Bool?
         var swift_job: Bool?
+        var async_stacktrace: String?
+        var async_anchor: String?
     }
 }

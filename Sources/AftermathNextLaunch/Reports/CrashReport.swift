@@ -52,6 +52,8 @@ package struct CrashReport: Sendable, Hashable {
     package var threads: [CrashThread] = []
     /// How the capture of every thread went; nil in files without it.
     package var threadCapture: ThreadCapture?
+    /// The crashing thread's Swift async callers, when it ran in a task.
+    package var asyncChain: SwiftAsyncChain?
 }
 
 extension CrashReport {

@@ -90,6 +90,8 @@ package struct CrashThread: Sendable, Hashable {
     package var stack: [UInt8]
     /// The stack went on past its cap.
     package var stackTruncated: Bool
+    /// Its Swift async callers, when it ran in a task.
+    package var asyncChain: SwiftAsyncChain?
 }
 
 extension CrashThread {

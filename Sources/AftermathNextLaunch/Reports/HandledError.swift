@@ -28,6 +28,8 @@ package struct HandledError: Sendable, Hashable {
     package var screen: String?
     /// The id that log.record.uid derives from.
     package var errorID: UUID
+    /// The recording thread's Swift async callers, when it ran in a task.
+    package var asyncChain: SwiftAsyncChain? = nil
 
     /// The record: severity ERROR, no event name.
     package func record(observedTimeUnixNano: UInt64) -> LogRecord {
@@ -39,9 +41,10 @@ package struct HandledError: Sendable, Hashable {
                 "apsio.crash.images",
                 .string(
                     StackFormatter.imagesJSON(
-                        frames: frames, images: images,
+                        frames: frames + (asyncChain?.resumes ?? []), images: images,
                         appRoot: context.appRoot))),
         ]
+        a += RecordMapper.asyncAttributes(asyncChain, images: images)
         if let fingerprint { a.append(Attribute("apsio.error.fingerprint", .string(fingerprint))) }
         a.append(Attribute("log.record.uid", .string(RecordMapper.recordUID(timeUnixNano: timeUnixNano, id: errorID))))
         a += RecordMapper.runAttributes(context)

@@ -41,6 +41,8 @@ package struct HangReport: Sendable, Hashable {
     /// The other threads at the capture (format version 2, with hangOtherThreads); the watched
     /// thread is not among them: its stack is ``frames``.
     package var threads: [CrashThread] = []
+    /// The blocked thread's Swift async callers, when it ran in a task.
+    package var asyncChain: SwiftAsyncChain?
     /// What was watched: the main thread, an event loop, a thread, a unit of work or the Swift
     /// concurrency pool.
     package var kind: HangKind = .main
@@ -110,6 +112,7 @@ extension HangReport {
         let previous = UUID(bytes: &h.previous_session_id)
         previousSessionID = previous.bytes.allSatisfy { $0 == 0 } ? nil : previous
         threads = file.crashThreads()
+        asyncChain = file.swiftAsync[h.thread_id]
         if var target = file.hangTarget {
             kind = HangKind(code: target.kind)
             targetName = CString.read(&target.name)

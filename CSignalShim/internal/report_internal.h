@@ -1,0 +1,63 @@
+/*
+ * report_internal.h: the report writer (report_async.c), which every crash-time file that writes
+ * a crash or hang file calls; included by shim_internal.h only (it uses its types). Not seen by
+ * Swift.
+ */
+#ifndef AFT_REPORT_INTERNAL_H
+#define AFT_REPORT_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "aftermath_format.h"
+
+struct aft_thread_capture;
+
+/* Tests only: when non-zero, the writer stores to this (unmapped) address after its first
+ * flush, to prove that a fault inside the handler neither hangs nor loops. Defined only by the
+ * test-only C target (Harness/CFaults): apps never link it, so this weak reference is NULL. */
+extern volatile uintptr_t aft_g_test_fault_in_writer __attribute__((weak));
+/* Tests only (CHarnessFaults): non-zero, the handler unwinds the crashing thread itself. */
+extern volatile int aft_g_test_unwind_in_handler __attribute__((weak));
+typedef struct aft_report_spec {
+    uint32_t kind;  /* AFT_KIND_* */
+    uint32_t flags; /* AFT_FLAG_* */
+    const aft_context *context;
+    uint32_t event_type; /* AFT_SECTION_CRASH or AFT_SECTION_HANG */
+    const void *event;
+    uint32_t event_size;
+    const uint64_t *frames;
+    uint32_t frame_count;
+    uint32_t frames_truncated;
+    aft_maps_scratch *scratch; /* for the images */
+    aft_image *images;         /* AFT_MAX_IMAGES entries */
+    int fsync_file;
+    int keep_open;       /* return the committed file's fd instead of closing it */
+    int has_reserved_fd; /* write into reserved_fd (open, empty) instead of opening */
+    int reserved_fd;
+    /* The link map's signature, already taken (by the unwinding helper): the writer then
+     * compares it instead of walking the list through /proc/self/mem, one read per library. */
+    int has_link_map;
+    uint64_t link_count, link_hash;
+    /* Every thread of the process (crash files): its summary, records, frames and stack
+     * memory are written after the frames; NULL: none. */
+    const struct aft_thread_capture *threads;
+    /* The Swift async callers of the crashing or hung thread, before the threads' own. */
+    const aft_swift_async_link *swift_async;
+    uint32_t swift_async_count;
+    /* A second event section right after the first (a hang's target); 0: none. */
+    uint32_t extra_type;
+    const void *extra;
+    uint32_t extra_size;
+    uint8_t *staging; /* optional buffer that gathers small writes; NULL = none */
+    size_t staging_size;
+} aft_report_spec;
+/* Writes a report to dir_fd/tmp_name, commits it and renames it to final_name.
+ * Returns 0 or an errno value; with keep_open, *out_fd is the open, committed file. */
+int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_name,
+                           const aft_report_spec *spec, int *out_fd);
+/* Formats 16 id bytes as 32 lowercase hex digits followed by suffix. */
+void aft_async_id_file_name(char *out, size_t capacity, const uint8_t id[AFT_ID_SIZE],
+                            const char *suffix);
+
+#endif /* AFT_REPORT_INTERNAL_H */
