@@ -157,7 +157,9 @@ let package = Package(
         ),
         .executableTarget(
             name: "AsyncHarness",
-            dependencies: ["HarnessSupport", "Aftermath", "AftermathNextLaunch", "AftermathSymbolication", "AftermathTesting"],
+            dependencies: [
+                "HarnessSupport", "Aftermath", "AftermathNextLaunch", "AftermathSymbolication", "AftermathTesting",
+            ],
             path: "Harness/Async"
         ),
         .executableTarget(

@@ -98,9 +98,9 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
     ci->unwinder = unwinder;
     ci->unwind_status = unwind_status;
     /* Its Swift async callers: in the task's memory, which the next launch will not have. */
-    uint32_t swift_async = aft_async_swift_chain_here(ucontext, aft_g_crash_swift_async,
-                                                      AFT_SWIFT_ASYNC_MAX_LINKS,
-                                                      aft_g_threads.swift_async.scratch);
+    uint32_t swift_async =
+        aft_async_swift_chain_here(ucontext, aft_g_crash_swift_async, AFT_SWIFT_ASYNC_MAX_LINKS,
+                                   aft_g_threads.swift_async.scratch);
     uint64_t link_count = 0, link_hash = 0;
     /* The link map's signature from the helper that walked this thread's stack: the helpers of
      * the other threads' stacks (the same slot) would replace it. */

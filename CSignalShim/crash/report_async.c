@@ -151,13 +151,13 @@ static int aft_async_emit_threads(aft_writer *w, const aft_thread_capture *c, ui
 /* The Swift async callers: the crashing or hung thread's, then the other threads' (a capture
  * that failed midway adds none). Under a file-size limit or on a full disk, only where they fit
  * with room for the images. */
-static void aft_async_emit_swift_async(aft_writer *w, const aft_report_spec *spec,
-                                       uint64_t limit) {
+static void aft_async_emit_swift_async(aft_writer *w, const aft_report_spec *spec, uint64_t limit) {
     const aft_thread_capture *c = spec->threads;
     uint32_t own = spec->swift_async != NULL ? spec->swift_async_count : 0;
     uint32_t others = c != NULL && c->info.recorded > 0 ? c->swift_async.count : 0;
     if (own + others == 0) return;
-    uint64_t size = sizeof(aft_section_header) + (uint64_t)(own + others) * sizeof(aft_swift_async_link);
+    uint64_t size =
+        sizeof(aft_section_header) + (uint64_t)(own + others) * sizeof(aft_swift_async_link);
     uint64_t images_room = sizeof(aft_section_header) + 64 * sizeof(aft_image);
     uint64_t used = sizeof(aft_file_header) + w->body_size;
     if ((limit != UINT64_MAX && used + size + images_room > limit) ||

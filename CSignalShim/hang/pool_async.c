@@ -2,7 +2,7 @@
  * pool_async.c: CRASH-TIME CODE, under the crash-time contract of CSignalShim/README.md (no
  * malloc, no locks, no stdio, no Swift). Runs on the watchdog thread while the Swift
  * concurrency pool is starved: tells the threads running a Swift job (swift_job_run on their
- * stack, its range read at normal time) in a hang's capture of every thread, and counts them
+ * stack, its range read at normal time, or a current task) in a hang's capture of every thread, and counts them
  * blocked (asleep: S or D) or busy (running: R).
  */
 #include "threads_internal.h"
@@ -26,7 +26,12 @@ int32_t aft_async_pool_classify(aft_watchdog *w, aft_thread_capture *c) {
         const uint64_t *frames = c->frames + offset;
         uint32_t count = r->frame_count;
         offset += count;
-        if (offset > c->frame_count || !aft_async_runs_job(w, frames, count)) continue;
+        if (offset > c->frame_count) continue;
+        /* Its frames pass through swift_job_run, or it runs in a task (its async callers were
+         * read): a walk by frame pointers can miss the first in a blocked worker's stack. */
+        if (!aft_async_runs_job(w, frames, count) &&
+            !aft_async_swift_store_has(&c->swift_async, r->thread_id))
+            continue;
         r->flags |= AFT_THREAD_SWIFT_JOB;
         h->pool_jobs++;
         int blocked = r->state == 'S' || r->state == 'D';
@@ -57,6 +62,7 @@ uint32_t aft_async_pool_record_frames(const aft_thread_capture *c, uint32_t inde
  * hang's. Returns its frames (0: none). */
 uint32_t aft_async_pool_hang(aft_watchdog *w, aft_hang_info *h) {
     w->hang_target.pool_width = atomic_load(&w->pool_width);
+    w->capture_swift_async_count = 0; /* the workers' chains are the capture's */
     /* Not while a late capture handler still runs: it has the capture slot's window. */
     if ((atomic_load(&w->capture_state) & 0xffu) == AFT_CAPTURE_RUNNING) return 0;
     aft_async_threads_capture_for_hang(0);

@@ -34,8 +34,8 @@
 #define AFT_SWIFT_ASYNC_STORE_LINKS 4096u
 
 typedef struct aft_swift_async_state {
-    _Atomic int ready; /* set last, once the rest is written */
-    int64_t tls_offset; /* from a thread's thread pointer to its current-task word */
+    _Atomic int ready;      /* set last, once the rest is written */
+    int64_t tls_offset;     /* from a thread's thread pointer to its current-task word */
     uint64_t task_metadata; /* what every AsyncTask's first word holds */
     uint64_t runtime_start, runtime_end; /* the concurrency runtime's code */
     uint32_t code_count;
@@ -56,13 +56,14 @@ typedef struct aft_swift_async_store {
  * AFT_SWIFT_ASYNC_MAX_LINKS pairs). Every read is fault-guarded: a corrupt chain ends the walk.
  * Returns the links written, 0 when the thread runs no task. */
 uint32_t aft_async_swift_chain(uint64_t tid, uint64_t tp, uint64_t context_register, uint64_t fp,
-                               aft_swift_async_link *out, uint32_t room,
-                               uint64_t (*scratch)[2]);
+                               aft_swift_async_link *out, uint32_t room, uint64_t (*scratch)[2]);
 /* The same for the calling thread, from its signal frame (a crash's or a hang's capture). */
-uint32_t aft_async_swift_chain_here(const void *ucontext, aft_swift_async_link *out,
-                                    uint32_t room, uint64_t (*scratch)[2]);
+uint32_t aft_async_swift_chain_here(const void *ucontext, aft_swift_async_link *out, uint32_t room,
+                                    uint64_t (*scratch)[2]);
 /* The same for a recorded thread (its registers and thread pointer), appended to s. */
 void aft_async_swift_chain_of_record(aft_swift_async_store *s, const aft_thread *r);
+/* Whether s holds links of thread tid: it ran in a Swift task. */
+int aft_async_swift_store_has(const aft_swift_async_store *s, uint64_t tid);
 /* The async context register and the frame pointer among registers (aft_thread.registers
  * order); 0 when the architecture has none (arch_*_async.c). */
 void aft_async_arch_swift_registers(const uint64_t *registers, uint32_t count,

@@ -97,8 +97,7 @@ static uint32_t aft_async_swift_join(uint64_t candidate, uint64_t (*chain)[2], u
 }
 
 uint32_t aft_async_swift_chain(uint64_t tid, uint64_t tp, uint64_t context_register, uint64_t fp,
-                               aft_swift_async_link *out, uint32_t room,
-                               uint64_t (*scratch)[2]) {
+                               aft_swift_async_link *out, uint32_t room, uint64_t (*scratch)[2]) {
     const aft_swift_async_state *s = &aft_g_swift_async;
     if (!atomic_load(&s->ready) || tp == 0 || room == 0) return 0;
     uint64_t task = 0;
@@ -173,8 +172,8 @@ void aft_async_swift_chain_of_record(aft_swift_async_store *s, const aft_thread 
                                       s->links + s->count, room, s->scratch);
 }
 
-uint32_t aft_async_swift_chain_here(const void *ucontext, aft_swift_async_link *out,
-                                    uint32_t room, uint64_t (*scratch)[2]) {
+uint32_t aft_async_swift_chain_here(const void *ucontext, aft_swift_async_link *out, uint32_t room,
+                                    uint64_t (*scratch)[2]) {
     if (ucontext == NULL) return 0;
     aft_crash_info regs;
     aft_async_memset(&regs, 0, sizeof(regs));
@@ -183,4 +182,10 @@ uint32_t aft_async_swift_chain_here(const void *ucontext, aft_swift_async_link *
     aft_async_arch_swift_registers(regs.registers, regs.register_count, &context, &fp);
     return aft_async_swift_chain(aft_async_gettid(), aft_async_arch_thread_pointer(), context, fp,
                                  out, room, scratch);
+}
+
+int aft_async_swift_store_has(const aft_swift_async_store *s, uint64_t tid) {
+    for (uint32_t i = 0; i < s->count && i < AFT_SWIFT_ASYNC_STORE_LINKS; i++)
+        if (s->links[i].thread_id == tid) return 1;
+    return 0;
 }

@@ -13,6 +13,9 @@ enum Ending: String, Sendable {
     case crashAfterAwait = "crash-await"
     /// Stores through a null pointer at once: the task last resumed in level 2.
     case crashAtEntry = "crash-entry"
+    /// Awaits, then force-unwraps nil: a Swift runtime trap in its own body, which the optimizer
+    /// turns into a path that keeps nothing (its context register reused).
+    case trapAfterAwait = "crash-trap"
     /// Awaits, then calls a synchronous function that stores through a null pointer.
     case crashInSyncCallee = "crash-sync"
     /// Awaits, then blocks on a semaphore nobody signals.
@@ -40,8 +43,18 @@ struct HarnessAsyncError: Error {}
 
 @inline(never) func asyncHarnessLevel2(_ ending: Ending) async -> Int {
     await Task.yield()
-    let r = await asyncHarnessLevel3(ending)
+    let r = ending == .trapAfterAwait ? await asyncHarnessLevel3Trap(3) : await asyncHarnessLevel3(ending)
     return r &+ 2
+}
+
+/// Level 3 of `crash-trap`: small enough that the optimizer's crash path keeps nothing of its
+/// context (at -O its context register holds a string's bits at the trap).
+@inline(never) func asyncHarnessLevel3Trap(_ n: Int) async -> Int {
+    await Task.yield()
+    if CommandLine.arguments.count > 1 && CommandLine.arguments[1] == "sync" { asyncHarnessNullStore(3) }
+    let pointer = UnsafeMutablePointer<Int>(bitPattern: n &* 0)!
+    pointer.pointee = 1
+    return n
 }
 
 @inline(never) func asyncHarnessLevel3(_ ending: Ending) async -> Int {
@@ -53,6 +66,7 @@ struct HarnessAsyncError: Error {}
     switch ending {
     case .crashAfterAwait: UnsafeMutablePointer<Int>(bitPattern: asyncHarnessOpaque(8))!.pointee = 3
     case .crashInSyncCallee: asyncHarnessNullStore(3)
+    case .trapAfterAwait: break
     case .block: DispatchSemaphore(value: 0).wait()
     case .recordError:
         let written = Aftermath.record(error: HarnessAsyncError())
@@ -88,7 +102,7 @@ enum AsyncChild {
         var config = Aftermath.Configuration(
             serviceName: "async-harness", serviceVersion: "1.0", exporter: exporter, reportsDirectory: directory,
             deliverPendingReportsSynchronously: true)
-        if phase == "collect" || scenario != "hang-main" { config.hangHeartbeat = .off }
+        if phase == "collect" || !scenario.hasPrefix("hang") { config.hangHeartbeat = .off }
         if phase == "collect" || scenario != "hang-pool" { config.watchConcurrencyPool = false }
         do { try Aftermath.start(config) } catch {
             writeNow("ERROR start: \(error)\n")
@@ -98,6 +112,7 @@ enum AsyncChild {
             RecordLine.emit(exporter.batches)
             exit(0)
         }
+        usleep(400_000)  // the watchdog armed (its first ping, the pool's first probe)
         switch scenario {
         case "hang-main":
             endAfter(seconds: 2.5)

@@ -25,11 +25,16 @@ struct AsyncRow: Sendable {
     var suffix: String
     /// The child dies of a signal (crash rows), else it ends itself.
     var crashes: Bool
+    /// The signal it dies of.
+    var signal: Int32 = SIGSEGV
 
     static let all: [AsyncRow] = [
         AsyncRow(name: "crash-await", event: "app.crash", folder: "crashes", suffix: ".crash", crashes: true),
         AsyncRow(name: "crash-entry", event: "app.crash", folder: "crashes", suffix: ".crash", crashes: true),
         AsyncRow(name: "crash-sync", event: "app.crash", folder: "crashes", suffix: ".crash", crashes: true),
+        AsyncRow(
+            name: "crash-trap", event: "app.crash", folder: "crashes", suffix: ".crash", crashes: true,
+            signal: Fault.swiftTrapSignal),
         AsyncRow(name: "hang-main", event: "apsio.hang", folder: "hangs", suffix: ".hang", crashes: false),
         AsyncRow(name: "hang-pool", event: "apsio.hang", folder: "hangs", suffix: ".hang", crashes: false),
         AsyncRow(name: "error", event: nil, folder: "errors", suffix: ".error", crashes: false),
@@ -54,11 +59,13 @@ struct AsyncRow: Sendable {
         let first = ChildProcess.run(me, ["child", name, "crash", dir], environment: environment, timeout: 30)
         var checks: [TableCheck<AsyncColumn>] = []
         let ms = { Int(Date().timeIntervalSince(started) * 1000) }
-        let expected: Termination = crashes ? .signaled(SIGSEGV) : .exited(0)
+        let expected: Termination = crashes ? .signaled(signal) : .exited(0)
         guard first.termination == expected else {
             checks.append(
-                .fail(.record, "child", "the child ended with \(first.termination), expected \(expected): "
-                    + first.lines.suffix(3).joined(separator: " / ")))
+                .fail(
+                    .record, "child",
+                    "the child ended with \(first.termination), expected \(expected): "
+                        + first.lines.suffix(3).joined(separator: " / ")))
             return TableRow(scenario: name, checks: checks, milliseconds: ms())
         }
         let view = showJSON(dir)
@@ -76,7 +83,9 @@ struct AsyncRow: Sendable {
     /// `aftermath show <id> --dir <dir> --json` of the row's one report, parsed; nil without it.
     func showJSON(_ dir: String) -> [String: Any]? {
         let folder = (dir as NSString).appendingPathComponent(folder)
-        let files = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).filter { $0.hasSuffix(suffix) }
+        let files = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).filter {
+            $0.hasSuffix(suffix)
+        }
         let command = ((ChildProcess.ownExecutable as NSString).deletingLastPathComponent as NSString)
             .appendingPathComponent("aftermath")
         guard let file = files.first, FileManager.default.isExecutableFile(atPath: command) else { return nil }

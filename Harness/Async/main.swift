@@ -13,8 +13,9 @@ if arguments.count >= 5, arguments[1] == "child" {
 let wanted = Set(arguments.dropFirst())
 let unknown = wanted.subtracting(AsyncRow.all.map(\.name))
 if !unknown.isEmpty {
-    print("unknown rows: \(unknown.sorted().joined(separator: ", ")); rows: "
-        + AsyncRow.all.map(\.name).joined(separator: " "))
+    print(
+        "unknown rows: \(unknown.sorted().joined(separator: ", ")); rows: "
+            + AsyncRow.all.map(\.name).joined(separator: " "))
     exit(2)
 }
 var rows: [TableRow<AsyncColumn>] = []

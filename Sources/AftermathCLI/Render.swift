@@ -159,7 +159,8 @@ struct Render {
                 lines.append(name + " + \(f.offset ?? 0)" + place(f.file, f.line, f.column))
             } else {
                 lines.append(
-                    (f.async == true ? cyan("[async] ") : "") + dim((f.image ?? "???") + " + " + (f.imageOffset ?? "?")))
+                    (f.async == true ? cyan("[async] ") : "") + dim((f.image ?? "???") + " + " + (f.imageOffset ?? "?"))
+                )
             }
             out.append(prefix + lines[0])
             for line in lines.dropFirst() { out.append(indent + line) }

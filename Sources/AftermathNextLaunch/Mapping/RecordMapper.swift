@@ -29,7 +29,8 @@ package enum RecordMapper {
     package static func asyncAttributes(_ chain: SwiftAsyncChain?, images: [LoadedImage]) -> [Attribute] {
         guard let chain, !chain.resumes.isEmpty else { return [] }
         var a = [
-            Attribute("apsio.async_stacktrace", .string(StackFormatter.stacktrace(frames: chain.resumes, images: images))),
+            Attribute(
+                "apsio.async_stacktrace", .string(StackFormatter.stacktrace(frames: chain.resumes, images: images))),
             Attribute("apsio.async_stacktrace.anchor", .string(chain.anchor.rawValue)),
         ]
         if chain.isCut { a.append(Attribute("apsio.async_stacktrace.cut", .bool(true))) }
