@@ -159,6 +159,7 @@ let package = Package(
             name: "AsyncHarness",
             dependencies: [
                 "HarnessSupport", "Aftermath", "AftermathNextLaunch", "AftermathSymbolication", "AftermathTesting",
+                "CHarnessFaults",
             ],
             path: "Harness/Async"
         ),

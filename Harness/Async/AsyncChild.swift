@@ -1,5 +1,6 @@
 import Aftermath
 import AftermathTesting
+import CHarnessFaults
 import Dispatch
 import Foundation
 import HarnessSupport
@@ -18,6 +19,8 @@ enum Ending: String, Sendable {
     case trapAfterAwait = "crash-trap"
     /// Awaits, then calls a synchronous function that stores through a null pointer.
     case crashInSyncCallee = "crash-sync"
+    /// Awaits, then faults in C with its context register on a context of a two-link cycle.
+    case hostileContext = "crash-hostile"
     /// Awaits, then blocks on a semaphore nobody signals.
     case block
     /// Awaits, then records a handled error and ends the process.
@@ -67,6 +70,7 @@ struct HarnessAsyncError: Error {}
     case .crashAfterAwait: UnsafeMutablePointer<Int>(bitPattern: asyncHarnessOpaque(8))!.pointee = 3
     case .crashInSyncCallee: asyncHarnessNullStore(3)
     case .trapAfterAwait: break
+    case .hostileContext: aft_test_hostile_async_fault()
     case .block: DispatchSemaphore(value: 0).wait()
     case .recordError:
         let written = Aftermath.record(error: HarnessAsyncError())

@@ -35,6 +35,7 @@ struct AsyncRow: Sendable {
         AsyncRow(
             name: "crash-trap", event: "app.crash", folder: "crashes", suffix: ".crash", crashes: true,
             signal: Fault.swiftTrapSignal),
+        AsyncRow(name: "crash-hostile", event: "app.crash", folder: "crashes", suffix: ".crash", crashes: true),
         AsyncRow(name: "hang-main", event: "apsio.hang", folder: "hangs", suffix: ".hang", crashes: false),
         AsyncRow(name: "hang-pool", event: "apsio.hang", folder: "hangs", suffix: ".hang", crashes: false),
         AsyncRow(name: "error", event: nil, folder: "errors", suffix: ".error", crashes: false),

@@ -124,4 +124,15 @@ uint64_t aft_test_loop_wakeups(int loop);
 /* Names the calling thread (at most 15 bytes), as /proc shows it. */
 void aft_test_set_thread_name(const char *name);
 
+/* The Swift async chain walk (tests): the metadata a fake AsyncTask's first word must hold (0:
+ * no Swift concurrency runtime); an address in code; the walk for a thread whose current-task
+ * word is *task_word, with its context register and frame pointer. */
+uint64_t aft_test_swift_task_metadata(void);
+uint64_t aft_test_swift_code_address(void);
+struct aft_swift_async_link;
+uint32_t aft_test_swift_chain(const uint64_t *task_word, uint64_t context_register, uint64_t fp,
+                              struct aft_swift_async_link *out, uint32_t room);
+/* Sets the async context register to a context in a two-link cycle, then stores to address 0. */
+void aft_test_hostile_async_fault(void);
+
 #endif /* CHARNESSFAULTS_H */
