@@ -116,7 +116,7 @@ static size_t cpeer_children(int *pids, size_t capacity) {
     struct dirent *e;
     while (tasks != NULL && (e = readdir(tasks)) != NULL) {
         if (!cpeer_is_pid(e->d_name)) continue;
-        char path[96], buf[4096];
+        char path[320], buf[4096];
         snprintf(path, sizeof(path), "/proc/self/task/%s/children", e->d_name);
         if (cpeer_read_file(path, buf, sizeof(buf)) == (size_t)-1) continue;
         found_file = 1;
@@ -153,7 +153,7 @@ static int cpeer_is_aftermath_helper(int pid) {
 
 /* Run time (ns) of every task of pid. */
 static uint64_t cpeer_cpu_ns(int pid) {
-    char path[96], buf[256];
+    char path[320], buf[256];
     uint64_t total = 0;
     snprintf(path, sizeof(path), "/proc/%d/task", pid);
     DIR *tasks = opendir(path);
