@@ -7,7 +7,9 @@
  * (cpu from wait4's rusage: the process's threads and any child it reaped, not the children it
  * left alive), followed by what the program wrote to stdout (newlines as spaces).
  */
-#define _GNU_SOURCE
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memfd_create */
+#endif
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
