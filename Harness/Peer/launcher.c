@@ -70,8 +70,9 @@ int main(int argc, char **argv) {
     uint64_t end = now_ns();
     uint64_t user = timeval_ns(ru.ru_utime), sys = timeval_ns(ru.ru_stime);
     printf("wall_ns=%llu cpu_ns=%llu user_ns=%llu sys_ns=%llu exit=%d signal=%d",
-           (unsigned long long)(end - start), (unsigned long long)(user + sys), (unsigned long long)user,
-           (unsigned long long)sys, WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+           (unsigned long long)(end - start), (unsigned long long)(user + sys),
+           (unsigned long long)user, (unsigned long long)sys,
+           WIFEXITED(status) ? WEXITSTATUS(status) : -1,
            WIFSIGNALED(status) ? WTERMSIG(status) : 0);
     /* The program's output; a child it left alive may share the descriptor, so read by
      * size rather than to an end of file. */

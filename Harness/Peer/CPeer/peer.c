@@ -120,7 +120,8 @@ static size_t cpeer_children(int *pids, size_t capacity) {
         snprintf(path, sizeof(path), "/proc/self/task/%s/children", e->d_name);
         if (cpeer_read_file(path, buf, sizeof(buf)) == (size_t)-1) continue;
         found_file = 1;
-        for (char *tok = strtok(buf, " \n"); tok != NULL && count < capacity; tok = strtok(NULL, " \n"))
+        for (char *tok = strtok(buf, " \n"); tok != NULL && count < capacity;
+             tok = strtok(NULL, " \n"))
             pids[count++] = atoi(tok);
     }
     if (tasks != NULL) closedir(tasks);
@@ -130,7 +131,8 @@ static size_t cpeer_children(int *pids, size_t capacity) {
         while (proc != NULL && (e = readdir(proc)) != NULL && count < capacity) {
             char state;
             int ppid;
-            if (cpeer_is_pid(e->d_name) && cpeer_stat(atoi(e->d_name), &state, &ppid) == 0 && ppid == self)
+            if (cpeer_is_pid(e->d_name) && cpeer_stat(atoi(e->d_name), &state, &ppid) == 0 &&
+                ppid == self)
                 pids[count++] = atoi(e->d_name);
         }
         if (proc != NULL) closedir(proc);
@@ -226,8 +228,14 @@ void cpeer_report_memory(void) {
         snprintf(pid, sizeof(pid), "%d", pids[i]);
         int vm = cpeer_shares(pids[i], KCMP_VM), files = cpeer_shares(pids[i], KCMP_FILES);
         unknown += (uint64_t)(vm < 0 || files < 0);
-        if (vm == 1) shared_vm++; else pd += cpeer_private_dirty_kb(pid);
-        if (files == 1) shared_fds++; else fds += cpeer_fd_count(pid);
+        if (vm == 1)
+            shared_vm++;
+        else
+            pd += cpeer_private_dirty_kb(pid);
+        if (files == 1)
+            shared_fds++;
+        else
+            fds += cpeer_fd_count(pid);
         helpers += (uint64_t)cpeer_is_aftermath_helper(pids[i]);
     }
     cpeer_print("children", n);
