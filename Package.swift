@@ -185,7 +185,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "PeerApp",
-            dependencies: ["PeerSupport", "Aftermath"],
+            dependencies: ["PeerSupport", "CPeer", "Aftermath"],
             path: "Harness/Peer/App"
         ),
         .executableTarget(

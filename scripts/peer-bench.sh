@@ -156,6 +156,7 @@ for ((i = 1; i <= mem_runs; i++)); do
         [ "$(field child_kcmp_unknown "$line")" = 0 ] || problem "mem $c run $i: kcmp failed, a child may be counted twice: $line"
         record mem "$c" "$i" $((pd + $(field child_pd_kb "$line")))
         record fds "$c" "$i" $(($(field self_fds "$line") + $(field child_fds "$line")))
+        record threads "$c" "$i" "$(field self_threads "$line")"
         record mem-helpers "$c" "$i" "$(field child_aft_unw "$line")"
         record mem-shared-vm "$c" "$i" "$(field child_shared_vm "$line")"
         record mem-shared-fds "$c" "$i" "$(field child_shared_fds "$line")"
@@ -173,6 +174,8 @@ for ((i = 1; i <= runs; i++)); do
         if [ "$(field exit "$line")" != 0 ] || [ -z "$v" ]; then problem "handler $c run $i: $line"; continue; fi
         record handler "$c" "$i" "$v"
         record handler-reports "$c" "$i" "$(reports_in "$d")"
+        v=$(field sdk_handler_ns "$line")
+        [ -z "$v" ] || record handler-own "$c" "$i" "$v"
     done
 done
 elapsed=$(($(date +%s) - started))
@@ -225,6 +228,7 @@ echo "| CPU of init + 100 ms idle + exit, over baseline | $(fmt cpu sentry c-bas
 echo "| idle private dirty memory 2 s after init, over baseline | $(fmt mem sentry c-base 1 0 KiB) | $(fmt mem aft swift-base 1 0 KiB) | (as fsync on) |"
 echo "| open descriptors 2 s after init, over baseline | $(fmt fds sentry c-base 1 0 "") | $(fmt fds aft swift-base 1 0 "") | (as fsync on) |"
 echo "| handler, fault to the previous handler, over baseline | $(fmt handler sentry c-base 1e3 0 µs) | $(fmt handler aft swift-base 1e3 0 µs) | $(fmt handler aft-nofsync swift-base 1e3 0 µs) |"
+echo "| of which Aftermath's own figure: signal entry to committed file | | $(fmt handler-own aft "" 1e3 0 µs) | $(fmt handler-own aft-nofsync "" 1e3 0 µs) |"
 echo
 echo "| figure | configuration | median | p90 | runs |"
 echo "|---|---|---|---|---|"
@@ -234,7 +238,9 @@ for c in "${cpu_configs[@]}"; do raw cpu "$c" 1e6 2 ms; done
 raw cpu-child aft 1e6 2 ms
 for c in "${cpu_configs[@]}"; do raw mem "$c" 1 0 KiB; done
 for c in "${cpu_configs[@]}"; do raw fds "$c" 1 0 ""; done
+for c in "${cpu_configs[@]}"; do raw threads "$c" 1 0 ""; done
 for c in "${crash_configs[@]}"; do raw handler "$c" 1e3 1 µs; done
+for c in aft aft-nofsync; do raw handler-own "$c" 1e3 1 µs; done
 echo
 n_crash=$(stat crash aft | cut -d' ' -f3) n_mem=$(stat mem aft | cut -d' ' -f3)
 echo "Checks: crash reports written by the crash runs: sentry $(sum crash-reports sentry)/$(stat crash sentry | cut -d' ' -f3)," \

@@ -1,5 +1,6 @@
 // peer-app: Aftermath as an app starts it, in the modes of PeerRun (Harness/Peer/README.md).
 import Aftermath
+import CPeer
 import Foundation
 import PeerSupport
 
@@ -18,9 +19,12 @@ let arguments = PeerRun.arguments()
 PeerRun.main(
     arguments,
     start: {
-        let config = Aftermath.Configuration(
+        var config = Aftermath.Configuration(
             serviceName: "peer", serviceVersion: "1.0", exporter: DiscardExporter(),
             reportsDirectory: arguments.directory, fsyncReports: arguments.fsync)
+        // The handler mode also reads Aftermath's own figure (entry to committed file): a
+        // benchmark-only hook, the one difference from an app's configuration.
+        if arguments.mode == "handler" { config.handlerTimingFileDescriptor = cpeer_sdk_timing_fd() }
         do { try Aftermath.start(config) } catch { exit(3) }
     },
     settled: { Aftermath.lastDelivery != nil })

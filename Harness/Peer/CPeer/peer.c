@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,6 +50,7 @@ void cpeer_newline(void) {
 /* ---- the handler ---- */
 
 static volatile uint64_t cpeer_g_stamp;
+static int cpeer_g_timing_fd = -1;
 static int *volatile cpeer_g_null; /* NULL, but the compiler cannot know it */
 
 static void cpeer_handler(int signo, siginfo_t *info, void *context) {
@@ -57,6 +59,9 @@ static void cpeer_handler(int signo, siginfo_t *info, void *context) {
     (void)context;
     cpeer_print("handler_ns", now - cpeer_g_stamp);
     cpeer_print("handler_signal", (uint64_t)signo);
+    uint64_t sdk = 0;
+    if (cpeer_g_timing_fd >= 0 && pread(cpeer_g_timing_fd, &sdk, sizeof(sdk), 0) == sizeof(sdk))
+        cpeer_print("sdk_handler_ns", sdk);
     cpeer_newline();
     _exit(0);
 }
@@ -68,6 +73,11 @@ void cpeer_install_handler(void) {
     sa.sa_flags = SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGSEGV, &sa, NULL);
+}
+
+int cpeer_sdk_timing_fd(void) {
+    if (cpeer_g_timing_fd < 0) cpeer_g_timing_fd = memfd_create("peer-sdk-timing", MFD_CLOEXEC);
+    return cpeer_g_timing_fd;
 }
 
 void cpeer_fault(void) {
@@ -216,10 +226,22 @@ static int cpeer_shares(int pid, int type) {
     return r < 0 ? -1 : r == 0;
 }
 
+/* Threads of this process. */
+static uint64_t cpeer_thread_count(void) {
+    DIR *tasks = opendir("/proc/self/task");
+    uint64_t count = 0;
+    struct dirent *e;
+    while (tasks != NULL && (e = readdir(tasks)) != NULL)
+        count += (uint64_t)cpeer_is_pid(e->d_name);
+    if (tasks != NULL) closedir(tasks);
+    return count;
+}
+
 void cpeer_report_memory(void) {
     sync();
     cpeer_print("self_pd_kb", cpeer_private_dirty_kb("self"));
     cpeer_print("self_fds", cpeer_fd_count("self"));
+    cpeer_print("self_threads", cpeer_thread_count());
     int pids[CPEER_MAX_CHILDREN];
     size_t n = cpeer_children(pids, CPEER_MAX_CHILDREN);
     uint64_t pd = 0, fds = 0, shared_vm = 0, shared_fds = 0, unknown = 0, helpers = 0;

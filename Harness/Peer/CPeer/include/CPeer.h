@@ -25,6 +25,11 @@ void cpeer_newline(void);
  * handler_ns= (its entry minus the stamp cpeer_fault took) and _exit(0)s. */
 void cpeer_install_handler(void);
 
+/* A memory file for an SDK's own handler timing (Aftermath's benchmark-only
+ * handlerTimingFileDescriptor, 8 bytes: signal entry to committed file, ns); the handler of
+ * cpeer_install_handler then also prints sdk_handler_ns=. Returns the descriptor, or -1. */
+int cpeer_sdk_timing_fd(void);
+
 /* A null store (SIGSEGV) on the calling thread; stamps CLOCK_MONOTONIC just before it. */
 void cpeer_fault(void);
 
@@ -35,7 +40,7 @@ void cpeer_fault(void);
 void cpeer_report_children_cpu(void);
 
 /* sync(), then prints self_pd_kb= (Private_Dirty of /proc/self/smaps_rollup), self_fds= (entries
- * of /proc/self/fd) and, over the app's child processes: child_pd_kb= (Private_Dirty of those
+ * of /proc/self/fd), self_threads= and, over the app's child processes: child_pd_kb= (Private_Dirty of those
  * with an address space of their own), child_fds= (the entries of those with a descriptor table
  * of their own), child_shared_vm= and child_shared_fds= (how many share the app's address space
  * or descriptor table, kcmp(2); theirs are already in the app's figures), children=. */
