@@ -160,6 +160,8 @@ for ((i = 1; i <= mem_runs; i++)); do
         record mem-helpers "$c" "$i" "$(field child_aft_unw "$line")"
         record mem-shared-vm "$c" "$i" "$(field child_shared_vm "$line")"
         record mem-shared-fds "$c" "$i" "$(field child_shared_fds "$line")"
+        record mem-child-raw "$c" "$i" "$(field child_raw_pd_kb "$line")"
+        record fds-child-raw "$c" "$i" "$(field child_raw_fds "$line")"
     done
 done
 echo "peer-bench: memory done ($(($(date +%s) - started)) s)" >&2
@@ -248,7 +250,9 @@ echo "Checks: crash reports written by the crash runs: sentry $(sum crash-report
     "by the handler runs: sentry $(sum handler-reports sentry), Aftermath $(sum handler-reports aft) and $(sum handler-reports aft-nofsync)." \
     "Aftermath's helper (aftermath.unw) alive at the CPU reading in $(sum cpu-helpers aft) of $(stat cpu aft | cut -d' ' -f3) runs," \
     "at the memory reading in $(sum mem-helpers aft) of $n_mem; sharing the app's address space in $(sum mem-shared-vm aft)" \
-    "and its descriptor table in $(sum mem-shared-fds aft) (then counted once, in the app's figures)." \
+    "and its descriptor table in $(sum mem-shared-fds aft) (then counted once, in the app's figures; its own" \
+    "smaps_rollup read $(stat mem-child-raw aft | cut -d' ' -f1) KiB Private_Dirty and its fd directory" \
+    "$(stat fds-child-raw aft | cut -d' ' -f1) entries, medians: the app's own, not added)." \
     "Child processes of the sentry app at the CPU reading: $(sum cpu-children sentry) over all runs."
 if [ -s "$problems" ]; then
     echo

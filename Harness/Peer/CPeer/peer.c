@@ -244,26 +244,32 @@ void cpeer_report_memory(void) {
     cpeer_print("self_threads", cpeer_thread_count());
     int pids[CPEER_MAX_CHILDREN];
     size_t n = cpeer_children(pids, CPEER_MAX_CHILDREN);
-    uint64_t pd = 0, fds = 0, shared_vm = 0, shared_fds = 0, unknown = 0, helpers = 0;
+    uint64_t pd = 0, fds = 0, raw_pd = 0, raw_fds = 0;
+    uint64_t shared_vm = 0, shared_fds = 0, unknown = 0, helpers = 0;
     for (size_t i = 0; i < n; i++) {
         char pid[16];
         snprintf(pid, sizeof(pid), "%d", pids[i]);
         int vm = cpeer_shares(pids[i], KCMP_VM), files = cpeer_shares(pids[i], KCMP_FILES);
+        uint64_t child_pd = cpeer_private_dirty_kb(pid), child_fds = cpeer_fd_count(pid);
         unknown += (uint64_t)(vm < 0 || files < 0);
+        raw_pd += child_pd;
+        raw_fds += child_fds;
         if (vm == 1)
             shared_vm++;
         else
-            pd += cpeer_private_dirty_kb(pid);
+            pd += child_pd;
         if (files == 1)
             shared_fds++;
         else
-            fds += cpeer_fd_count(pid);
+            fds += child_fds;
         helpers += (uint64_t)cpeer_is_aftermath_helper(pids[i]);
     }
     cpeer_print("children", n);
     cpeer_print("child_aft_unw", helpers);
     cpeer_print("child_pd_kb", pd);
     cpeer_print("child_fds", fds);
+    cpeer_print("child_raw_pd_kb", raw_pd);
+    cpeer_print("child_raw_fds", raw_fds);
     cpeer_print("child_shared_vm", shared_vm);
     cpeer_print("child_shared_fds", shared_fds);
     cpeer_print("child_kcmp_unknown", unknown);

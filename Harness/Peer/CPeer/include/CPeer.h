@@ -43,7 +43,8 @@ void cpeer_report_children_cpu(void);
  * of /proc/self/fd), self_threads= and, over the app's child processes: child_pd_kb= (Private_Dirty of those
  * with an address space of their own), child_fds= (the entries of those with a descriptor table
  * of their own), child_shared_vm= and child_shared_fds= (how many share the app's address space
- * or descriptor table, kcmp(2); theirs are already in the app's figures), children=. */
+ * or descriptor table, kcmp(2); theirs are already in the app's figures), child_raw_pd_kb= and
+ * child_raw_fds= (what the children's own /proc files read, shared or not), children=. */
 void cpeer_report_memory(void);
 
 #ifdef __cplusplus
