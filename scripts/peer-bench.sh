@@ -6,7 +6,8 @@
 # peer-app / peer-baseline-app in release; then runs and prints a markdown table.
 #   bash scripts/peer-bench.sh [--runs N] [--mem-runs M] [--keep]
 # N: runs of each configuration (default 25); M: runs of the 2 s memory figure (default 5);
-# --keep: keep .build/peer/dirs and the raw results (.build/peer/results.tsv is always kept).
+# --keep: keep the SDKs' directories (.build/peer/dirs); the raw values are always left in
+# .build/peer/results.tsv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -19,7 +20,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: $0 [--runs N] [--mem-runs M] [--keep]" >&2; exit 2 ;;
     esac
 done
-deps=$root/../shared/deps
+deps=$(cd "$root/.." && pwd)/shared/deps
 sentry_src=$deps/sentry-native
 if [ ! -f "$sentry_src/CMakeLists.txt" ]; then
     echo "peer-bench: SKIPPED: no sentry-native sources in $sentry_src (the repository's parent" \
