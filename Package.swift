@@ -25,6 +25,8 @@ let package = Package(
         .executable(name: "exit-harness", targets: ["ExitHarness"]),
         .executable(name: "async-harness", targets: ["AsyncHarness"]),
         .executable(name: "aftermath-bench", targets: ["AftermathBench"]),
+        .executable(name: "peer-app", targets: ["PeerApp"]),
+        .executable(name: "peer-baseline-app", targets: ["PeerBaselineApp"]),
     ],
     targets: [
         // Debian: libunwind-dev. pkg-config gives the flags; a missing package says what to install.
@@ -176,6 +178,29 @@ let package = Package(
                 "AftermathTesting", "CSignalShim", "CHarnessFaults",
             ],
             path: "Harness/Bench"
+        ),
+        // The side-by-side benchmark with sentry-native (scripts/peer-bench.sh, Harness/Peer):
+        // the app with Aftermath and the same app without it, over benchmark-only C probes.
+        // No product's target depends on them.
+        .target(
+            name: "CPeer",
+            path: "Harness/Peer/CPeer",
+            cSettings: [.define("_GNU_SOURCE")]
+        ),
+        .target(
+            name: "PeerSupport",
+            dependencies: ["CPeer"],
+            path: "Harness/Peer/Support"
+        ),
+        .executableTarget(
+            name: "PeerApp",
+            dependencies: ["PeerSupport", "CPeer", "Aftermath"],
+            path: "Harness/Peer/App"
+        ),
+        .executableTarget(
+            name: "PeerBaselineApp",
+            dependencies: ["PeerSupport"],
+            path: "Harness/Peer/BaselineApp"
         ),
 
         // Tests: one target per module, and support shared by them (fixtures, OTLP validation).

@@ -13,7 +13,7 @@ fi
 harness=$(ls -d Harness/*/ | grep -v '^Harness/NIO/$')
 swift format lint --strict -r Sources $harness Harness/NIO/Sources Harness/NIO/Package.swift Tests Package.swift
 c_files=$( (find CSignalShim -path CSignalShim/libunwind -prune -o \( -name '*.c' -o -name '*.h' \) -print | sort; ls Harness/CFaults/*.c \
-  Harness/CFaults/include/*.h Harness/Detector/*.c Sources/*/*.c Sources/*/include/*.h scripts/arm64/*.c 2>/dev/null) |
+  Harness/CFaults/include/*.h Harness/Detector/*.c Harness/Peer/*.c Harness/Peer/CPeer/*.c Harness/Peer/CPeer/include/*.h Sources/*/*.c Sources/*/include/*.h scripts/arm64/*.c 2>/dev/null) |
   grep -v crc32_tables.h)
 clang-format --dry-run --Werror $c_files
 echo "check-format: Swift and C files are formatted ($(echo "$c_files" | wc -l) C files)"
