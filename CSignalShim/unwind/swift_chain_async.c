@@ -33,12 +33,12 @@ static int aft_async_swift_code(uint64_t address) {
     return low > 0 && address < s->code[low - 1][1];
 }
 
-/* One link: context's Parent and ResumeParent; 0 when it cannot be a context. */
+/* One link: context's Parent and ResumeParent; 0 when it cannot be a context (its Parent is
+ * checked when it is followed). */
 static int aft_async_swift_link(uint64_t context, uint64_t pair[2]) {
     if (!aft_async_swift_plausible(context) || aft_async_read_memory(context, pair, 16) != 0)
         return 0;
-    if (!aft_async_swift_code(pair[1])) return 0;
-    return pair[0] == 0 || aft_async_swift_plausible(pair[0]);
+    return aft_async_swift_code(pair[1]);
 }
 
 /* The task's chain from its resume context into scratch: contexts and resume addresses.
@@ -62,7 +62,7 @@ static uint32_t aft_async_swift_task_chain(uint64_t task, uint64_t (*scratch)[2]
             break;
         }
         /* A loop (a context its own ancestor) is cut by the cap; a self-link at once. */
-        if (pair[0] == context) break;
+        if (pair[0] == context || !aft_async_swift_plausible(pair[0])) break;
         context = pair[0];
     }
     return n;
@@ -86,7 +86,7 @@ static uint32_t aft_async_swift_join(uint64_t candidate, uint64_t (*chain)[2], u
         if (at < n) return at;
         uint64_t pair[2];
         if (step == AFT_SWIFT_ASYNC_CANDIDATE_STEPS || !aft_async_swift_link(context, pair) ||
-            pair[0] == 0)
+            !aft_async_swift_plausible(pair[0]))
             return n;
         prefix[*prefix_count][0] = context;
         prefix[*prefix_count][1] = pair[1];

@@ -4,6 +4,7 @@
  * register and async chain are hostile.
  */
 #include "CHarnessFaults.h"
+#include "shim_internal.h"
 #include "swift_async_internal.h"
 
 uint64_t aft_test_swift_task_metadata(void) {
@@ -18,6 +19,7 @@ uint64_t aft_test_swift_code_address(void) {
 uint32_t aft_test_swift_chain(const uint64_t *task_word, uint64_t context_register, uint64_t fp,
                               aft_swift_async_link *out, uint32_t room) {
     static uint64_t scratch[AFT_SWIFT_ASYNC_MAX_LINKS][2];
+    aft_memory_reader_prepare(); /* what the walk reads through, as start opens it */
     aft_swift_async_prepare();
     if (!atomic_load(&aft_g_swift_async.ready)) return 0;
     /* The thread pointer that leads the walk to task_word. */
