@@ -16,6 +16,9 @@
 #                                   suite and the three harnesses run on arm64 under qemu,
 #                                   then the same natively on amd64 (below).
 #                                   See scripts/arm64/full.sh.
+#   bash scripts/arm64.sh --async   async-harness (Swift async callers) built for arm64 at -Onone
+#                                   and -O and run under qemu, in the same roots. See
+#                                   scripts/arm64/async.sh.
 #   bash scripts/arm64.sh --swift60-amd64
 #                                   only the native step: the package built with the same Swift
 #                                   6.0.3 for amd64 in the trixie-amd64 root, its test suite and
@@ -32,8 +35,9 @@ MODE=full
 case "${1:-}" in
   --quick) MODE=quick ;;
   --swift60-amd64) MODE=swift60-amd64 ;;
+  --async) MODE=async ;;
   "") ;;
-  *) echo "usage: scripts/arm64.sh [--quick | --swift60-amd64]" >&2; exit 2 ;;
+  *) echo "usage: scripts/arm64.sh [--quick | --swift60-amd64 | --async]" >&2; exit 2 ;;
 esac
 CACHE=${AFTERMATH_ARM64_CACHE:-/var/cache/aftermath-arm64}
 export DEBIAN_FRONTEND=noninteractive
@@ -148,6 +152,11 @@ fi
 if [ "$MODE" = full ]; then
   # shellcheck source=scripts/arm64/full.sh
   . scripts/arm64/full.sh
+  exit $?
+fi
+if [ "$MODE" = async ]; then
+  # shellcheck source=scripts/arm64/async.sh
+  . scripts/arm64/async.sh
   exit $?
 fi
 if [ "$MODE" = swift60-amd64 ]; then

@@ -21,6 +21,20 @@ ARM=$CACHE/trixie-arm64
 BUILD=$CACHE/build
 AMD_BUILD=$CACHE/build-amd64
 AMD_PACKAGES=swiftlang,libc6-dev,libunwind-dev,binutils,python3
+ARM_PACKAGES=swiftlang,libc6-dev,libstdc++-14-dev,libunwind-dev,libdw-dev,libdebuginfod-dev,debuginfod,libcurl4-openssl-dev,zlib1g-dev,binutils,python3,bash,bsdutils,coreutils,dash,grep,sed,findutils,util-linux,procps,openssl
+TRIPLE=aarch64-unknown-linux-gnu
+# swift build for arm64 in the amd64 root, the arm64 root mounted as /sysroot.
+CROSS="--triple $TRIPLE --sdk /sysroot -Xswiftc -sdk -Xswiftc /sysroot -Xswiftc -resource-dir -Xswiftc /sysroot/usr/libexec/swift/lib/swift \
+  -Xswiftc -use-ld=lld -Xlinker --build-id=sha1"
+
+# What the roots need beside their packages: the sysroot mount point, the arm64 root's own
+# /sysroot, and cc, as update-alternatives would make it (an extracted root runs no package
+# scripts): the text-hash fixtures are built with it.
+link_roots() {
+  mkdir -p "$AMD/sysroot"
+  [ -L "$ARM/sysroot" ] || { rmdir "$ARM/sysroot" 2>/dev/null; ln -s / "$ARM/sysroot"; }
+  [ -e "$ARM/usr/bin/cc" ] || ln -s gcc "$ARM/usr/bin/cc"
+}
 
 make_root() { # name arch variant packages
   local dir=$CACHE/$1 arch=$2 variant=$3 packages=$4 mirror
@@ -171,7 +185,7 @@ run_harnesses() {
   local root=$1 build=$2 bin=$3 prefix=$4 suffix=$5 heading=$6 how=$7 checks=$9
   local harness log t took status key scenario reasons
   local -n row_limits=$8
-  for harness in crash-harness hang-harness exit-harness; do
+  for harness in crash-harness hang-harness exit-harness async-harness; do
     log=$CACHE/$harness$suffix.log
     t=$(now)
     # The roots have no minidump readers (no pip, no Python 3.10 for the toolchain's LLDB):
