@@ -1,5 +1,5 @@
 /*
- * async_chain_walk.c: test-only. Entry points to the walk of a thread's Swift async callers
+ * async_chain_walk.c: NORMAL-TIME CODE, test-only. Entry points to the walk of a thread's Swift async callers
  * (CSignalShim/unwind/swift_chain_async.c) on values a test lays out, and a fault whose context
  * register and async chain are hostile.
  */
