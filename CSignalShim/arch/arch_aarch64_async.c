@@ -38,6 +38,20 @@ int aft_async_arch_interrupted_syscall(const void *ucontext) {
     return insn == 0xd4000001u;
 }
 
+int aft_async_arch_in_syscall(const void *ucontext, int64_t *nr) {
+    const ucontext_t *uc = ucontext;
+    uint64_t pc = (uint64_t)uc->uc_mcontext.pc;
+    uint32_t insn;
+    *nr = -2;
+    if (aft_async_arch_interrupted_syscall(ucontext)) return 1;
+    /* A wait the kernel restarts after the handler (SA_RESTART): the pc is back on `svc #0`
+     * and x8 holds the call's number. */
+    if (pc == 0 || aft_async_read_memory(pc, &insn, sizeof(insn)) != 0) return 0;
+    if (insn != 0xd4000001u) return 0;
+    *nr = (int64_t)uc->uc_mcontext.regs[8];
+    return 1;
+}
+
 void *aft_async_arch_synthesize_context(void *buffer, uint32_t capacity, uint64_t pc, uint64_t sp,
                                         uint64_t scratch[512]) {
     _Static_assert(sizeof(ucontext_t) + 16 <= AFT_SYNTHETIC_CONTEXT_ROOM, "room for a context");

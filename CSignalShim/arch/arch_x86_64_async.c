@@ -38,6 +38,20 @@ int aft_async_arch_interrupted_syscall(const void *ucontext) {
     return b[0] == 0x0f && b[1] == 0x05;
 }
 
+int aft_async_arch_in_syscall(const void *ucontext, int64_t *nr) {
+    const ucontext_t *uc = ucontext;
+    uint64_t pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+    uint8_t b[2];
+    *nr = -2;
+    if (aft_async_arch_interrupted_syscall(ucontext)) return 1;
+    /* A wait the kernel restarts after the handler (SA_RESTART): rip is back on the syscall
+     * instruction and rax holds the call's number again. */
+    if (pc == 0 || aft_async_read_memory(pc, b, sizeof(b)) != 0) return 0;
+    if (b[0] != 0x0f || b[1] != 0x05) return 0;
+    *nr = (int64_t)uc->uc_mcontext.gregs[REG_RAX];
+    return 1;
+}
+
 void *aft_async_arch_synthesize_context(void *buffer, uint32_t capacity, uint64_t pc, uint64_t sp,
                                         uint64_t scratch[512]) {
     _Static_assert(sizeof(ucontext_t) + 16 <= AFT_SYNTHETIC_CONTEXT_ROOM, "room for a context");
@@ -165,6 +179,12 @@ void aft_async_arch_registers(const void *ucontext, aft_crash_info *ci) {
 
 int aft_async_arch_interrupted_syscall(const void *ucontext) {
     (void)ucontext;
+    return 0;
+}
+
+int aft_async_arch_in_syscall(const void *ucontext, int64_t *nr) {
+    (void)ucontext;
+    *nr = -2;
     return 0;
 }
 

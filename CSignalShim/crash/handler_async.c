@@ -80,10 +80,10 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
      * the file (the reserve holds it, no file-size limit cuts it), which unwinds them from the
      * registers and those bytes as a crash server would; else unwound here. */
     uint32_t unwinder = AFT_UNWINDER_NONE, truncated = 0, unwind_status = 0, frames = 0;
-    int deferred = ucontext != NULL && aft_g_state.reserved_fd >= 0 &&
-                   aft_g_state.reserve_holds_stacks &&
-                   aft_async_file_size_limit() >= aft_g_state.reserved_bytes &&
-                   !(&aft_g_test_unwind_in_handler != NULL && aft_g_test_unwind_in_handler) &&
+    int stacks_in_file = aft_g_state.reserved_fd >= 0 && aft_g_state.reserve_holds_stacks &&
+                         aft_async_file_size_limit() >= aft_g_state.reserved_bytes &&
+                         !(&aft_g_test_unwind_in_handler != NULL && aft_g_test_unwind_in_handler);
+    int deferred = ucontext != NULL && stacks_in_file &&
                    aft_async_pc_in_known_image(aft_async_arch_code_address(ci->pc));
     if (deferred) {
         aft_g_frames[0] = aft_async_arch_code_address(ci->pc);
@@ -116,7 +116,7 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
     atomic_store(&aft_g_capturing, 1);
     if (sigsetjmp(aft_g_capture_jump, 1) == 0) {
         aft_async_threads_capture(ci, ucontext, aft_g_frames, frames, truncated,
-                                  aft_async_is_function(&next));
+                                  aft_async_is_function(&next), stacks_in_file);
     } else {
         aft_g_threads.info.recorded = 0; /* the sections are left out */
     }

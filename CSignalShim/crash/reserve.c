@@ -26,7 +26,7 @@ uint64_t aft_reserve_crash_space(int fd, uint32_t image_count) {
     uint64_t threads =
         4 * sizeof(aft_section_header) + sizeof(aft_threads_info) +
         AFT_STACK_EARLY_THREADS * (sizeof(aft_thread) + AFT_THREAD_MAX_FRAMES * sizeof(uint64_t)) +
-        AFT_STACK_CAP_CRASHED + (AFT_STACK_EARLY_THREADS - 1) * AFT_STACK_CAP_EARLY / 4;
+        AFT_THREADS_RESERVED_STACK_BYTES;
     if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)(size + threads)) == 0) {
         aft_g_state.reserve_holds_stacks = 1;
         return size + threads;

@@ -131,21 +131,34 @@ static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, int captu
     if (tid == (uint64_t)getpid()) r->flags |= AFT_THREAD_MAIN;
     slot->ucontext = NULL;
     slot->signal = 0;
+    slot->unread = 0;
     atomic_store(&slot->state, AFT_SLOT_LISTED);
     atomic_store(&slot->tid, tid);
     atomic_store(&c->count, i + 1); /* published before a signal can look for it */
 
     /* Aftermath's long-lived threads are known by their ids: listed without a read of /proc. */
     static const char watchdog_name[] = "aftermath.hang", donor_name[] = "aftermath.unw",
-                      run_name[] = "aftermath.run";
+                      run_name[] = "aftermath.run", ping_name[] = "aftermath.ping";
     const char *own_name = tid == atomic_load(&aft_g_watchdog.watchdog_tid) ? watchdog_name
                            : (int)tid == aft_g_unwind_resident.donor_tid    ? donor_name
                            : tid == atomic_load(&aft_g_run_updater_tid)     ? run_name
+                           : tid == atomic_load(&aft_g_watchdog.pinger_tid) ? ping_name
                                                                             : NULL;
     if (own_name != NULL) {
         aft_async_copy_tail(r->name, AFT_THREAD_NAME, own_name, aft_async_strlen(own_name, 16));
         r->flags |= AFT_THREAD_AFTERMATH;
         r->why = AFT_THREAD_WHY_OWN;
+        return;
+    }
+    if (!c->for_hang && !c->spare_sleepers && capture > 0 && aft_async_also_crashed(tid) == NULL) {
+        /* A crash the app does not live through: signalled at once, /proc unread (a read costs
+         * more than the answer). The thread names itself when it answers; one that stays silent
+         * is looked up then (aft_async_threads_collect). SIGPROF first where it can be had:
+         * libdispatch's workers, and so the Swift concurrency pool, block every other
+         * asynchronous signal; a thread that blocks it gets the capture signal instead. */
+        int signo = aft_async_pick_signal(c, 1ull << (capture - 1), 0);
+        slot->unread = 1;
+        aft_async_threads_send(c, i, signo > 0 ? signo : capture, first_signal_ns);
         return;
     }
     ssize_t n = aft_async_task_file(c, tid, "stat");
@@ -254,24 +267,71 @@ int aft_async_threads_send(aft_thread_capture *c, uint32_t i, int signo,
     return 1;
 }
 
-/* A thread that has not answered the capture signal yet: if it blocks it, SIGPROF instead where
- * it can take that one, else /proc's sp and pc. The capture signal stays pending there, and
- * finds nothing to answer once the thread lets it through. */
+/* The name and state of a thread signalled unread that will not name itself (it did not
+ * answer), from its status file. */
+static void aft_async_unread_from_status(aft_thread_capture *c, uint32_t i) {
+    if (!c->slots[i].unread) return;
+    ssize_t n = aft_async_task_file(c, c->records[i].thread_id, "status");
+    if (n <= 0) return;
+    c->records[i].state = aft_async_status_state(c->proc, (size_t)n);
+    aft_async_status_name(c->proc, (size_t)n, c->records[i].name);
+}
+
+/* A thread that has not answered yet. Listed unread, /proc says now whether it can answer at
+ * all (stopped, in uninterruptible sleep, a zombie: the kernel's sp and pc instead) and names
+ * it. If it blocks the signal it was sent, the other one (SIGPROF or the capture signal) where
+ * it can take that, else /proc's sp and pc. The first signal stays pending there, and finds
+ * nothing to answer once the thread lets it through. */
 static void aft_async_threads_retry_blocked(aft_thread_capture *c, uint32_t i, int capture,
                                             uint64_t *first_signal_ns) {
     aft_capture_slot *slot = &c->slots[i];
-    if (slot->signal != capture || atomic_load(&slot->state) != AFT_SLOT_SENT) return;
+    aft_thread *r = &c->records[i];
+    if (atomic_load(&slot->state) != AFT_SLOT_SENT) return;
+    if (slot->signal != capture && !slot->unread) return;
     uint64_t blocked = 0;
-    ssize_t n = aft_async_task_file(c, c->records[i].thread_id, "status");
+    ssize_t n = aft_async_task_file(c, r->thread_id, "status");
     if (n <= 0 || !aft_async_status_field(c->proc, (size_t)n, "SigBlk", 1, &blocked)) return;
-    if (!((blocked >> (capture - 1)) & 1u)) return; /* it will answer: not scheduled yet */
+    uint32_t why = AFT_THREAD_WHY_BLOCKS_SIGNAL;
+    if (slot->unread) {
+        char state = aft_async_status_state(c->proc, (size_t)n);
+        /* 't', a tracer's stop, with our signal no longer pending is that signal's own
+         * delivery stop: the tracer may let it through yet, so it is waited for (and listed as
+         * not answering at the deadline). With it still pending, the thread stopped before. */
+        uint64_t pending = 0;
+        if (state == 't' && (!aft_async_status_field(c->proc, (size_t)n, "SigPnd", 1, &pending) ||
+                             !((pending >> (slot->signal - 1)) & 1u)))
+            state = 'S';
+        why = state == 'T' || state == 't'   ? AFT_THREAD_WHY_STOPPED
+              : state == 'D'                 ? AFT_THREAD_WHY_UNINTERRUPTIBLE
+              : state == 'Z' || state == 'X' ? AFT_THREAD_WHY_ZOMBIE
+                                             : AFT_THREAD_WHY_BLOCKS_SIGNAL;
+        uint32_t sent = AFT_SLOT_SENT;
+        if (why != AFT_THREAD_WHY_BLOCKS_SIGNAL &&
+            atomic_compare_exchange_strong(&slot->state, &sent, AFT_SLOT_LATE)) {
+            c->info.signalled--;
+            r->state = state;
+            aft_async_status_name(c->proc, (size_t)n, r->name);
+            if (why == AFT_THREAD_WHY_ZOMBIE)
+                r->why = why;
+            else
+                aft_async_from_syscall_file(c, r, why);
+            return;
+        }
+    }
+    if (!((blocked >> (slot->signal - 1)) & 1u)) return; /* it will answer: not scheduled yet */
     uint32_t sent = AFT_SLOT_SENT;
     if (!atomic_compare_exchange_strong(&slot->state, &sent, AFT_SLOT_LISTED)) return;
     c->info.signalled--;
-    int signo = aft_async_pick_signal(c, blocked, 0);
-    if (signo == 0 || !aft_async_threads_send(c, i, signo, first_signal_ns))
-        if (atomic_load(&slot->state) == AFT_SLOT_LISTED)
-            aft_async_from_syscall_file(c, &c->records[i], AFT_THREAD_WHY_BLOCKS_SIGNAL);
+    if (slot->signal == SIGPROF) c->sigprof_left_pending = 1;
+    int signo = slot->signal == SIGPROF
+                    ? (capture > 0 && !((blocked >> (capture - 1)) & 1u) ? capture : 0)
+                    : aft_async_pick_signal(c, blocked, 0);
+    if (signo == 0 || !aft_async_threads_send(c, i, signo, first_signal_ns)) {
+        if (atomic_load(&slot->state) == AFT_SLOT_LISTED) {
+            aft_async_unread_from_status(c, i);
+            aft_async_from_syscall_file(c, r, AFT_THREAD_WHY_BLOCKS_SIGNAL);
+        }
+    }
 }
 
 /* One listing of /proc/self/task; the number of threads not seen before. */
@@ -323,7 +383,7 @@ void aft_async_threads_collect(aft_thread_capture *c, int capture, uint64_t firs
     /* The first answers; then the silent threads' masks, and the rest of the answers. */
     aft_async_threads_await(c, aft_async_now_ns(CLOCK_MONOTONIC) + AFT_THREADS_FIRST_WAIT_NS);
     uint32_t count = atomic_load(&c->count);
-    for (uint32_t i = 1; i < count && capture > 0; i++)
+    for (uint32_t i = 1; i < count; i++)
         aft_async_threads_retry_blocked(c, i, capture, &first_signal_ns);
     aft_async_threads_await(c, deadline);
     uint32_t n = atomic_load(&c->count);
@@ -333,6 +393,7 @@ void aft_async_threads_collect(aft_thread_capture *c, int capture, uint64_t firs
         uint32_t expected = AFT_SLOT_SENT;
         if (atomic_compare_exchange_strong(&slot->state, &expected, AFT_SLOT_LATE)) {
             c->info.flags |= AFT_THREADS_DEADLINE_REACHED;
+            aft_async_unread_from_status(c, i);
             aft_async_from_syscall_file(c, &c->records[i], AFT_THREAD_WHY_NO_ANSWER);
             continue;
         }
@@ -346,6 +407,7 @@ void aft_async_threads_collect(aft_thread_capture *c, int capture, uint64_t firs
         uint32_t filling = AFT_SLOT_FILLING;
         if (atomic_compare_exchange_strong(&slot->state, &filling, AFT_SLOT_LATE)) {
             c->info.flags |= AFT_THREADS_DEADLINE_REACHED;
+            aft_async_unread_from_status(c, i);
             aft_async_from_syscall_file(c, &c->records[i], AFT_THREAD_WHY_NO_ANSWER);
         }
     }

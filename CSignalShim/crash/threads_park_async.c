@@ -8,6 +8,8 @@
  * another's crash is written, remembered with their context.
  */
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -62,6 +64,27 @@ void aft_async_threads_forget(void) {
     }
 }
 
+/* The name of the calling thread into r; 1 when it is one of Aftermath's own threads. */
+static int aft_async_own_name(aft_thread *r) {
+    char name[AFT_THREAD_NAME + 1];
+    aft_async_memset(name, 0, sizeof(name));
+    if (syscall(SYS_prctl, PR_GET_NAME, name, 0L, 0L, 0L) != 0) name[0] = '\0';
+    aft_async_copy_tail(r->name, AFT_THREAD_NAME, name, aft_async_strlen(name, AFT_THREAD_NAME));
+    static const char own[] = "aftermath.";
+    int ours = 1;
+    for (uint32_t k = 0; k < sizeof(own) - 1 && ours; k++) ours = name[k] == own[k];
+    return ours;
+}
+
+/* What /proc would have said of a thread signalled unread: its state as the signal found it
+ * (in a system call: asleep, else running). */
+static void aft_async_state_itself(aft_thread *r, const void *ucontext) {
+    int64_t nr = -2;
+    int in_call = aft_async_arch_in_syscall(ucontext, &nr);
+    r->state = in_call ? 'S' : 'R';
+    r->syscall_number = in_call ? nr : -1;
+}
+
 static int aft_async_threads_park(aft_thread_capture *c, uint32_t gen, void *ucontext) {
     uint64_t tid = aft_async_gettid();
     uint32_t n = atomic_load(&c->count);
@@ -72,6 +95,18 @@ static int aft_async_threads_park(aft_thread_capture *c, uint32_t gen, void *uco
         if (!atomic_compare_exchange_strong(&slot->state, &expected, AFT_SLOT_FILLING))
             return 1; /* closed at the deadline, or not sent: a late answer changes nothing */
         aft_thread *r = &c->records[i];
+        if (slot->unread && aft_async_own_name(r)) {
+            /* One of Aftermath's (its delivery, its start): listed, not paused, as those known
+             * by their ids are. It answers and goes on at once. */
+            r->flags |= AFT_THREAD_AFTERMATH;
+            r->why = AFT_THREAD_WHY_OWN;
+            uint32_t filling = AFT_SLOT_FILLING;
+            if (!atomic_compare_exchange_strong(&slot->state, &filling, AFT_SLOT_LISTED)) return 1;
+            atomic_fetch_add(&c->left, 1);
+            atomic_fetch_add(&c->answered, 1);
+            aft_async_futex_wake(&c->answered);
+            return 1;
+        }
         /* Only a crash's capture: a hang's never takes a crashing thread's frame. */
         aft_also_crashed *also = c->for_hang ? NULL : aft_async_also_crashed(tid);
         if (also != NULL) { /* paused inside its own crash: its fault's context, not ours */
@@ -84,6 +119,7 @@ static int aft_async_threads_park(aft_thread_capture *c, uint32_t gen, void *uco
             slot->ucontext = ucontext;
         }
         r->thread_pointer = aft_async_arch_thread_pointer();
+        if (slot->unread) aft_async_state_itself(r, ucontext);
         /* Answered, unless the capture closed this slot meanwhile (it no longer waits for us,
          * and the slot may hold another thread by now): then leave without a word. */
         uint32_t filling = AFT_SLOT_FILLING;

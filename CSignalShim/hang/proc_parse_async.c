@@ -139,19 +139,40 @@ int aft_async_syscall_interrupted(int64_t nr) {
     return 0;
 }
 
-int aft_async_status_field(const char *text, size_t length, const char *key, int hex,
-                           uint64_t *out) {
+/* The start of the value of a "Key:" line of a status file, and its end (the line's). */
+static const char *aft_async_status_line(const char *text, size_t length, const char *key,
+                                         const char **line_end) {
     size_t key_len = aft_async_strlen(key, 64);
     for (size_t i = 0; i + key_len + 1 < length; i++) {
         if (i > 0 && text[i - 1] != '\n') continue;
         size_t k = 0;
         while (k < key_len && text[i + k] == key[k]) k++;
         if (k != key_len || text[i + k] != ':') continue;
-        const char *end = text + length, *te;
-        const char *t = aft_async_token(text + i + k + 1, end, &te);
-        return aft_async_parse_number(t, te, hex, out);
+        size_t at = i + k + 1, end = at;
+        while (at < length && (text[at] == '\t' || text[at] == ' ')) at++;
+        for (end = at; end < length && text[end] != '\n';) end++;
+        *line_end = text + end;
+        return text + at;
     }
-    return 0;
+    return NULL;
+}
+
+int aft_async_status_field(const char *text, size_t length, const char *key, int hex,
+                           uint64_t *out) {
+    const char *end, *te, *v = aft_async_status_line(text, length, key, &end);
+    if (v == NULL) return 0;
+    const char *t = aft_async_token(v, end, &te);
+    return aft_async_parse_number(t, te, hex, out);
+}
+
+char aft_async_status_state(const char *text, size_t length) {
+    const char *end, *v = aft_async_status_line(text, length, "State", &end);
+    return v != NULL && v < end ? *v : '?';
+}
+
+void aft_async_status_name(const char *text, size_t length, char *out) {
+    const char *end, *v = aft_async_status_line(text, length, "Name", &end);
+    if (v != NULL) aft_async_copy_tail(out, AFT_THREAD_NAME, v, (size_t)(end - v));
 }
 
 int aft_async_syscall_idle_wait(int64_t nr) {

@@ -198,6 +198,9 @@ void *aft_async_arch_synthesize_context(void *buffer, uint32_t capacity, uint64_
 uint64_t aft_async_arch_thread_pointer(void);
 /* 1 when the signal context is that of a system call the signal cut short (-EINTR). */
 int aft_async_arch_interrupted_syscall(const void *ucontext);
+/* 1 when the signal found the thread in a system call: cut short, or to be restarted after the
+ * handler; *nr is its number where the context still holds it, else -2. */
+int aft_async_arch_in_syscall(const void *ucontext, int64_t *nr);
 /* The pc and frame pointer of a signal context. */
 void aft_async_arch_pc_fp(const void *ucontext, uint64_t *pc, uint64_t *fp);
 /* 1 when a kernel SIGTRAP leaves the pc on the trap instruction (it fires again on return). */

@@ -35,6 +35,10 @@
     (AFT_STACK_CAP_CRASHED + (AFT_STACK_EARLY_THREADS - 1u) * AFT_STACK_CAP_EARLY +                \
      (AFT_MAX_THREADS - AFT_STACK_EARLY_THREADS) * AFT_STACK_CAP_LATE)
 /* Every thread's frames: the crashing thread's (up to AFT_MAX_FRAMES), then the others'. */
+/* The stack bytes the crash file's reserve holds (reserve.c): the crashing thread's whole cap,
+ * a quarter of the early cap for each other early thread. */
+#define AFT_THREADS_RESERVED_STACK_BYTES                                                           \
+    ((uint64_t)AFT_STACK_CAP_CRASHED + (AFT_STACK_EARLY_THREADS - 1) * AFT_STACK_CAP_EARLY / 4)
 #define AFT_THREADS_FRAME_CAPACITY (AFT_MAX_FRAMES + AFT_MAX_THREADS * AFT_THREAD_MAX_FRAMES)
 
 /* aft_capture_slot.state */
@@ -50,6 +54,7 @@ typedef struct aft_capture_slot {
     _Atomic uint32_t state;
     int signal;     /* the signal it was sent */
     void *ucontext; /* its signal frame's context, while it waits */
+    int unread;     /* signalled before /proc was read for it: it names itself in its answer */
 } aft_capture_slot;
 
 typedef struct aft_also_crashed {
@@ -66,6 +71,7 @@ typedef struct aft_thread_capture {
     uint32_t unwind_slot; /* the unwinding helper's slot (AFT_UNWIND_SLOT_*) */
     uint64_t skip_tid;    /* a thread not to record (a hang's watched thread: its own stack) */
     int spare_sleepers;   /* a crash the app may live through: sleeping threads not signalled */
+    int defer_unwinding;  /* a crash whose file takes the stacks: the next launch unwinds them */
     /* Shared with the paused threads. */
     _Atomic uint32_t generation; /* odd while a capture is open */
     _Atomic uint32_t answered;   /* futex word: answers so far */
@@ -91,6 +97,7 @@ typedef struct aft_thread_capture {
     uint32_t mapping_count;
     int mappings_read; /* read once per capture, when a stack needs them */
     int sigprof_borrowed;
+    int sigprof_left_pending; /* a thread that blocks SIGPROF was sent it: it stays ours */
     struct sigaction sigprof_previous;
     char dirents[4096];
     char proc[4096];
@@ -140,10 +147,12 @@ extern uint64_t aft_g_static_tls_size;
  * crash capture's or an alternate-stack request and has been handled, 0 when it is not ours. */
 int aft_async_threads_on_signal(int signo, siginfo_t *info, void *ucontext);
 /* Pauses and records every other thread; the crashing thread's record comes first, from ci,
- * its frames and ucontext. Fills aft_g_threads (records, frames, arena, info). */
+ * its frames and ucontext. Fills aft_g_threads (records, frames, arena, info). With
+ * defer_unwinding, the paused threads whose whole stack the file takes are left to the next
+ * launch's unwinder (AFT_UNWINDER_DEFERRED). */
 void aft_async_threads_capture(const aft_crash_info *ci, const void *ucontext,
                                const uint64_t *frames, uint32_t frame_count, uint32_t truncated,
-                               int spare_sleepers);
+                               int spare_sleepers, int defer_unwinding);
 /* The steps of the capture (threads_capture_async.c): a thread's registers and floating-point
  * state from a signal context; one listing of /proc/self/task, signalling each new thread that
  * can answer (returns how many were new); the wait for answers, 100 ms at most from
@@ -154,6 +163,10 @@ void aft_async_fill_from_context(aft_thread *r, const void *ucontext, uint32_t s
 aft_also_crashed *aft_async_also_crashed(uint64_t tid);
 uint32_t aft_async_threads_list(aft_thread_capture *c, int capture, uint64_t *first_signal_ns);
 void aft_async_threads_collect(aft_thread_capture *c, int capture, uint64_t first_signal_ns);
+/* Copies record index's stack memory into the arena (threads_stack_async.c); *used counts the
+ * arena's bytes taken. Whether that thread's frames can be left to the next launch. */
+void aft_async_copy_stack(aft_thread_capture *c, uint32_t index, uint64_t *used);
+int aft_async_thread_unwind_deferrable(const aft_thread_capture *c, uint32_t index);
 /* Sends slot i's thread signo and marks it sent; 0 when it could not be sent (the record then
  * says why, or the thread is gone). */
 int aft_async_threads_send(aft_thread_capture *c, uint32_t i, int signo, uint64_t *first_signal_ns);

@@ -272,5 +272,9 @@ int aft_async_syscall_idle_wait(int64_t nr);
  * when hex != 0) into *out. Returns 1 when found. */
 int aft_async_status_field(const char *text, size_t length, const char *key, int hex,
                            uint64_t *out);
+/* A status file's "State:" letter ('?' without one) and its "Name:" as the kernel prints it,
+ * into AFT_THREAD_NAME bytes. */
+char aft_async_status_state(const char *text, size_t length);
+void aft_async_status_name(const char *text, size_t length, char *out);
 
 #endif

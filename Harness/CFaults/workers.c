@@ -66,6 +66,19 @@ __attribute__((noinline)) void aft_test_worker_blocking_signals(void) {
     __asm__ volatile("" ::: "memory");
 }
 
+/* As libdispatch's workers (and so the Swift concurrency pool) mask themselves: every signal
+ * blocked but SIGPROF and the synchronous ones. */
+__attribute__((noinline)) void aft_test_worker_sigprof_only(void) {
+    sigset_t mask;
+    sigfillset(&mask);
+    int open[] = {SIGILL, SIGTRAP, SIGFPE, SIGBUS, SIGSEGV, SIGSYS, SIGPIPE, SIGPROF};
+    for (size_t i = 0; i < sizeof(open) / sizeof(open[0]); i++) sigdelset(&mask, open[i]);
+    pthread_sigmask(SIG_BLOCK, &mask, NULL);
+    atomic_fetch_add(&aft_g_workers_ready, 1);
+    aft_block_forever();
+    __asm__ volatile("" ::: "memory");
+}
+
 __attribute__((noinline)) void aft_test_worker_spinning(void) {
     atomic_fetch_add(&aft_g_workers_ready, 1);
     volatile uint64_t spins = 0;
@@ -98,6 +111,10 @@ static void *aft_worker_main(void *arg) {
     case AFT_TEST_WORKER_BLOCKS_SIGNALS:
         aft_name_self("blocker");
         aft_test_worker_blocking_signals();
+        break;
+    case AFT_TEST_WORKER_SIGPROF_ONLY:
+        aft_name_self("dispatch-like");
+        aft_test_worker_sigprof_only();
         break;
     case AFT_TEST_WORKER_SPINNING:
         aft_name_self("spinner");

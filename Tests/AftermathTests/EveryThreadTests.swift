@@ -57,6 +57,43 @@ struct EveryThreadTests {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
+    @Test("Paused threads' frames are left to the next launch, a libdispatch-style worker answers SIGPROF")
+    func deferredWorkers() async throws {
+        let directory: String = TestSupport.childDirectory("threads-deferred")
+        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
+            ExitStatusTests.childStart(directory)
+            guard aft_test_start_workers(AFT_TEST_WORKER_PARKED, 4) == 0,
+                aft_test_start_workers(AFT_TEST_WORKER_SIGPROF_ONLY, 2) == 0
+            else { _exit(97) }
+            UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
+        }
+        let crashes = directory + "/crashes"
+        let name = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: crashes).first { $0.hasSuffix(".crash") })
+        let bytes = try #require(FileManager.default.contents(atPath: crashes + "/" + name))
+        let file = try ReportFile.decode(Array(bytes))
+        // In the file: each paused worker's pc alone, its registers and its whole stack.
+        let names = (0..<4).map { "worker-\($0)" } + ["dispatch-like"]
+        let raw = file.crashThreads().filter { names.contains($0.name) }
+        #expect(raw.count == 6)
+        for t in raw {
+            #expect(t.unwinder == .deferred && t.frames.count == 1, "\(t.name): \(t.unwinder)")
+            #expect(t.contextSource == .signal && t.missingContext == nil, "\(t.name) answered")
+            #expect(!t.stack.isEmpty && t.state == "S", "\(t.name): asleep in read(2)")
+        }
+        // At the next launch: unwound from those bytes with the images' unwind tables.
+        let crash = try file.crashReport()
+        #expect(crash.unwoundAtNextLaunch)
+        for t in crash.threads where names.contains(t.name) {
+            #expect(t.unwinder == .libunwind && t.frames.count >= 4, "\(t.name): \(t.frames.count) frames")
+            let inExecutable = t.frames.dropFirst().filter { pc in
+                crash.images.first { pc >= $0.start && pc < $0.end }?.isMainExecutable == true
+            }
+            #expect(!inExecutable.isEmpty, "\(t.name): its callers in the test binary")
+        }
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
     @Test("A sleeping main thread is not woken early by the pause: the process dies of the crash")
     func sleeperStaysAsleep() async throws {
         let directory: String = TestSupport.childDirectory("threads-sleeper")

@@ -50,6 +50,7 @@ int aft_test_hold_loader_lock_for(uint32_t ms);
 #define AFT_TEST_WORKER_BLOCKS_SIGNALS 2 /* "blocker": every signal blocked, then blocked in read */
 #define AFT_TEST_WORKER_SPINNING 3       /* "spinner": a busy loop in user code */
 #define AFT_TEST_WORKER_TRACED 4         /* "traced" */
+#define AFT_TEST_WORKER_SIGPROF_ONLY 5   /* "dispatch-like": every signal blocked but SIGPROF */
 /* Starts count workers of a kind; returns once each is in its function: 0, or errno. */
 int aft_test_start_workers(int kind, int count);
 /* Starts a worker ("traced") and a tracer process that holds it until this process dies: with

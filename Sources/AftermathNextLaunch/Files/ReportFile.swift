@@ -139,7 +139,7 @@ extension ReportFile {
     /// The thread records with their frames (sliced from THREAD_FRAMES in record order) and
     /// stack memory (matched by thread id). A record whose frames run past the section keeps
     /// what is there.
-    func crashThreads() -> [CrashThread] {
+    package func crashThreads() -> [CrashThread] {
         var next = 0
         var stackByThread: [UInt64: (start: UInt64, bytes: [UInt8])] = [:]
         for s in stacks where stackByThread[s.threadID] == nil { stackByThread[s.threadID] = (s.start, s.bytes) }

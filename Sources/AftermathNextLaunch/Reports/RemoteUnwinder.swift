@@ -74,10 +74,38 @@ package enum RemoteUnwinder {
 }
 
 extension CrashReport {
-    /// A crash whose frames the handler left to this launch: unwound from the crashing thread's
-    /// stack memory with the images' unwind tables; without them (another architecture, no
-    /// stack bytes), its frame pointers through the same bytes; else the pc alone.
+    /// The threads whose frames the handler left to this launch (the crashing one and the
+    /// paused ones whose whole stack is in the file): each unwound from its registers and stack
+    /// memory with the images' unwind tables; without them (another architecture, no stack
+    /// bytes), its frame pointers through the same bytes; else the pc alone.
     package mutating func unwindDeferredFrames() {
+        unwindDeferredCrashingThread()
+        for i in threads.indices where threads[i].unwinder == .deferred && !threads[i].crashed {
+            unwoundAtNextLaunch = true
+            let t = threads[i]
+            if let unwound = RemoteUnwinder.unwind(
+                registers: t.registers, stackStart: t.stackStart, stack: t.stack, images: images,
+                architecture: context.architecture), unwound.frames.count > 1
+            {
+                // As many frames as the handler keeps for a thread that did not crash.
+                let kept = Int(AFT_THREAD_MAX_FRAMES)
+                threads[i].frames = Array(unwound.frames.prefix(kept))
+                threads[i].framesTruncated = unwound.truncated || unwound.frames.count > kept
+                threads[i].unwinder = .libunwind
+            } else if let walked = FramePointerWalk.walk(thread: t, architecture: context.architecture),
+                walked.frames.count > 1
+            {
+                let kept = Int(AFT_THREAD_MAX_FRAMES)
+                threads[i].frames = Array(walked.frames.prefix(kept))
+                threads[i].framesTruncated = walked.truncated || walked.frames.count > kept
+                threads[i].unwinder = .framePointer
+            } else {
+                threads[i].unwinder = t.frames.isEmpty ? .none : .pcOnly
+            }
+        }
+    }
+
+    private mutating func unwindDeferredCrashingThread() {
         guard unwinder == .deferred else { return }
         unwoundAtNextLaunch = true
         let index = threads.firstIndex(where: \.crashed)
