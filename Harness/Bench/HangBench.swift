@@ -129,6 +129,20 @@ enum HangBench {
 
     /// Hangs of 700 ms at random phases; latency = detection time - true onset.
     static func detection(hangs: Int) {
+        let (latencies, pauses) = measureHangs(hangs)
+        func summary(_ v: [Double], _ unit: String) -> String {
+            guard !v.isEmpty else { return "none" }
+            let s = v.sorted()
+            return String(
+                format: "median %.1f %@, max %.1f %@, min %.1f %@ (n=%d)", s[s.count / 2], unit, s.last!, unit,
+                s.first!, unit, s.count)
+        }
+        print("detection latency:      \(summary(latencies, "ms")) (target <= 375 ms)")
+        print("capture pause (signal): \(summary(pauses, "us")) (target <= 200 us)")
+    }
+
+    /// Detection latencies (ms) and signal capture pauses (µs) of `hangs` main-thread hangs.
+    static func measureHangs(_ hangs: Int) -> (latencies: [Double], pauses: [Double]) {
         var latencies: [Double] = [], pauses: [Double] = []
         for _ in 0..<hangs {
             usleep(UInt32.random(in: 300_000...600_000))
@@ -148,15 +162,7 @@ enum HangBench {
             latencies.append(Double(Int64(bitPattern: s.last_detection_ns &- onset.get())) / 1e6)
             if s.last_capture_method == AFT_CAPTURE_SIGNAL { pauses.append(Double(s.last_capture_pause_ns) / 1e3) }
         }
-        func summary(_ v: [Double], _ unit: String) -> String {
-            guard !v.isEmpty else { return "none" }
-            let s = v.sorted()
-            return String(
-                format: "median %.1f %@, max %.1f %@, min %.1f %@ (n=%d)", s[s.count / 2], unit, s.last!, unit,
-                s.first!, unit, s.count)
-        }
-        print("detection latency:      \(summary(latencies, "ms")) (target <= 375 ms)")
-        print("capture pause (signal): \(summary(pauses, "us")) (target <= 200 us)")
+        return (latencies, pauses)
     }
 
     final class Locked: @unchecked Sendable {

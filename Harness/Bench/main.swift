@@ -15,9 +15,12 @@ case "symbolicate": SymbolicateBench.run(Array(arguments.dropFirst()))
 case "export": ExportBench.run(Array(arguments.dropFirst()))
 case "store": StoreBench.run(Array(arguments.dropFirst()))
 case "store-child": StoreBench.child(Array(arguments.dropFirst()))
+case "gate": GateBench.run(Array(arguments.dropFirst()))
+case "gate-hang-child": GateBench.hangChild(Array(arguments.dropFirst()))
 default:
     print(
         "usage: aftermath-bench crash [--runs N] | hang [--window S] [--hangs N] | loops [--window S] [--stalls N] | error [--calls N] | start [--runs N]"
-            + " | symbolicate [--file PATH] [--lookups N] | export [--runs N] | store [--counts 1000,10000]")
+            + " | symbolicate [--file PATH] [--lookups N] | export [--runs N] | store [--counts 1000,10000]"
+            + " | gate [--rounds N]")
     exit(2)
 }
