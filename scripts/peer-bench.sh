@@ -223,7 +223,7 @@ echo "$(nproc) cores, $(uname -sr), $(date -u '+%Y-%m-%d %H:%M UTC'); $runs runs
     "($mem_runs for memory), interleaved; load average $load_before before, $load_after after; $elapsed s."
 echo "Medians, p90 in brackets; \"over baseline\": the SDK's median (p90) minus its baseline's."
 echo
-echo "| figure | sentry-native inproc | Aftermath (fsync on, the default) | Aftermath (fsync off) |"
+echo "| figure | sentry-native inproc | Aftermath (fsync on) | Aftermath (fsync off, the default) |"
 echo "|---|---|---|---|"
 echo "| crash to exit, over baseline | $(fmt crash sentry c-base 1e6 2 ms) | $(fmt crash aft swift-base 1e6 2 ms) | $(fmt crash aft-nofsync swift-base 1e6 2 ms) |"
 echo "| init on the calling thread, later launch | $(fmt init sentry "" 1e6 2 ms) | $(fmt init aft "" 1e6 2 ms) | (no crash: as fsync on) |"

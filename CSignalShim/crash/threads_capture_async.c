@@ -3,13 +3,13 @@
  * CSignalShim/README.md (async-signal-safe calls only, no malloc, no locks, no stdio, no Swift;
  * checked by AsyncSafetyTests). Every thread at a crash, in-process, without ptrace or
  * process_vm_readv: the crashing thread lists /proc/self/task with getdents64 and sends each
- * other thread the capture signal (tgkill); each answers from its signal frame (registers,
- * floating-point state) and waits on a futex until the crash is written. A thread that blocks
- * the signal, is stopped or in uninterruptible sleep, or does not answer within
- * AFT_THREADS_ANSWER_NS is still listed, with the stack pointer and pc of
- * /proc/self/task/<tid>/syscall. Then every thread's stack is unwound (libunwind in the
- * unwinding helper within a shared budget, frame pointers after it) and its stack memory copied
- * through /proc/self/mem, at the caps of aftermath_format.h. This file is the crashing thread's
+ * other thread SIGPROF or the capture signal (tgkill) before any read of /proc; each answers
+ * from its signal frame (registers, floating-point state, its name) and waits on a futex until
+ * the crash is written. A thread that blocks the signal, is stopped or in uninterruptible
+ * sleep, or does not answer within AFT_THREADS_ANSWER_NS is still listed, with the stack
+ * pointer and pc of /proc/self/task/<tid>/syscall. Then every thread's stack memory is copied
+ * through /proc/self/mem, at the caps of aftermath_format.h, and its frames left to the next
+ * launch, or unwound here (threads_record_async.c). This file is the crashing thread's
  * side; the paused threads' (their answer and their wait) is threads_park_async.c.
  */
 #include <errno.h>
@@ -66,45 +66,6 @@ static void aft_async_from_syscall_file(aft_thread_capture *c, aft_thread *r, ui
         r->pc = pc;
         r->context_source = AFT_THREAD_CONTEXT_SYSCALL;
     }
-}
-
-static void aft_async_sigprof_handler(int signo, siginfo_t *info, void *ucontext) {
-    int saved_errno = errno;
-    if (!aft_async_threads_on_signal(signo, info, ucontext)) {
-        /* A profiler's own tick while we hold the signal: its handler still gets it. */
-        struct sigaction prev = aft_g_threads.sigprof_previous;
-        if ((prev.sa_flags & SA_SIGINFO) && prev.sa_sigaction != NULL)
-            prev.sa_sigaction(signo, info, ucontext);
-        else if (!(prev.sa_flags & SA_SIGINFO) && prev.sa_handler != SIG_DFL &&
-                 prev.sa_handler != SIG_IGN)
-            prev.sa_handler(signo);
-    }
-    errno = saved_errno;
-}
-
-/* The signal a thread with this blocked mask can take: the capture signal, else SIGPROF
- * (libdispatch's workers block every asynchronous signal but SIGPROF), else 0. */
-static int aft_async_pick_signal(aft_thread_capture *c, uint64_t blocked, int capture) {
-    if (capture > 0 && !((blocked >> (capture - 1)) & 1u)) return capture; /* 0: SIGPROF only */
-    if (((blocked >> (SIGPROF - 1)) & 1u) || c->for_hang)
-        return 0; /* a live app's SIGPROF stays its own */
-    if (!c->sigprof_borrowed) {
-        struct sigaction ours;
-        aft_async_memset(&ours, 0, sizeof(ours));
-        ours.sa_sigaction = aft_async_sigprof_handler;
-        /* SA_NODEFER: a thread still in this handler can take SIGPROF again, from whoever
-         * pauses threads after us (the Swift runtime's backtracer). */
-        ours.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART | SA_NODEFER;
-        sigemptyset(&ours.sa_mask);
-        struct sigaction before;
-        if (sigaction(SIGPROF, &ours, &before) != 0) return 0;
-        /* Ours still, from a crash withdrawn while a thread held SIGPROF: its owner stays. */
-        if (!((before.sa_flags & SA_SIGINFO) && before.sa_sigaction == aft_async_sigprof_handler))
-            c->sigprof_previous = before;
-        c->sigprof_borrowed = 1;
-        c->info.flags |= AFT_THREADS_SIGPROF_BORROWED;
-    }
-    return SIGPROF;
 }
 
 static int aft_async_listed(aft_thread_capture *c, uint64_t tid) {

@@ -5,8 +5,10 @@
  * (threads_capture_async.c): in the capture signal's handler a thread writes its record from its
  * signal frame (registers, floating-point state, thread pointer; its own fault's context when it
  * crashed too), answers, and waits on a futex until released; and the threads that crash while
- * another's crash is written, remembered with their context.
+ * another's crash is written, remembered with their context; and the signal a crash's capture
+ * sends (SIGPROF, borrowed, or the capture signal).
  */
+#include <errno.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -167,4 +169,45 @@ int aft_async_threads_on_signal(int signo, siginfo_t *info, void *ucontext) {
         if ((gen & 1u) && aft_async_threads_park(captures[k], gen, ucontext)) return 1;
     }
     return aft_async_threads_altstack_request(ucontext);
+}
+
+/* ---- the signal a crash's capture sends ---- */
+
+static void aft_async_sigprof_handler(int signo, siginfo_t *info, void *ucontext) {
+    int saved_errno = errno;
+    if (!aft_async_threads_on_signal(signo, info, ucontext)) {
+        /* A profiler's own tick while we hold the signal: its handler still gets it. */
+        struct sigaction prev = aft_g_threads.sigprof_previous;
+        if ((prev.sa_flags & SA_SIGINFO) && prev.sa_sigaction != NULL)
+            prev.sa_sigaction(signo, info, ucontext);
+        else if (!(prev.sa_flags & SA_SIGINFO) && prev.sa_handler != SIG_DFL &&
+                 prev.sa_handler != SIG_IGN)
+            prev.sa_handler(signo);
+    }
+    errno = saved_errno;
+}
+
+/* The signal a thread with this blocked mask can take: the capture signal, else SIGPROF
+ * (libdispatch's workers block every asynchronous signal but SIGPROF), else 0. */
+int aft_async_pick_signal(aft_thread_capture *c, uint64_t blocked, int capture) {
+    if (capture > 0 && !((blocked >> (capture - 1)) & 1u)) return capture; /* 0: SIGPROF only */
+    if (((blocked >> (SIGPROF - 1)) & 1u) || c->for_hang)
+        return 0; /* a live app's SIGPROF stays its own */
+    if (!c->sigprof_borrowed) {
+        struct sigaction ours;
+        aft_async_memset(&ours, 0, sizeof(ours));
+        ours.sa_sigaction = aft_async_sigprof_handler;
+        /* SA_NODEFER: a thread still in this handler can take SIGPROF again, from whoever
+         * pauses threads after us (the Swift runtime's backtracer). */
+        ours.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART | SA_NODEFER;
+        sigemptyset(&ours.sa_mask);
+        struct sigaction before;
+        if (sigaction(SIGPROF, &ours, &before) != 0) return 0;
+        /* Ours still, from a crash withdrawn while a thread held SIGPROF: its owner stays. */
+        if (!((before.sa_flags & SA_SIGINFO) && before.sa_sigaction == aft_async_sigprof_handler))
+            c->sigprof_previous = before;
+        c->sigprof_borrowed = 1;
+        c->info.flags |= AFT_THREADS_SIGPROF_BORROWED;
+    }
+    return SIGPROF;
 }

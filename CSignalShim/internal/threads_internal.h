@@ -167,6 +167,9 @@ void aft_async_threads_collect(aft_thread_capture *c, int capture, uint64_t firs
  * arena's bytes taken. Whether that thread's frames can be left to the next launch. */
 void aft_async_copy_stack(aft_thread_capture *c, uint32_t index, uint64_t *used);
 int aft_async_thread_unwind_deferrable(const aft_thread_capture *c, uint32_t index);
+/* The signal a thread with this blocked mask can take: the capture signal, else SIGPROF,
+ * borrowed for a crash's capture (threads_park_async.c), else 0. */
+int aft_async_pick_signal(aft_thread_capture *c, uint64_t blocked, int capture);
 /* Sends slot i's thread signo and marks it sent; 0 when it could not be sent (the record then
  * says why, or the thread is gone). */
 int aft_async_threads_send(aft_thread_capture *c, uint32_t i, int signo, uint64_t *first_signal_ns);
