@@ -167,7 +167,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "ExitHarness",
-            dependencies: ["HarnessSupport", "Aftermath", "AftermathNextLaunch", "AftermathTesting", "CSignalShim"],
+            dependencies: [
+                "HarnessSupport", "Aftermath", "AftermathNextLaunch", "AftermathTesting", "CSignalShim",
+                "CHarnessFaults",
+            ],
             path: "Harness/Exit"
         ),
         .executableTarget(
