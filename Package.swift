@@ -167,10 +167,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "ExitHarness",
-            dependencies: [
-                "HarnessSupport", "Aftermath", "AftermathNextLaunch", "AftermathTesting", "CSignalShim",
-                "CHarnessFaults",
-            ],
+            dependencies: ["HarnessSupport", "Aftermath", "AftermathNextLaunch", "AftermathTesting", "CSignalShim"],
             path: "Harness/Exit"
         ),
         .executableTarget(

@@ -241,8 +241,6 @@ int aft_test_arm_second_crasher(void) {
 
 void aft_test_open_crash_gate(void) { atomic_store(&aft_g_fault_gate, 1); }
 
-int aft_test_crash_begun(void) { return aft_async_crash_in_progress(); }
-
 __attribute__((noinline)) int aft_test_overflow(int depth) {
     volatile char pad[512];
     pad[0] = (char)depth;

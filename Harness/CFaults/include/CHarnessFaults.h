@@ -61,8 +61,6 @@ int aft_test_start_traced_worker(int swallow);
  * 0, or errno. */
 int aft_test_arm_second_crasher(void);
 void aft_test_open_crash_gate(void);
-/* 1 once a crash handler of this process has begun (and the process has not lived on). */
-int aft_test_crash_begun(void);
 /* A worker ("overflower") that waits; once released it recurses until its stack overflows. */
 int aft_test_start_overflow_worker(int masked_ms);
 void aft_test_release_overflow_worker(void);
