@@ -4,7 +4,8 @@
  * AsyncSafetyTests). The signal handler: record the crash, then let the process die exactly as
  * it would have without Aftermath. Everything it reads was prepared by aft_install. The first
  * crashing thread wins (an atomic tid); a second crashing thread waits, bounded; a fault inside
- * the writer jumps back and the original crash is chained; a 10 s alarm bounds the write.
+ * the writer jumps back and the original crash is chained; a 10 s alarm bounds the write. Once
+ * it is written, a hand-off to the exporter in progress on another thread is waited for.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "shim_internal.h"
+#include "runs_internal.h"
 #include "threads_internal.h"
 
 static _Atomic uint64_t aft_g_crashing_tid;
@@ -33,6 +35,7 @@ static struct sigaction aft_async_previous(int signo, int original);
 #define AFT_HANDLER_DEADLINE_SECONDS 10u
 
 int aft_async_crash_in_progress(void) { return atomic_load(&aft_g_crashing_tid) != 0; }
+int aft_crash_in_progress(void) { return aft_async_crash_in_progress(); }
 
 static aft_crash_info aft_g_crash_info;
 static aft_maps_scratch aft_g_crash_scratch;
@@ -314,6 +317,10 @@ void aft_async_handler(int signo, siginfo_t *info, void *ucontext) {
             aft_async_mark_handler_fault(); /* back here from a fault inside the writer */
         }
         atomic_store(&aft_g_writing, 0);
+        /* Aftermath's own threads are not paused: a hand-off to the exporter that another of
+         * them is in finishes first (bounded), its files deleted once acknowledged, so the
+         * next launch does not send it again; new ones are refused from the crash's start. */
+        aft_async_await_exports();
         aft_async_threads_release(); /* before what comes next: the process dies as before */
         if (file_size_limited) aft_async_release_file_size_signal(&file_size_hold);
         alarm(alarm_pending);

@@ -310,12 +310,17 @@ int aft_run_start_updater(void);
 
 /* Hands a batch of records to the exporter and deletes their files once it acknowledged:
  * aft_export_begin() returns 1 when the hand-off may start, 0 when the process is being ended by
- * a termination signal (the files stay for the next launch). A termination signal whose
- * default action ends the process waits for hand-offs in progress (at most
- * AFT_EXPORT_WAIT_MS), so that a record is never both exported and left behind. */
+ * a termination signal or a crash is in progress (the files stay for the next launch). A
+ * termination signal whose default action ends the process, and a crash once its report is
+ * written, wait for hand-offs in progress on other threads (at most AFT_EXPORT_WAIT_MS), so
+ * that a record is never both exported and left behind. */
 #define AFT_EXPORT_WAIT_MS 500u
 int aft_export_begin(void);
 void aft_export_end(void);
+/* 1 from the moment a crash handler of this process begins until the process dies of the
+ * crash (0 again if it lives on): what is exported then would be cut short by the death. One
+ * atomic load. */
+int aft_crash_in_progress(void);
 /* Sets app.screen.name (NULL or "" clears it) and writes the live block now. */
 void aft_run_set_screen(const char *name);
 /* Sets the current and previous session and writes the live block now. */

@@ -1,6 +1,6 @@
 /*
- * runs_internal.h: state shared by runs.c (normal time) and runs_async.c (the termination
- * recorder). Not seen by Swift.
+ * runs_internal.h: state shared by runs.c (normal time), runs_async.c (the termination
+ * recorder) and exports_async.c (the hand-offs to the exporter). Not seen by Swift.
  */
 #ifndef AFT_RUNS_INTERNAL_H
 #define AFT_RUNS_INTERNAL_H
@@ -24,8 +24,11 @@ void aft_async_run_term_handler(int signo, siginfo_t *info, void *ucontext);
 uint32_t aft_async_run_check(const void *block, size_t size_before_check);
 
 /* Hand-offs to the exporter in progress (a futex word), and whether new ones are refused
- * (a termination signal is ending the process). */
+ * (a termination signal is ending the process; a crash in progress refuses them too). */
 extern _Atomic uint32_t aft_g_exports_in_flight;
 extern _Atomic uint32_t aft_g_exports_refused;
+/* Waits (a futex, at most AFT_EXPORT_WAIT_MS) until no hand-off to the exporter is in progress
+ * on another thread than the caller's (exports_async.c). */
+void aft_async_await_exports(void);
 
 #endif /* AFT_RUNS_INTERNAL_H */

@@ -6,8 +6,6 @@
  * runs_prepare.c; the evidence it records is read by evidence.c.
  */
 #include <errno.h>
-#include <sys/syscall.h>
-#include <linux/futex.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/prctl.h>
@@ -349,17 +347,4 @@ int aft_run_start(const aft_run_options *o, char *error, size_t error_capacity) 
         if (o->start_updater != AFT_RUN_UPDATER_LATER) aft_run_start_updater();
     }
     return 0;
-}
-
-int aft_export_begin(void) {
-    atomic_fetch_add(&aft_g_exports_in_flight, 1);
-    if (!atomic_load(&aft_g_exports_refused)) return 1;
-    aft_export_end(); /* the process is ending: the next launch sends it */
-    return 0;
-}
-
-void aft_export_end(void) {
-    atomic_fetch_sub(&aft_g_exports_in_flight, 1);
-    syscall(SYS_futex, (uint32_t *)&aft_g_exports_in_flight, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL,
-            NULL, 0);
 }

@@ -8,9 +8,7 @@
  * is.
  */
 #include <errno.h>
-#include <linux/futex.h>
 #include <signal.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,23 +31,6 @@ static void aft_async_run_write_term(void) {
     aft_g_run.term.check = aft_async_run_check(&aft_g_run.term, offsetof(aft_run_term, check));
     (void)aft_async_pwrite_all(fd, &aft_g_run.term, sizeof(aft_run_term),
                                (off_t)offsetof(aft_run_file, term));
-}
-
-_Atomic uint32_t aft_g_exports_in_flight;
-_Atomic uint32_t aft_g_exports_refused;
-
-/* Waits (a futex, bounded) until no hand-off to the exporter is in progress. */
-static void aft_async_await_exports(void) {
-    uint64_t deadline =
-        aft_async_now_ns(CLOCK_MONOTONIC) + (uint64_t)AFT_EXPORT_WAIT_MS * 1000000ull;
-    for (;;) {
-        uint32_t n = atomic_load(&aft_g_exports_in_flight);
-        if (n == 0 || aft_async_now_ns(CLOCK_MONOTONIC) >= deadline) return;
-        struct timespec ts = {.tv_sec = (time_t)(deadline / 1000000000ull),
-                              .tv_nsec = (long)(deadline % 1000000000ull)};
-        syscall(SYS_futex, (uint32_t *)&aft_g_exports_in_flight, FUTEX_WAIT_BITSET_PRIVATE, n, &ts,
-                NULL, FUTEX_BITSET_MATCH_ANY);
-    }
 }
 
 void aft_async_run_term_handler(int signo, siginfo_t *info, void *ucontext) {

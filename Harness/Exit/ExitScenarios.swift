@@ -209,6 +209,9 @@ enum ExitScenarios {
         Row(name: "OOM kill in a 50M cgroup (v1)", expected: "memory/platform") { oomRow() },
         Row(name: "unfinished hang, then SIGKILL", expected: "anr/inferred + apsio.hang") { hangRow(watchdog: false) },
         Row(name: "unfinished hang, systemd watchdog", expected: "watchdog/inferred") { hangRow(watchdog: true) },
+        Row(name: "crash while delivering, 60 launches", expected: "each crash once, by a later launch") {
+            DeliveryRace.row()
+        },
     ]
 
     static func oomRow() -> (got: String, ok: Bool?) {

@@ -5,6 +5,7 @@ import Foundation
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.first == "child" {
+    if arguments.count >= 4, arguments[1].hasPrefix("race-") { DeliveryRace.child(Array(arguments.dropFirst())) }
     ExitChild.run(Array(arguments.dropFirst()))
 }
 exit(ExitScenarios.runAll(filter: arguments.first) ? 0 : 1)

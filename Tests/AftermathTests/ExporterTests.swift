@@ -66,6 +66,26 @@ import TestSupport
         #expect(try String(contentsOfFile: blocker, encoding: .utf8) == "x")
     }
 
+    @Test("A dead writer's temporary file is removed by the next export; a live writer's is kept")
+    func fileExporterRemovesDeadWritersTemporaries() throws {
+        let directory = try OTLPFixtures.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // What a process that died while it exported left, and one another export of this
+        // process is still writing (its lock held by another open).
+        let dead = directory + "/.1-DEAD.json.A.tmp", live = directory + "/.2-LIVE.json.B.tmp"
+        #expect(FileManager.default.createFile(atPath: dead, contents: Data("{\"resourceLo".utf8)))
+        #expect(FileManager.default.createFile(atPath: live, contents: Data()))
+        let held = open(live, O_RDONLY | O_CLOEXEC)
+        #expect(held >= 0 && flock(held, LOCK_EX | LOCK_NB) == 0)
+        defer { close(held) }
+        try FileExporter(directory: directory).export(OTLPFixtures.crashBatch)
+        let names = try jsonFiles(in: directory)
+        #expect(names.count == 2, "\(names)")
+        #expect(names.contains(".2-LIVE.json.B.tmp") && !names.contains(".1-DEAD.json.A.tmp"))
+        #expect(names.contains { $0.hasSuffix(".json") && !$0.hasPrefix(".") })
+        #expect(aft_crash_in_progress() == 0)
+    }
+
     @Test func inMemoryExporterFailsThenAcknowledges() throws {
         let exporter = InMemoryExporter()
         let batch = OTLPFixtures.crashBatch

@@ -1,4 +1,5 @@
 import AftermathOTLP
+import CSignalShim
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -83,6 +84,13 @@ extension ReportCollector {
                 continue
             }
             if recordIsPending(attachment) { continue }
+            // As a batch of records: refused once the process is ending, waited for by a
+            // crash or termination signal while it runs.
+            guard aft_export_begin() != 0 else {
+                delivery.attachmentError = delivery.attachmentError ?? Self.endingError
+                return
+            }
+            defer { aft_export_end() }
             do {
                 let receipt = try exporter.export(attachment)
                 unlink(path)

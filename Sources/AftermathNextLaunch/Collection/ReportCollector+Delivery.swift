@@ -28,12 +28,20 @@ extension ReportCollector {
     /// Records per exported batch: a refused batch holds back no more than this many.
     package static let batchSize = 50
 
+    /// Why a delivery stopped, or did not begin, in a process that is ending: what is left
+    /// waits for the next launch.
+    package static var endingError: String {
+        aft_crash_in_progress() != 0 ? "the process is crashing" : "the process is terminating"
+    }
+
     /// Collects, then exports in batches of at most ``batchSize`` records, deleting the files of
     /// each acknowledged batch. A batch that fails keeps its files for the next attempt; an
     /// unavailable receiver (``ExportError/Kind/unavailable``: unreachable, out of time) stops
     /// the batches after it too; a batch refused for good goes to rejected/ with the reason.
     /// One delivery at a time per reports directory, across processes too (a lock file), so
-    /// two instances never send the same report twice.
+    /// two instances never send the same report twice. Once a crash of this process has begun
+    /// (`aft_crash_in_progress()`) no batch or attachment is handed on: what is left waits
+    /// for the next launch.
     ///
     /// With an attachment exporter and a ``minidump`` maker, each crash's minidump is stored in
     /// attachments/ before its record is exported (the record then names it in
@@ -54,11 +62,20 @@ extension ReportCollector {
             guard flock(lock, LOCK_EX | LOCK_NB) == 0 else {
                 return Delivery(exported: 0, rejected: [], exportError: "another process is delivering these reports")
             }
+            // A crash of this process in progress: it dies before an export would finish; the
+            // next launch delivers, and this crash with the rest.
+            guard aft_crash_in_progress() == 0 else {
+                return Delivery(exported: 0, rejected: [], exportError: Self.endingError)
+            }
             let collection = collect(moveRejected: true)
             var delivery = Delivery(exported: 0, rejected: collection.rejected, exportError: nil)
             let minidump = attachmentExporter == nil ? nil : self.minidump
             var start = 0
             batches: while start < collection.reports.count {
+                guard aft_crash_in_progress() == 0 else {
+                    delivery.exportError = delivery.exportError ?? Self.endingError
+                    break batches
+                }
                 var chunk = Array(collection.reports[start..<min(start + Self.batchSize, collection.reports.count)])
                 start += chunk.count
                 var stored: [String] = []
@@ -77,10 +94,11 @@ extension ReportCollector {
                 let batch = LogBatch(
                     resource: resource, scopeName: SDK.scopeName,
                     scopeVersion: SDK.version, records: chunk.map(\.record))
-                // A termination signal ending the process waits for this hand-off to finish
-                // (files deleted once acknowledged), or refuses it: never exported twice.
+                // A termination signal ending the process, or a crash of it, waits for this
+                // hand-off to finish (files deleted once acknowledged), or refuses it: never
+                // exported twice.
                 guard aft_export_begin() != 0 else {
-                    delivery.exportError = delivery.exportError ?? "the process is terminating"
+                    delivery.exportError = delivery.exportError ?? Self.endingError
                     break batches
                 }
                 do {

@@ -299,8 +299,9 @@ package struct ReportCollector: Sendable {
     package enum ReserveState { case heldByLiveRun, emptyOfDeadRun, writtenByDeadRun }
 
     /// Every run reserves its crash file at start and holds a lock on it while alive. A
-    /// locked reserve belongs to a running process; an empty unlocked one to a run that did
-    /// not crash; a non-empty unlocked one to a handler that died while writing.
+    /// locked reserve belongs to a running process (this one too: flock locks taken through
+    /// two opens conflict within a process); an empty unlocked one to a run that did not
+    /// crash; a non-empty unlocked one to a handler that died while writing.
     package func reserveState(_ path: String) -> ReserveState {
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { return .writtenByDeadRun }  // decoding will say why
