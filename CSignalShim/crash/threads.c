@@ -18,6 +18,9 @@
 
 #include "CSignalShim.h"
 #include "shim_internal.h"
+#include "threads_internal.h"
+
+aft_known_thread aft_g_known_threads[AFT_KNOWN_THREADS];
 
 typedef int (*aft_pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
                                      void *);
@@ -39,11 +42,27 @@ typedef struct aft_thread_start {
 typedef struct aft_owned_stack {
     void *mapping;
     size_t length;
+    aft_known_thread *known; /* this thread's entry, or NULL */
 } aft_owned_stack;
+
+/* The calling thread's entry in aft_g_known_threads, or NULL when the table is full. */
+static aft_known_thread *aft_register_thread(void) {
+    uint64_t tid = (uint64_t)aft_async_gettid(), tp = aft_async_arch_thread_pointer();
+    if (tp == 0) return NULL;
+    for (uint32_t i = 0; i < AFT_KNOWN_THREADS; i++) {
+        uint64_t free_slot = 0;
+        aft_known_thread *k = &aft_g_known_threads[i];
+        if (atomic_load(&k->tid) != 0) continue;
+        atomic_store(&k->thread_pointer, tp);
+        if (atomic_compare_exchange_strong(&k->tid, &free_slot, tid)) return k;
+    }
+    return NULL;
+}
 
 static void aft_release_stack(void *value) {
     aft_owned_stack *owned = value;
     if (!owned) return;
+    if (owned->known != NULL) atomic_store(&owned->known->tid, 0);
     stack_t current;
     if (sigaltstack(NULL, &current) == 0 && !(current.ss_flags & SS_ONSTACK)) {
         stack_t off = {.ss_flags = SS_DISABLE};
@@ -68,8 +87,12 @@ static void *aft_thread_trampoline(void *p) {
         if (owned) {
             owned->mapping = mapping;
             owned->length = length;
+            owned->known = aft_register_thread();
             pthread_once(&aft_stack_key_once, aft_make_stack_key);
-            if (pthread_setspecific(aft_stack_key, owned) != 0) free(owned);
+            if (pthread_setspecific(aft_stack_key, owned) != 0) {
+                if (owned->known != NULL) atomic_store(&owned->known->tid, 0);
+                free(owned);
+            }
         }
     }
     return start.start(start.arg);

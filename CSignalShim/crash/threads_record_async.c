@@ -46,6 +46,21 @@ int aft_async_threads_altstack_request(void *ucontext) {
     return 0;
 }
 
+/* A context of a thread the kernel gave sp and pc for, its frame pointer the first frame record
+ * above sp, and its registers as the readers of a minidump (and the next launch) unwind them. */
+static void *aft_async_syscall_context(aft_thread_capture *c, aft_thread *r) {
+    void *uc = aft_async_arch_synthesize_context(c->synthetic, sizeof(c->synthetic), r->pc, r->sp,
+                                                 c->scan);
+    if (uc != NULL) {
+        aft_crash_info regs;
+        aft_async_memset(&regs, 0, sizeof(regs));
+        aft_async_arch_registers(uc, &regs);
+        aft_async_memcpy(r->registers, regs.registers, sizeof(r->registers));
+        r->register_count = regs.register_count;
+    }
+    return uc;
+}
+
 /* The stack of a paused thread, or of one the kernel gave sp and pc for. */
 static void aft_async_unwind_thread(aft_thread_capture *c, uint32_t index, uint64_t deadline_ns) {
     aft_capture_slot *slot = &c->slots[index];
@@ -103,15 +118,7 @@ static void aft_async_unwind_thread(aft_thread_capture *c, uint32_t index, uint6
         uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC);
         uint64_t budget = deadline_ns > now ? deadline_ns - now : 0;
         if (budget > AFT_THREADS_UNWIND_EACH_NS) budget = AFT_THREADS_UNWIND_EACH_NS;
-        void *uc = aft_async_arch_synthesize_context(c->synthetic, sizeof(c->synthetic), r->pc,
-                                                     r->sp, c->scan);
-        if (uc != NULL) { /* its registers as the readers of a minidump will unwind them */
-            aft_crash_info regs;
-            aft_async_memset(&regs, 0, sizeof(regs));
-            aft_async_arch_registers(uc, &regs);
-            aft_async_memcpy(r->registers, regs.registers, sizeof(r->registers));
-            r->register_count = regs.register_count;
-        }
+        void *uc = aft_async_syscall_context(c, r);
         if (uc != NULL && budget >= 1000000ull && !atomic_load(&aft_g_libunwind_abandoned))
             n = aft_async_unwind_context(uc, frames, capacity, c->unwind_slot, budget, &unwinder,
                                          &truncated, &status);
@@ -194,7 +201,10 @@ static void aft_async_capture_run(aft_thread_capture *c, uint64_t begin) {
     c->info.stack_bytes = (uint32_t)used;
     uint64_t unwind_deadline = collected + AFT_THREADS_UNWIND_NS;
     for (uint32_t i = c->for_hang ? 0 : 1; i < kept; i++) {
-        if (aft_async_thread_unwind_deferrable(c, i)) {
+        aft_thread *known = &c->records[i];
+        int from_syscall = known->context_source == AFT_THREAD_CONTEXT_SYSCALL;
+        if (aft_async_thread_unwind_deferrable(c, i) &&
+            (!from_syscall || aft_async_syscall_context(c, known) != NULL)) {
             aft_thread *r = &c->records[i];
             if (c->frame_count < AFT_THREADS_FRAME_CAPACITY) {
                 c->frames[c->frame_count++] = aft_async_arch_code_address(r->pc);

@@ -111,6 +111,7 @@ void aft_async_copy_stack(aft_thread_capture *c, uint32_t index, uint64_t *used)
      * is another thread's guard page and stack, which /proc/self/mem would read as well. The
      * main thread's stack has no neighbour above: a read stops at its end by itself. */
     uint64_t tp = r->thread_pointer;
+    if (tp == 0) tp = aft_async_known_thread_pointer(r->thread_id); /* known by /proc alone */
 #if defined(__x86_64__)
     uint64_t tls = aft_g_static_tls_size;
     uint64_t end = tp > tls + 4096 ? tp - tls + 4096 : 0;
@@ -145,17 +146,27 @@ void aft_async_copy_stack(aft_thread_capture *c, uint32_t index, uint64_t *used)
     *used += (got + 15) & ~15ull;
 }
 
-/* Whether a paused thread's frames can be left to the next launch, which unwinds them from
- * the registers and stack bytes of the file with the images' unwind tables, as a crash server
- * would: its registers are those of its signal frame, its whole stack is in the arena (not cut
- * at its cap), every stack copied so far fits in the crash file's reserve, and its pc is in an
- * image read at start. Else it is unwound here. */
+uint64_t aft_async_known_thread_pointer(uint64_t tid) {
+    for (uint32_t i = 0; i < AFT_KNOWN_THREADS; i++) {
+        const aft_known_thread *k = &aft_g_known_threads[i];
+        if (atomic_load(&k->tid) == tid) return atomic_load(&k->thread_pointer);
+    }
+    return 0;
+}
+
+/* Whether a thread's frames can be left to the next launch, which unwinds them from the
+ * registers and stack bytes of the file with the images' unwind tables, as a crash server
+ * would: it answered from its signal frame, or the kernel gave its sp and pc; its whole stack
+ * is in the arena (not cut at its cap), every stack copied so far fits in the crash file's
+ * reserve, and its pc is in an image read at start. Else it is unwound here. */
 int aft_async_thread_unwind_deferrable(const aft_thread_capture *c, uint32_t index) {
     const aft_thread *r = &c->records[index];
     const aft_capture_slot *slot = &c->slots[index];
-    if (c->for_hang || !c->defer_unwinding || r->stack_size == 0 || r->register_count == 0)
-        return 0;
-    if (atomic_load(&slot->state) != AFT_SLOT_PARKED || slot->ucontext == NULL) return 0;
+    if (c->for_hang || !c->defer_unwinding || r->stack_size == 0 || r->pc == 0) return 0;
+    int parked = atomic_load(&slot->state) == AFT_SLOT_PARKED && slot->ucontext != NULL &&
+                 r->register_count > 0;
+    /* One the kernel gave sp and pc for: its registers are made of them (threads_record). */
+    if (!parked && r->context_source != AFT_THREAD_CONTEXT_SYSCALL) return 0;
     if (r->flags & (AFT_THREAD_STACK_TRUNCATED | AFT_THREAD_AFTERMATH)) return 0;
     if (c->stack_offsets[index] + r->stack_size > AFT_THREADS_RESERVED_STACK_BYTES) return 0;
     return aft_async_pc_in_known_image(aft_async_arch_code_address(r->pc));

@@ -141,6 +141,17 @@ extern _Atomic uint64_t aft_g_run_updater_tid;
 /* glibc's static TLS size (its TCB included), read at start; 0: unknown. A thread's stack ends
  * below its static TLS: on x86-64 at its thread pointer less that size. */
 extern uint64_t aft_g_static_tls_size;
+/* The thread pointers of the threads created after install (threads.c registers each at its
+ * start and forgets it at its end): where a thread known only by /proc keeps its stack's top,
+ * without a read of /proc/self/maps. */
+#define AFT_KNOWN_THREADS 1024u
+typedef struct aft_known_thread {
+    _Atomic uint64_t tid; /* 0: free */
+    _Atomic uint64_t thread_pointer;
+} aft_known_thread;
+extern aft_known_thread aft_g_known_threads[AFT_KNOWN_THREADS];
+/* The registered thread pointer of tid, 0 when it has none (threads_stack_async.c). */
+uint64_t aft_async_known_thread_pointer(uint64_t tid);
 
 /* ---- crash time (threads_capture_async.c, threads_park_async.c) ---- */
 /* In the capture signal's handler (and SIGPROF's while it is borrowed): 1 when the signal was a

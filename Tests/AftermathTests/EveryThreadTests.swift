@@ -63,7 +63,8 @@ struct EveryThreadTests {
         await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
             ExitStatusTests.childStart(directory)
             guard aft_test_start_workers(AFT_TEST_WORKER_PARKED, 4) == 0,
-                aft_test_start_workers(AFT_TEST_WORKER_SIGPROF_ONLY, 2) == 0
+                aft_test_start_workers(AFT_TEST_WORKER_SIGPROF_ONLY, 2) == 0,
+                aft_test_start_workers(AFT_TEST_WORKER_BLOCKS_SIGNALS, 1) == 0
             else { _exit(97) }
             UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
         }
@@ -81,10 +82,16 @@ struct EveryThreadTests {
             #expect(t.contextSource == .signal && t.missingContext == nil, "\(t.name) answered")
             #expect(!t.stack.isEmpty && t.state == "S", "\(t.name): asleep in read(2)")
         }
+        // One that blocks every signal, known by /proc's sp and pc: its stack kept up to its
+        // thread's top (its thread pointer registered at its start), its frames left too.
+        let blocker = try #require(file.crashThreads().first { $0.name == "blocker" })
+        #expect(blocker.contextSource == .syscall && blocker.missingContext == .blocksSignal)
+        #expect(
+            blocker.unwinder == .deferred && !blocker.stack.isEmpty && blocker.stack.count <= Int(AFT_STACK_CAP_EARLY))
         // At the next launch: unwound from those bytes with the images' unwind tables.
         let crash = try file.crashReport()
         #expect(crash.unwoundAtNextLaunch)
-        for t in crash.threads where names.contains(t.name) {
+        for t in crash.threads where names.contains(t.name) || t.name == "blocker" {
             #expect(t.unwinder == .libunwind && t.frames.count >= 4, "\(t.name): \(t.frames.count) frames")
             let inExecutable = t.frames.dropFirst().filter { pc in
                 crash.images.first { pc >= $0.start && pc < $0.end }?.isMainExecutable == true
