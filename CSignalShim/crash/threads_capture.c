@@ -216,6 +216,9 @@ void aft_threads_give_alternate_stacks(void) {
             char *end = NULL;
             unsigned long long tid = strtoull(e->d_name, &end, 10);
             if (end == e->d_name || *end != '\0' || tid == self) continue;
+            /* Created since install: its start (threads.c) gave it one. Aftermath's own
+             * threads, which block these signals, were asked again for half a second. */
+            if (aft_async_known_thread_pointer(tid) != 0) continue;
             aft_altstack_request *known = aft_request_for(tid);
             if (known != NULL && atomic_load(&known->state) != AFT_ALTSTACK_CANCELLED) continue;
             int use = signo;

@@ -43,6 +43,9 @@ uint32_t aft_installed_images(aft_image *images, uint32_t capacity);
  * complete_later (every image's build id, libunwind's warm-up, an alternate stack for every
  * thread that existed before); returns once that is done, at once when it was. Idempotent. */
 void aft_install_complete(void);
+/* Gives the heap's free memory back to the system (malloc_trim): called once the delivery of
+ * earlier reports, start's background work, is done. */
+void aft_release_free_memory(void);
 
 /* The context the handler writes (with the app build id read at install). */
 void aft_installed_context(aft_context *context);

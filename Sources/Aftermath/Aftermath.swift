@@ -117,6 +117,9 @@ public enum Aftermath {
                 deliver(
                     collector, to: configuration.exporter, attachments: configuration.attachmentExporter,
                     resource: resource(for: configuration, environment: environment()))
+                // What the delivery allocated (files read, records encoded) is free by now: back
+                // to the system, so a long-running app does not keep its start's peak resident.
+                aft_release_free_memory()
             }
             if !StartHelpers.detachedThread(named: "aftermath.deliver", body) { body() }
         }
