@@ -92,15 +92,18 @@ public enum Aftermath {
         startRun(configuration, directory: directory, context: installed)
         // Crash capture is on by now: a watchdog that cannot start must not undo that, nor
         // hold back the delivery of earlier reports. The app can read why.
+        var watchingHangs = false
         do {
             try startHangDetection(configuration, directory: directory)
             hangDetectionProblem.withLock { $0 = nil }
+            watchingHangs = configuration.hangHeartbeat != .off
         } catch {
             hangDetectionProblem.withLock { $0 = error.description }
         }
+        let pool = watchingHangs ? configuration : nil
 
         if configuration.deliverPendingReportsSynchronously {
-            startBackgroundThreads()
+            startBackgroundThreads(watchingPoolOf: pool)
             let collector = self.collector(configuration, directory: directory, context: installed)
             deliver(
                 collector, to: configuration.exporter, attachments: configuration.attachmentExporter,
@@ -111,7 +114,7 @@ public enum Aftermath {
             // work: start does not pay for them.
             let installed = installed
             let body: @Sendable () -> Void = {
-                startBackgroundThreads()
+                startBackgroundThreads(watchingPoolOf: pool)
                 aft_install_complete()  // every image's build id, libunwind's warm-up
                 let collector = self.collector(configuration, directory: directory, context: installed)
                 deliver(
@@ -128,13 +131,16 @@ public enum Aftermath {
     /// The threads start leaves to its delivery thread (creating one holds the caller a tenth
     /// of a millisecond or more, and each competes with it for the CPU at once): the hang
     /// watchdog's and the run record's updater, which reads the OOM counters' baseline first.
-    static func startBackgroundThreads() {
+    /// Then the Swift concurrency pool's probes, when hangs are watched: their first Task sets
+    /// up the runtime's types and the pool's threads, a fifth of start on the caller before.
+    static func startBackgroundThreads(watchingPoolOf configuration: Configuration?) {
         var error = [CChar](repeating: 0, count: 256)
         if aft_watchdog_start_thread(&error, error.count) != 0 {
             let message = String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             hangDetectionProblem.withLock { $0 = StartError.hangWatchdogNotStarted(message).description }
         }
         _ = aft_run_start_updater()
+        if let configuration { HangMonitor.watchPool(configuration) }
     }
 
     /// Collects and exports what is pending now, synchronously; nil before ``start(_:)``.

@@ -86,7 +86,7 @@ enum HangMonitor {
             let message = String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             throw .hangWatchdogNotStarted(message)
         }
-        watchPool(configuration)  // the thread starts later: the last start's probes go at once
+        // The pool's probes: by Aftermath.startBackgroundThreads(), with the watchdog's thread.
     }
 
     /// Called on the pinger thread (never the watchdog's), and by start for the first ping.
