@@ -31,7 +31,7 @@ uint64_t aft_g_static_tls_size;
 /* ---- the crashing thread's side ---- */
 
 /* "/proc/self/task/<tid>/<leaf>" read into c->proc; its length, or -1. */
-static ssize_t aft_async_task_file(aft_thread_capture *c, uint64_t tid, const char *leaf) {
+ssize_t aft_async_task_file(aft_thread_capture *c, uint64_t tid, const char *leaf) {
     static const char prefix[] = "/proc/self/task/";
     size_t n = sizeof(prefix) - 1;
     aft_async_memcpy(c->path, prefix, n);
@@ -54,7 +54,7 @@ static void aft_async_stat_name(const char *text, size_t length, char *out) {
 }
 
 /* The kernel's sp and pc for a thread that cannot answer. */
-static void aft_async_from_syscall_file(aft_thread_capture *c, aft_thread *r, uint32_t why) {
+void aft_async_from_syscall_file(aft_thread_capture *c, aft_thread *r, uint32_t why) {
     r->why = why;
     r->context_source = AFT_THREAD_CONTEXT_NONE;
     ssize_t n = aft_async_task_file(c, r->thread_id, "syscall");
@@ -117,6 +117,31 @@ static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, int captu
          * is looked up then (aft_async_threads_collect). SIGPROF first where it can be had:
          * libdispatch's workers, and so the Swift concurrency pool, block every other
          * asynchronous signal; a thread that blocks it gets the capture signal instead. */
+        int signo = aft_async_pick_signal(c, 1ull << (capture - 1), 0);
+        slot->unread = 1;
+        aft_async_threads_send(c, i, signo > 0 ? signo : capture, first_signal_ns);
+        return;
+    }
+    if (!c->for_hang && capture > 0 && aft_async_also_crashed(tid) == NULL) {
+        /* A crash the app may live through: its system call first, so that no sleep a handler
+         * would cut short is (below); any other thread signalled unread, as above. */
+        ssize_t m = aft_async_task_file(c, tid, "syscall");
+        int64_t nr = -2;
+        uint64_t sp = 0, pc = 0;
+        if (m > 0 && aft_async_syscall_parse(c->proc, (size_t)m, &nr, &sp, &pc) && nr >= 0 &&
+            aft_async_syscall_interrupted(nr)) {
+            ssize_t n = aft_async_task_file(c, tid, "stat");
+            if (n > 0) {
+                r->state = aft_async_stat_state(c->proc, (size_t)n);
+                aft_async_stat_name(c->proc, (size_t)n, r->name);
+            }
+            r->why = AFT_THREAD_WHY_ASLEEP;
+            r->syscall_number = nr;
+            r->sp = sp;
+            r->pc = pc;
+            r->context_source = AFT_THREAD_CONTEXT_SYSCALL;
+            return;
+        }
         int signo = aft_async_pick_signal(c, 1ull << (capture - 1), 0);
         slot->unread = 1;
         aft_async_threads_send(c, i, signo > 0 ? signo : capture, first_signal_ns);
@@ -201,8 +226,10 @@ static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, int captu
         }
     }
     /* Sent at once, the mask unread: reading every thread's status costs more than the few
-     * that block the signal, which the collection finds by their silence. */
-    aft_async_threads_send(c, i, capture, first_signal_ns);
+     * that block the signal, which the collection finds by their silence. A crash's capture
+     * sends SIGPROF first, as above: every libdispatch worker would cost the first wait. */
+    int signo = c->for_hang ? 0 : aft_async_pick_signal(c, 1ull << (capture - 1), 0);
+    aft_async_threads_send(c, i, signo > 0 ? signo : capture, first_signal_ns);
 }
 
 int aft_async_threads_send(aft_thread_capture *c, uint32_t i, int signo,
@@ -226,73 +253,6 @@ int aft_async_threads_send(aft_thread_capture *c, uint32_t i, int signo,
     if (*first_signal_ns == 0) *first_signal_ns = aft_async_now_ns(CLOCK_MONOTONIC);
     c->info.signalled++;
     return 1;
-}
-
-/* The name and state of a thread signalled unread that will not name itself (it did not
- * answer), from its status file. */
-static void aft_async_unread_from_status(aft_thread_capture *c, uint32_t i) {
-    if (!c->slots[i].unread) return;
-    ssize_t n = aft_async_task_file(c, c->records[i].thread_id, "status");
-    if (n <= 0) return;
-    c->records[i].state = aft_async_status_state(c->proc, (size_t)n);
-    aft_async_status_name(c->proc, (size_t)n, c->records[i].name);
-}
-
-/* A thread that has not answered yet. Listed unread, /proc says now whether it can answer at
- * all (stopped, in uninterruptible sleep, a zombie: the kernel's sp and pc instead) and names
- * it. If it blocks the signal it was sent, the other one (SIGPROF or the capture signal) where
- * it can take that, else /proc's sp and pc. The first signal stays pending there, and finds
- * nothing to answer once the thread lets it through. */
-static void aft_async_threads_retry_blocked(aft_thread_capture *c, uint32_t i, int capture,
-                                            uint64_t *first_signal_ns) {
-    aft_capture_slot *slot = &c->slots[i];
-    aft_thread *r = &c->records[i];
-    if (atomic_load(&slot->state) != AFT_SLOT_SENT) return;
-    if (slot->signal != capture && !slot->unread) return;
-    uint64_t blocked = 0;
-    ssize_t n = aft_async_task_file(c, r->thread_id, "status");
-    if (n <= 0 || !aft_async_status_field(c->proc, (size_t)n, "SigBlk", 1, &blocked)) return;
-    uint32_t why = AFT_THREAD_WHY_BLOCKS_SIGNAL;
-    if (slot->unread) {
-        char state = aft_async_status_state(c->proc, (size_t)n);
-        /* 't', a tracer's stop, with our signal no longer pending is that signal's own
-         * delivery stop: the tracer may let it through yet, so it is waited for (and listed as
-         * not answering at the deadline). With it still pending, the thread stopped before. */
-        uint64_t pending = 0;
-        if (state == 't' && (!aft_async_status_field(c->proc, (size_t)n, "SigPnd", 1, &pending) ||
-                             !((pending >> (slot->signal - 1)) & 1u)))
-            state = 'S';
-        why = state == 'T' || state == 't'   ? AFT_THREAD_WHY_STOPPED
-              : state == 'D'                 ? AFT_THREAD_WHY_UNINTERRUPTIBLE
-              : state == 'Z' || state == 'X' ? AFT_THREAD_WHY_ZOMBIE
-                                             : AFT_THREAD_WHY_BLOCKS_SIGNAL;
-        uint32_t sent = AFT_SLOT_SENT;
-        if (why != AFT_THREAD_WHY_BLOCKS_SIGNAL &&
-            atomic_compare_exchange_strong(&slot->state, &sent, AFT_SLOT_LATE)) {
-            c->info.signalled--;
-            r->state = state;
-            aft_async_status_name(c->proc, (size_t)n, r->name);
-            if (why == AFT_THREAD_WHY_ZOMBIE)
-                r->why = why;
-            else
-                aft_async_from_syscall_file(c, r, why);
-            return;
-        }
-    }
-    if (!((blocked >> (slot->signal - 1)) & 1u)) return; /* it will answer: not scheduled yet */
-    uint32_t sent = AFT_SLOT_SENT;
-    if (!atomic_compare_exchange_strong(&slot->state, &sent, AFT_SLOT_LISTED)) return;
-    c->info.signalled--;
-    if (slot->signal == SIGPROF) c->sigprof_left_pending = 1;
-    int signo = slot->signal == SIGPROF
-                    ? (capture > 0 && !((blocked >> (capture - 1)) & 1u) ? capture : 0)
-                    : aft_async_pick_signal(c, blocked, 0);
-    if (signo == 0 || !aft_async_threads_send(c, i, signo, first_signal_ns)) {
-        if (atomic_load(&slot->state) == AFT_SLOT_LISTED) {
-            aft_async_unread_from_status(c, i);
-            aft_async_from_syscall_file(c, r, AFT_THREAD_WHY_BLOCKS_SIGNAL);
-        }
-    }
 }
 
 /* One listing of /proc/self/task; the number of threads not seen before. */
@@ -325,52 +285,4 @@ uint32_t aft_async_threads_list(aft_thread_capture *c, int capture, uint64_t *fi
     }
     close(fd);
     return added;
-}
-
-/* Waits for the signalled threads' answers until the deadline, then closes the rest. */
-/* Waits until every signalled thread has answered, or until the deadline. */
-static void aft_async_threads_await(aft_thread_capture *c, uint64_t deadline) {
-    for (;;) {
-        uint32_t answered = atomic_load(&c->answered);
-        if (answered >= c->info.signalled) break;
-        if (aft_async_now_ns(CLOCK_MONOTONIC) >= deadline) break;
-        aft_async_futex_wait_until(&c->answered, answered, deadline);
-    }
-}
-
-void aft_async_threads_collect(aft_thread_capture *c, int capture, uint64_t first_signal_ns) {
-    uint64_t deadline = first_signal_ns + AFT_THREADS_ANSWER_NS;
-    c->info.deadline_ns = AFT_THREADS_ANSWER_NS;
-    /* The first answers; then the silent threads' masks, and the rest of the answers. */
-    aft_async_threads_await(c, aft_async_now_ns(CLOCK_MONOTONIC) + AFT_THREADS_FIRST_WAIT_NS);
-    uint32_t count = atomic_load(&c->count);
-    for (uint32_t i = 1; i < count; i++)
-        aft_async_threads_retry_blocked(c, i, capture, &first_signal_ns);
-    aft_async_threads_await(c, deadline);
-    uint32_t n = atomic_load(&c->count);
-    uint64_t filling_deadline = aft_async_now_ns(CLOCK_MONOTONIC) + 2000000ull;
-    for (uint32_t i = 1; i < n; i++) {
-        aft_capture_slot *slot = &c->slots[i];
-        uint32_t expected = AFT_SLOT_SENT;
-        if (atomic_compare_exchange_strong(&slot->state, &expected, AFT_SLOT_LATE)) {
-            c->info.flags |= AFT_THREADS_DEADLINE_REACHED;
-            aft_async_unread_from_status(c, i);
-            aft_async_from_syscall_file(c, &c->records[i], AFT_THREAD_WHY_NO_ANSWER);
-            continue;
-        }
-        /* Answering right now: a moment more (2 ms for all such threads together), then the
-         * slot is closed under it, and it leaves without answering. */
-        while (atomic_load(&slot->state) == AFT_SLOT_FILLING &&
-               aft_async_now_ns(CLOCK_MONOTONIC) < filling_deadline) {
-            struct timespec us = {.tv_sec = 0, .tv_nsec = 20000};
-            nanosleep(&us, NULL);
-        }
-        uint32_t filling = AFT_SLOT_FILLING;
-        if (atomic_compare_exchange_strong(&slot->state, &filling, AFT_SLOT_LATE)) {
-            c->info.flags |= AFT_THREADS_DEADLINE_REACHED;
-            aft_async_unread_from_status(c, i);
-            aft_async_from_syscall_file(c, &c->records[i], AFT_THREAD_WHY_NO_ANSWER);
-        }
-    }
-    c->info.answered = atomic_load(&c->answered);
 }

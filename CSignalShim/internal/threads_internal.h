@@ -174,6 +174,11 @@ void aft_async_fill_from_context(aft_thread *r, const void *ucontext, uint32_t s
 aft_also_crashed *aft_async_also_crashed(uint64_t tid);
 uint32_t aft_async_threads_list(aft_thread_capture *c, int capture, uint64_t *first_signal_ns);
 void aft_async_threads_collect(aft_thread_capture *c, int capture, uint64_t first_signal_ns);
+/* "/proc/self/task/<tid>/<leaf>" read into c->proc: its length, or -1; and a record from the
+ * kernel's sp and pc of /proc/self/task/<tid>/syscall, with the reason it has no more
+ * (threads_capture_async.c). */
+ssize_t aft_async_task_file(aft_thread_capture *c, uint64_t tid, const char *leaf);
+void aft_async_from_syscall_file(aft_thread_capture *c, aft_thread *r, uint32_t why);
 /* Copies record index's stack memory into the arena (threads_stack_async.c); *used counts the
  * arena's bytes taken. Whether that thread's frames can be left to the next launch. */
 void aft_async_copy_stack(aft_thread_capture *c, uint32_t index, uint64_t *used);

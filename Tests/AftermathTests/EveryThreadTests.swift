@@ -101,6 +101,44 @@ struct EveryThreadTests {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
+    @Test("With the app's handler after ours: a sleeper is not woken, a libdispatch-style worker answers SIGPROF")
+    func appHandlerNext() async throws {
+        let directory: String = TestSupport.childDirectory("threads-app-handler")
+        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
+            // The app's handler, installed first, comes after Aftermath's: the crash may be
+            // withdrawn, so a sleep must not be cut short.
+            guard aft_test_install_chaining_handler(0, SIGSEGV, 0) == 0 else { _exit(96) }
+            ExitStatusTests.childStart(directory)
+            guard aft_test_start_workers(AFT_TEST_WORKER_SIGPROF_ONLY, 2) == 0 else { _exit(97) }
+            Thread.detachNewThread {
+                Thread.current.name = "sleeper"
+                sleep(60)
+            }
+            usleep(100_000)
+            UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
+        }
+        let crashes = directory + "/crashes"
+        let name = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: crashes).first { $0.hasSuffix(".crash") })
+        let bytes = try #require(FileManager.default.contents(atPath: crashes + "/" + name))
+        let file = try ReportFile.decode(Array(bytes))
+        let raw = file.crashThreads()
+        let sleeper = try #require(raw.first { $0.name == "sleeper" })
+        #expect(sleeper.missingContext == .asleep && sleeper.contextSource == .syscall, "not signalled")
+        #expect(sleeper.unwinder == .deferred && !sleeper.stack.isEmpty, "its frames left to the next launch")
+        let workers = raw.filter { $0.name == "dispatch-like" }
+        #expect(workers.count == 2)
+        for w in workers {
+            #expect(w.contextSource == .signal && w.unwinder == .deferred, "answered SIGPROF")
+        }
+        let capture = try #require(file.crashReport().threadCapture)
+        #expect(capture.captureNs < 100_000_000 && !capture.deadlineReached, "every answer before the deadline")
+        let crash = try file.crashReport()
+        let unwound = try #require(crash.threads.first { $0.name == "sleeper" })
+        #expect(unwound.frames.count >= 3, "the sleeper unwound at the next launch: \(unwound.frames.count)")
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
     @Test("A sleeping main thread is not woken early by the pause: the process dies of the crash")
     func sleeperStaysAsleep() async throws {
         let directory: String = TestSupport.childDirectory("threads-sleeper")
