@@ -68,6 +68,15 @@ void aft_async_from_syscall_file(aft_thread_capture *c, aft_thread *r, uint32_t 
     }
 }
 
+/* A thread left asleep in system call nr: the kernel's sp and pc. */
+static void aft_async_record_asleep(aft_thread *r, int64_t nr, uint64_t sp, uint64_t pc) {
+    r->why = AFT_THREAD_WHY_ASLEEP;
+    r->syscall_number = nr;
+    r->sp = sp;
+    r->pc = pc;
+    r->context_source = AFT_THREAD_CONTEXT_SYSCALL;
+}
+
 static int aft_async_listed(aft_thread_capture *c, uint64_t tid) {
     uint32_t n = atomic_load(&c->count);
     for (uint32_t i = 0; i < n; i++)
@@ -135,11 +144,7 @@ static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, int captu
                 r->state = aft_async_stat_state(c->proc, (size_t)n);
                 aft_async_stat_name(c->proc, (size_t)n, r->name);
             }
-            r->why = AFT_THREAD_WHY_ASLEEP;
-            r->syscall_number = nr;
-            r->sp = sp;
-            r->pc = pc;
-            r->context_source = AFT_THREAD_CONTEXT_SYSCALL;
+            aft_async_record_asleep(r, nr, sp, pc);
             return;
         }
         int signo = aft_async_pick_signal(c, 1ull << (capture - 1), 0);
@@ -206,11 +211,7 @@ static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, int captu
         int quiet = nr == SYS_futex;
         if (parsed) r->syscall_number = nr; /* -1: running, outside a system call */
         if (parsed && nr >= 0 && ((c->for_hang && !quiet) || aft_async_syscall_interrupted(nr))) {
-            r->why = AFT_THREAD_WHY_ASLEEP;
-            r->syscall_number = nr;
-            r->sp = sp;
-            r->pc = pc;
-            r->context_source = AFT_THREAD_CONTEXT_SYSCALL;
+            aft_async_record_asleep(r, nr, sp, pc);
             return;
         }
     }

@@ -17,6 +17,16 @@ struct EveryThreadTests {
             .compactMap(\.crash)
     }
 
+    /// The one crash file in directory, decoded as it is on disk (before the next launch's
+    /// unwinding).
+    static func crashFile(_ directory: String) throws -> ReportFile {
+        let crashes = directory + "/crashes"
+        let name = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: crashes).first { $0.hasSuffix(".crash") })
+        let bytes = try #require(FileManager.default.contents(atPath: crashes + "/" + name))
+        return try ReportFile.decode(Array(bytes))
+    }
+
     #if compiler(>=6.2)  // exit tests (#expect(processExitsWith:)) need Swift 6.2
     @Test("Named workers, a signal-blocking one: each listed with its registers or its reason, stacks kept")
     func parkedWorkers() async throws {
@@ -68,11 +78,7 @@ struct EveryThreadTests {
             else { _exit(97) }
             UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
         }
-        let crashes = directory + "/crashes"
-        let name = try #require(
-            try FileManager.default.contentsOfDirectory(atPath: crashes).first { $0.hasSuffix(".crash") })
-        let bytes = try #require(FileManager.default.contents(atPath: crashes + "/" + name))
-        let file = try ReportFile.decode(Array(bytes))
+        let file = try Self.crashFile(directory)
         // In the file: each paused worker's pc alone, its registers and its whole stack.
         let names = (0..<4).map { "worker-\($0)" } + ["dispatch-like"]
         let raw = file.crashThreads().filter { names.contains($0.name) }
@@ -117,11 +123,7 @@ struct EveryThreadTests {
             usleep(100_000)
             UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
         }
-        let crashes = directory + "/crashes"
-        let name = try #require(
-            try FileManager.default.contentsOfDirectory(atPath: crashes).first { $0.hasSuffix(".crash") })
-        let bytes = try #require(FileManager.default.contents(atPath: crashes + "/" + name))
-        let file = try ReportFile.decode(Array(bytes))
+        let file = try Self.crashFile(directory)
         let raw = file.crashThreads()
         let sleeper = try #require(raw.first { $0.name == "sleeper" })
         #expect(sleeper.missingContext == .asleep && sleeper.contextSource == .syscall, "not signalled")
