@@ -26,8 +26,7 @@ enum ServerChild {
 
     static func configure(_ config: inout Aftermath.Configuration, _ scenario: String) {
         // The rows of one kind watch that kind alone, so that what they count is its own.
-        config.watchConcurrencyPool =
-            scenario.hasPrefix("srv-pool") || scenario.hasPrefix("srv-all") || scenario == "srv-no-pool"
+        config.watchConcurrencyPool = scenario.hasPrefix("srv-pool") || scenario.hasPrefix("srv-all")
     }
 
     static func run(_ scenario: String) {
@@ -81,16 +80,6 @@ enum ServerChild {
             settle()
             l[0].execute { Blocking.hangHarnessLoopForever() }
             Child.emit("BLOCKING")
-        case "srv-no-pool":
-            // The pool watched, never used: no probe, so no thread of libdispatch's.
-            settle()
-            usleep(600_000)
-            let names = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []).map {
-                (try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8))?
-                    .trimmingCharacters(in: .whitespacesAndNewlines) ?? "?"
-            }
-            Child.emit("THREADS " + names.sorted().joined(separator: ","))
-            Child.finish(expecting: 0)
         case "srv-pool":
             settle()
             let width = Int(aft_watch_pool_width())

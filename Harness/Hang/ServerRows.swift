@@ -223,19 +223,6 @@ enum ServerRows {
                     return (seen, failures)
                 }),
             Scenario(
-                name: "srv-no-pool", summary: "pool watched, never used: no probe, no pool thread",
-                run: {
-                    let outcome = Parent.runChild(["child", "srv-no-pool", Parent.makeDirectory("srv-no-pool")])
-                    var (seen, failures) = check(outcome, [])
-                    let line = outcome.lines.first { $0.hasPrefix("THREADS ") }.map { String($0.dropFirst(8)) }
-                    guard let line else { return (seen, failures + ["no THREADS line"]) }
-                    let names = line.split(separator: ",").map(String.init)
-                    let others = names.filter { !$0.hasPrefix("aftermath.") && $0 != "hang-harness" }
-                    if !others.isEmpty { failures.append("threads besides main and Aftermath's: \(others)") }
-                    seen = "\(names.count) threads: \(line)"
-                    return (seen, failures)
-                }),
-            Scenario(
                 name: "srv-pool", summary: "pool starved: every worker in a semaphore, 3 awaits deep",
                 run: poolRow("srv-pool", state: "blocked", function: "level3")),
             Scenario(
