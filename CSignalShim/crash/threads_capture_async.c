@@ -120,32 +120,28 @@ static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, int captu
         r->why = AFT_THREAD_WHY_OWN;
         return;
     }
-    if (!c->for_hang && !c->spare_sleepers && capture > 0 && aft_async_also_crashed(tid) == NULL) {
-        /* A crash the app does not live through: signalled at once, /proc unread (a read costs
-         * more than the answer). The thread names itself when it answers; one that stays silent
-         * is looked up then (aft_async_threads_collect). SIGPROF first where it can be had:
-         * libdispatch's workers, and so the Swift concurrency pool, block every other
-         * asynchronous signal; a thread that blocks it gets the capture signal instead. */
-        int signo = aft_async_pick_signal(c, 1ull << (capture - 1), 0);
-        slot->unread = 1;
-        aft_async_threads_send(c, i, signo > 0 ? signo : capture, first_signal_ns);
-        return;
-    }
     if (!c->for_hang && capture > 0 && aft_async_also_crashed(tid) == NULL) {
-        /* A crash the app may live through: its system call first, so that no sleep a handler
-         * would cut short is (below); any other thread signalled unread, as above. */
-        ssize_t m = aft_async_task_file(c, tid, "syscall");
-        int64_t nr = -2;
-        uint64_t sp = 0, pc = 0;
-        if (m > 0 && aft_async_syscall_parse(c->proc, (size_t)m, &nr, &sp, &pc) && nr >= 0 &&
-            aft_async_syscall_interrupted(nr)) {
-            ssize_t n = aft_async_task_file(c, tid, "stat");
-            if (n > 0) {
-                r->state = aft_async_stat_state(c->proc, (size_t)n);
-                aft_async_stat_name(c->proc, (size_t)n, r->name);
+        /* A crash: signalled at once, /proc unread (a read costs more than the answer). The
+         * thread names itself when it answers; one that stays silent is looked up then
+         * (aft_async_threads_collect). SIGPROF first where it can be had: libdispatch's
+         * workers, and so the Swift concurrency pool, block every other asynchronous signal; a
+         * thread that blocks it gets the capture signal instead. Where the app's own handler
+         * comes next, the crash may be withdrawn: its system call first, and a thread asleep
+         * in one a handler would cut short (EINTR) is left asleep, with the kernel's sp and pc. */
+        if (c->spare_sleepers) {
+            ssize_t m = aft_async_task_file(c, tid, "syscall");
+            int64_t nr = -2;
+            uint64_t sp = 0, pc = 0;
+            if (m > 0 && aft_async_syscall_parse(c->proc, (size_t)m, &nr, &sp, &pc) && nr >= 0 &&
+                aft_async_syscall_interrupted(nr)) {
+                ssize_t n = aft_async_task_file(c, tid, "stat");
+                if (n > 0) {
+                    r->state = aft_async_stat_state(c->proc, (size_t)n);
+                    aft_async_stat_name(c->proc, (size_t)n, r->name);
+                }
+                aft_async_record_asleep(r, nr, sp, pc);
+                return;
             }
-            aft_async_record_asleep(r, nr, sp, pc);
-            return;
         }
         int signo = aft_async_pick_signal(c, 1ull << (capture - 1), 0);
         slot->unread = 1;
@@ -197,40 +193,32 @@ static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, int captu
         aft_async_from_syscall_file(c, r, AFT_THREAD_WHY_NO_SIGNAL);
         return;
     }
-    if (c->for_hang || c->spare_sleepers) {
-        /* The app lives on after this pause (a hang, or a crash its own handler may withdraw):
-         * it must notice nothing. A handler would cut a sleep short (EINTR), or a blocking
-         * write (a short count): a hang signals running threads and those waiting on a futex
-         * (a lock, a condition, a semaphore: the kernel restarts that wait after a handler,
-         * SA_RESTART or not), a crash spares the sleeps. The kernel's sp and pc instead, and
-         * the stack unwound from them. */
+    if (c->for_hang) {
+        /* A hang: the app lives on after this pause, and must notice nothing. A handler would
+         * cut a sleep short (EINTR), or a blocking write (a short count): only running threads
+         * and those waiting on a futex (a lock, a condition, a semaphore: the kernel restarts
+         * that wait after a handler, SA_RESTART or not) are signalled. The others: the kernel's
+         * sp and pc instead, and the stack unwound from them. */
         ssize_t m = aft_async_task_file(c, tid, "syscall");
         int64_t nr = -2;
         uint64_t sp = 0, pc = 0;
         int parsed = m > 0 && aft_async_syscall_parse(c->proc, (size_t)m, &nr, &sp, &pc);
-        int quiet = nr == SYS_futex;
         if (parsed) r->syscall_number = nr; /* -1: running, outside a system call */
-        if (parsed && nr >= 0 && ((c->for_hang && !quiet) || aft_async_syscall_interrupted(nr))) {
+        if (parsed && nr >= 0 && (nr != SYS_futex || aft_async_syscall_interrupted(nr))) {
             aft_async_record_asleep(r, nr, sp, pc);
             return;
         }
-    }
-    if (c->for_hang) {
         /* No hurry in a hang: the mask first, so that no capture signal is left pending on a
          * thread that blocks it (real-time signals queue, and count against RLIMIT_SIGPENDING). */
         uint64_t blocked = 0;
-        ssize_t m = aft_async_task_file(c, tid, "status");
+        m = aft_async_task_file(c, tid, "status");
         if (m <= 0 || !aft_async_status_field(c->proc, (size_t)m, "SigBlk", 1, &blocked) ||
             ((blocked >> (capture - 1)) & 1u)) {
             aft_async_from_syscall_file(c, r, AFT_THREAD_WHY_BLOCKS_SIGNAL);
             return;
         }
     }
-    /* Sent at once, the mask unread: reading every thread's status costs more than the few
-     * that block the signal, which the collection finds by their silence. A crash's capture
-     * sends SIGPROF first, as above: every libdispatch worker would cost the first wait. */
-    int signo = c->for_hang ? 0 : aft_async_pick_signal(c, 1ull << (capture - 1), 0);
-    aft_async_threads_send(c, i, signo > 0 ? signo : capture, first_signal_ns);
+    aft_async_threads_send(c, i, capture, first_signal_ns);
 }
 
 int aft_async_threads_send(aft_thread_capture *c, uint32_t i, int signo,

@@ -32,7 +32,7 @@ static void aft_async_threads_retry_blocked(aft_thread_capture *c, uint32_t i, i
     aft_capture_slot *slot = &c->slots[i];
     aft_thread *r = &c->records[i];
     if (atomic_load(&slot->state) != AFT_SLOT_SENT) return;
-    if (slot->signal != capture && slot->signal != SIGPROF && !slot->unread) return;
+    if (slot->signal != capture && !slot->unread) return;
     uint64_t blocked = 0;
     ssize_t n = aft_async_task_file(c, r->thread_id, "status");
     if (n <= 0 || !aft_async_status_field(c->proc, (size_t)n, "SigBlk", 1, &blocked)) return;
