@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Side by side: Aftermath and sentry-native's inproc backend, each over its own baseline (the
 # same program without the SDK), whole processes, configurations interleaved. Method:
-# Harness/Peer/README.md. Sets itself up: installs cmake if missing, builds sentry-native
+# Harness/Peer/README.md. Sets itself up: scripts/setup.sh, cmake if missing, builds sentry-native
 # (../shared/deps/sentry-native, out of tree in .build/peer), the C apps and launcher, and
 # peer-app / peer-baseline-app in release; then runs and prints a markdown table.
 #   bash scripts/peer-bench.sh [--runs N] [--mem-runs M] [--keep]
@@ -31,6 +31,7 @@ fi
 # ---- set-up and builds (quiet; their logs in .build/peer/*.log) ----
 work=$root/.build/peer
 mkdir -p "$work"
+bash scripts/setup.sh >"$work/setup.log" 2>&1 || { echo "peer-bench: set-up failed:" >&2; tail -30 "$work/setup.log" >&2; exit 1; }
 need_apt=()
 command -v cmake >/dev/null || need_apt+=(cmake)
 command -v cc >/dev/null || need_apt+=(gcc)

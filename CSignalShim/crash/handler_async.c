@@ -83,6 +83,13 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
      * the file (the reserve holds it, no file-size limit cuts it), which unwinds them from the
      * registers and those bytes as a crash server would; else unwound here. */
     uint32_t unwinder = AFT_UNWINDER_NONE, truncated = 0, unwind_status = 0, frames = 0;
+    /* A crash right after start, before the install's completion read the images: read them
+     * now, once, so that its threads are still left to the next launch (a helper's libunwind,
+     * cold then, costs a millisecond or more) and the writer does not read them again. */
+    uint32_t images_read = 0, images_truncated = 0;
+    if (!aft_g_known_link_map.valid)
+        images_read = aft_async_crash_read_images(
+            &aft_g_crash_scratch, aft_g_state.context.executable_path, &images_truncated);
     int stacks_in_file = aft_g_state.reserved_fd >= 0 && aft_g_state.reserve_holds_stacks &&
                          aft_async_file_size_limit() >= aft_g_state.reserved_bytes &&
                          !(&aft_g_test_unwind_in_handler != NULL && aft_g_test_unwind_in_handler);
@@ -108,10 +115,11 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
     /* The link map's signature from the helper that walked this thread's stack: the helpers of
      * the other threads' stacks (the same slot) would replace it. */
     int has_link_map =
-        deferred ? aft_async_link_map_signature_known(&link_count, &link_hash) ||
-                       aft_async_unwind_link_map_only(ucontext, AFT_UNWIND_LINK_MAP_BUDGET_NS,
-                                                      &link_count, &link_hash)
-                 : aft_async_unwind_link_map(AFT_UNWIND_SLOT_CRASH, &link_count, &link_hash);
+        images_read > 0 ? 0 /* not compared: the images are this crash's own */
+        : deferred      ? aft_async_link_map_signature_known(&link_count, &link_hash) ||
+                         aft_async_unwind_link_map_only(ucontext, AFT_UNWIND_LINK_MAP_BUDGET_NS,
+                                                        &link_count, &link_hash)
+                   : aft_async_unwind_link_map(AFT_UNWIND_SLOT_CRASH, &link_count, &link_hash);
     /* Every other thread: paused here until the report is written (aft_async_threads_release).
      * Where a handler of the app's comes next, the process may live on: no sleep is cut short.
      * A fault in the capture costs only the other threads, never the report. */
@@ -133,7 +141,9 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
         ci->unwinder = unwinder;
         ci->unwind_status = unwind_status;
         if (aft_g_threads.info.recorded > 0) aft_g_threads.records[0].unwinder = unwinder;
-        has_link_map = aft_async_unwind_link_map(AFT_UNWIND_SLOT_CRASH, &link_count, &link_hash);
+        if (images_read == 0)
+            has_link_map =
+                aft_async_unwind_link_map(AFT_UNWIND_SLOT_CRASH, &link_count, &link_hash);
     }
 
     aft_report_spec spec = {
@@ -147,6 +157,8 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
         .frames_truncated = truncated,
         .scratch = &aft_g_crash_scratch,
         .images = aft_g_images,
+        .images_read = images_read,
+        .images_truncated = images_truncated,
         .fsync_file = aft_g_state.fsync_reports,
         .has_reserved_fd = reserved_fd >= 0,
         .reserved_fd = reserved_fd,

@@ -262,8 +262,11 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
         link_count = spec->link_count;
         link_hash = spec->link_hash;
     }
-    if (known && (taken || aft_async_link_map_signature(&link_count, &link_hash)) &&
-        link_count == aft_g_known_link_map.count && link_hash == aft_g_known_link_map.hash) {
+    if (spec->images_read > 0) {
+        image_count = spec->images_read;
+        images_truncated = spec->images_truncated;
+    } else if (known && (taken || aft_async_link_map_signature(&link_count, &link_hash)) &&
+               link_count == aft_g_known_link_map.count && link_hash == aft_g_known_link_map.hash) {
         /* No library loaded or unloaded since install: the images read then still hold. */
         images = aft_g_known_images;
         image_count = atomic_load(&aft_g_known_image_count);

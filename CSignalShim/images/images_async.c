@@ -258,8 +258,26 @@ static uint64_t aft_async_align_up(uint64_t v, uint64_t align) {
     return align > 1 ? (v + align - 1) & ~(align - 1) : v;
 }
 
-uint32_t aft_async_build_id_in_notes(aft_memory_read_fn read, uint64_t load_bias, const void *phdrs,
-                                     uint32_t phnum, uint8_t *out, uint32_t capacity) {
+/* An image's first page, read at once: its ELF header, program headers and, in most images,
+ * its notes: one read of /proc/self/mem where each would otherwise be one. */
+typedef struct aft_page_window {
+    uint64_t base;
+    uint64_t size; /* 0: nothing read, every read goes through read */
+    uint8_t bytes[4096];
+} aft_page_window;
+
+static int aft_async_window_read(const aft_page_window *w, aft_memory_read_fn read,
+                                 uint64_t address, void *out, size_t size) {
+    if (w != NULL && address >= w->base && size <= w->size && address - w->base <= w->size - size) {
+        aft_async_memcpy(out, w->bytes + (address - w->base), size);
+        return 0;
+    }
+    return read(address, out, size);
+}
+
+static uint32_t aft_async_notes_scan(const aft_page_window *w, aft_memory_read_fn read,
+                                     uint64_t load_bias, const void *phdrs, uint32_t phnum,
+                                     uint8_t *out, uint32_t capacity) {
     const Elf64_Phdr *ph = phdrs;
     for (uint32_t i = 0; i < phnum; i++) {
         if (ph[i].p_type != PT_NOTE) continue;
@@ -268,7 +286,7 @@ uint32_t aft_async_build_id_in_notes(aft_memory_read_fn read, uint64_t load_bias
         uint64_t end = at + (ph[i].p_memsz < 65536 ? ph[i].p_memsz : 65536);
         while (at + sizeof(Elf64_Nhdr) <= end) {
             Elf64_Nhdr nh;
-            if (read(at, &nh, sizeof(nh)) != 0) break;
+            if (aft_async_window_read(w, read, at, &nh, sizeof(nh)) != 0) break;
             uint64_t name_at = at + sizeof(nh);
             uint64_t desc_at = aft_async_align_up(name_at + nh.n_namesz, align);
             uint64_t next = aft_async_align_up(desc_at + nh.n_descsz, align);
@@ -276,14 +294,20 @@ uint32_t aft_async_build_id_in_notes(aft_memory_read_fn read, uint64_t load_bias
             if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && nh.n_descsz > 0 &&
                 nh.n_descsz <= capacity) {
                 char name[4];
-                if (read(name_at, name, 4) == 0 && name[0] == 'G' && name[1] == 'N' &&
-                    name[2] == 'U' && name[3] == '\0' && read(desc_at, out, nh.n_descsz) == 0)
+                if (aft_async_window_read(w, read, name_at, name, 4) == 0 && name[0] == 'G' &&
+                    name[1] == 'N' && name[2] == 'U' && name[3] == '\0' &&
+                    aft_async_window_read(w, read, desc_at, out, nh.n_descsz) == 0)
                     return nh.n_descsz;
             }
             at = next;
         }
     }
     return 0;
+}
+
+uint32_t aft_async_build_id_in_notes(aft_memory_read_fn read, uint64_t load_bias, const void *phdrs,
+                                     uint32_t phnum, uint8_t *out, uint32_t capacity) {
+    return aft_async_notes_scan(NULL, read, load_bias, phdrs, phnum, out, capacity);
 }
 
 /* The text hash (AFT_IMAGE_BUILD_ID_TEXT_HASH) of the first executable PT_LOAD segment. */
@@ -318,15 +342,20 @@ uint32_t aft_async_image_id(aft_memory_read_fn read, uint64_t load_bias, const v
 
 uint32_t aft_async_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity, uint64_t *load_bias,
                                uint32_t *flags) {
+    aft_page_window w; /* on the caller's stack: the watchdog and a crash may both be here */
+    w.base = base;
+    w.size = aft_async_read_memory(base, w.bytes, sizeof(w.bytes)) == 0 ? sizeof(w.bytes) : 0;
     Elf64_Ehdr eh;
-    if (aft_async_read_memory(base, &eh, sizeof(eh)) != 0) return 0;
+    if (aft_async_window_read(&w, aft_async_read_memory, base, &eh, sizeof(eh)) != 0) return 0;
     if (eh.e_ident[EI_MAG0] != ELFMAG0 || eh.e_ident[EI_MAG1] != ELFMAG1 ||
         eh.e_ident[EI_MAG2] != ELFMAG2 || eh.e_ident[EI_MAG3] != ELFMAG3 ||
         eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(Elf64_Phdr))
         return 0;
     uint32_t phnum = eh.e_phnum < AFT_MAX_PHDRS ? eh.e_phnum : AFT_MAX_PHDRS;
     Elf64_Phdr ph[AFT_MAX_PHDRS];
-    if (aft_async_read_memory(base + eh.e_phoff, ph, phnum * sizeof(Elf64_Phdr)) != 0) return 0;
+    if (aft_async_window_read(&w, aft_async_read_memory, base + eh.e_phoff, ph,
+                              phnum * sizeof(Elf64_Phdr)) != 0)
+        return 0;
     uint64_t bias = base;
     for (uint32_t i = 0; i < phnum; i++) {
         if (ph[i].p_type == PT_LOAD) {
@@ -336,5 +365,9 @@ uint32_t aft_async_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity, u
         }
     }
     if (load_bias) *load_bias = bias;
-    return aft_async_image_id(aft_async_read_memory, bias, ph, phnum, out, capacity, flags);
+    uint32_t size = aft_async_notes_scan(&w, aft_async_read_memory, bias, ph, phnum, out, capacity);
+    if (size > 0 || capacity < AFT_TEXT_HASH_SIZE) return size;
+    size = aft_async_text_hash(aft_async_read_memory, bias, ph, phnum, out);
+    if (size > 0 && flags) *flags |= AFT_IMAGE_BUILD_ID_TEXT_HASH;
+    return size;
 }

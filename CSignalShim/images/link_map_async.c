@@ -2,10 +2,12 @@
  * link_map_async.c: CRASH-TIME CODE, under the crash-time contract of CSignalShim/README.md
  * (async-signal-safe calls only, no malloc, no locks, no stdio, no Swift; checked by
  * AsyncSafetyTests). The loader's list of loaded objects at a crash: its signature (has a
- * library come or gone since the images were read after start?) and whether a pc lies in one
- * of those images.
+ * library come or gone since the images were read after start?), whether a pc lies in one of
+ * those images, and the images of a crash that came before they were read.
  */
+#include <fcntl.h>
 #include <link.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -66,12 +68,35 @@ static int aft_async_read_known(uint64_t address, void *out, size_t size) {
 /* Whether pc lies in one of the images read after start (while they are trusted): code the next
  * launch finds unwind tables for. JIT or other anonymous code is unwound here. */
 int aft_async_known_image_of(uint64_t pc) {
-    if (!aft_g_known_link_map.valid) return -1;
-    atomic_thread_fence(memory_order_acquire);
-    uint32_t n = atomic_load(&aft_g_known_image_count);
+    const aft_image *images = aft_g_known_images;
+    uint32_t n = 0;
+    if (aft_g_known_link_map.valid) {
+        atomic_thread_fence(memory_order_acquire);
+        n = atomic_load(&aft_g_known_image_count);
+    } else {
+        n = atomic_load(&aft_g_crash_image_count); /* a crash before the install completed */
+        images = aft_g_images;
+    }
     for (uint32_t i = 0; i < n && i < AFT_MAX_IMAGES; i++)
-        if (pc >= aft_g_known_images[i].start && pc < aft_g_known_images[i].end) return (int)i;
+        if (pc >= images[i].start && pc < images[i].end) return (int)i;
     return -1;
+}
+
+_Atomic uint32_t aft_g_crash_image_count;
+
+/* A crash before the install's completion (right after start) has no images read after start:
+ * it reads them itself, from /proc/self/maps with their build ids from memory, into
+ * aft_g_images, once; they then stand for the images read after start. */
+uint32_t aft_async_crash_read_images(aft_maps_scratch *scratch, const char *main_path,
+                                     uint32_t *truncated) {
+    *truncated = 0;
+    int maps = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (maps < 0) return 0;
+    uint32_t n = aft_async_images_from_fd(scratch, maps, aft_g_images, AFT_MAX_IMAGES, 1, main_path,
+                                          truncated);
+    close(maps);
+    atomic_store(&aft_g_crash_image_count, n); /* seq_cst: the images are seen before it */
+    return n;
 }
 
 int aft_async_pc_in_known_image(uint64_t pc) { return aft_async_known_image_of(pc) >= 0; }

@@ -31,6 +31,8 @@ typedef struct aft_report_spec {
     uint32_t frames_truncated;
     aft_maps_scratch *scratch; /* for the images */
     aft_image *images;         /* AFT_MAX_IMAGES entries */
+    uint32_t images_read;      /* images holds this many, read by the caller: not read again */
+    uint32_t images_truncated;
     int fsync_file;
     int keep_open;       /* return the committed file's fd instead of closing it */
     int has_reserved_fd; /* write into reserved_fd (open, empty) instead of opening */

@@ -143,8 +143,14 @@ int aft_async_link_map_walk(aft_memory_read_fn read, uint64_t *count, uint64_t *
 int aft_async_link_map_signature_known(uint64_t *count, uint64_t *hash);
 /* Whether pc lies in one of the images read after start, while they are trusted: code the next
  * launch finds unwind tables for (JIT or other anonymous code is unwound at the crash). */
-/* The index of the image read after start that holds pc, or -1. */
+/* The index of the image read after start that holds pc, or -1. Before those are read, the
+ * images a crash read itself (aft_async_crash_read_images) stand for them. */
 int aft_async_known_image_of(uint64_t pc);
+/* A crash before the images were read after start: reads them from /proc/self/maps, build ids
+ * from memory, into aft_g_images; their count (0: none could be read). */
+uint32_t aft_async_crash_read_images(aft_maps_scratch *scratch, const char *main_path,
+                                     uint32_t *truncated);
+extern _Atomic uint32_t aft_g_crash_image_count;
 int aft_async_pc_in_known_image(uint64_t pc);
 /* Normal time (reserve.c): allocates the crash file's space (fd empty, its size kept 0) for a
  * report with images for image_count objects, and every thread's where the disk has it; the

@@ -107,6 +107,54 @@ struct EveryThreadTests {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
+    @Test("A crash before the install's completion (right after start): its threads still left to the next launch")
+    func crashBeforeCompletion() async throws {
+        let directory: String = TestSupport.childDirectory("threads-before-completion")
+        try FileManager.default.createDirectory(atPath: directory + "/crashes", withIntermediateDirectories: true)
+        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
+            // As start leaves it to its delivery thread: installed, the images not read yet.
+            var options = aft_install_options()
+            options.timing_fd = -1
+            options.complete_later = 1
+            options.context = Aftermath.cContext(
+                ReportContext(
+                    reportID: UUID(), sessionID: UUID(), runID: UUID(), pid: Int64(getpid()),
+                    startTimeUnixNano: 1, serviceName: "before-completion", serviceVersion: "1",
+                    appBuildID: "", osName: "Linux", osVersion: "", kernelRelease: "",
+                    architecture: .current, executablePath: Aftermath.executablePath(), appRoot: ""))
+            var error = [CChar](repeating: 0, count: 256)
+            let status = (directory + "/crashes").withCString { dir in
+                options.crash_directory = dir
+                return aft_install(&options, &error, error.count)
+            }
+            guard status == 0, aft_test_start_workers(AFT_TEST_WORKER_PARKED, 2) == 0
+            else { _exit(97) }
+            UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
+        }
+        let file = try Self.crashFile(directory)
+        // In the file: the crashing thread's and the workers' pc alone, their stacks whole, and
+        // the images the handler read itself, with their build ids from memory.
+        let raw = file.crashThreads()
+        let crashed = try #require(raw.first)
+        #expect(crashed.crashed && crashed.unwinder == .deferred && crashed.frames.count == 1)
+        let workers = raw.filter { $0.name.hasPrefix("worker-") }
+        #expect(workers.count == 2 && workers.allSatisfy { $0.unwinder == .deferred && !$0.stack.isEmpty })
+        let crash = try file.crashReport()
+        let main = try #require(crash.images.first { $0.isMainExecutable })
+        #expect(!main.buildID.isEmpty && crash.images.count > 3)
+        // At the next launch: unwound from those bytes, callers in the test binary.
+        let unwoundThen = crash.unwoundAtNextLaunch
+        #expect(unwoundThen)
+        for t in crash.threads where t.crashed || t.name.hasPrefix("worker-") {
+            #expect(t.unwinder == .libunwind && t.frames.count >= 3, "\(t.name): \(t.frames.count) frames")
+            let inExecutable = t.frames.dropFirst().filter { pc in
+                crash.images.first { pc >= $0.start && pc < $0.end }?.isMainExecutable == true
+            }
+            #expect(!inExecutable.isEmpty, "\(t.name): its callers in the test binary")
+        }
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
     @Test("With the app's handler after ours: a sleeper is not woken, a libdispatch-style worker answers SIGPROF")
     func appHandlerNext() async throws {
         let directory: String = TestSupport.childDirectory("threads-app-handler")
