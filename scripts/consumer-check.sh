@@ -70,6 +70,14 @@ libs=$(ldd "$exe" | awk '$3 ~ /^\// {print $3}' | sort -u)
 count=$(echo "$libs" | wc -l)
 bytes=$(echo "$libs" | xargs -r stat -L -c %s | awk '{s += $1} END {print s}')
 echo "consumer ($mode): shared libraries: $count, $((bytes / 1024)) KiB; FoundationNetworking linked: $(echo "$libs" | grep -c FoundationNetworking || true)"
+# What Aftermath's buffers add to the app's file and its start: they are zero-initialized
+# (.bss, no bytes on disk), so its initialized data stays small.
+data_kib=$(size -A "$exe" | awk '$1 == ".data" {print int($2 / 1024)}')
+echo "consumer ($mode): executable $(($(stat -c %s "$exe") / 1024)) KiB, initialized data (.data) $data_kib KiB"
+if [ "${data_kib:-0}" -gt 512 ]; then
+  echo "consumer ($mode): FAIL: .data is $data_kib KiB: a large buffer has an initializer (it belongs in .bss)"
+  exit 1
+fi
 if [ "$status" != 139 ]; then
   echo "consumer ($mode): FAIL: the crash ended with status $status, expected 139 (SIGSEGV)"
   exit 1

@@ -22,8 +22,10 @@
 #include "threads_internal.h"
 #include "watchdog_internal.h"
 
-aft_thread_capture aft_g_threads = {.unwind_slot = AFT_UNWIND_SLOT_CRASH};
-aft_thread_capture aft_g_hang_threads = {.for_hang = 1, .unwind_slot = AFT_UNWIND_SLOT_CAPTURE};
+/* Both zero-initialized, so in .bss (megabytes each, else in every app's binary): the hang's
+ * is marked a hang's by aft_async_threads_capture_for_hang. */
+aft_thread_capture aft_g_threads;
+aft_thread_capture aft_g_hang_threads;
 _Atomic int aft_g_thread_capture_signal;
 _Atomic uint64_t aft_g_run_updater_tid;
 uint64_t aft_g_static_tls_size;

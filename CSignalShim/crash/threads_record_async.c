@@ -250,6 +250,8 @@ void aft_async_threads_capture(const aft_crash_info *ci, const void *ucontext,
 
 void aft_async_threads_capture_for_hang(uint64_t watched_tid) {
     aft_thread_capture *c = &aft_g_hang_threads;
+    c->for_hang = 1;
+    c->unwind_slot = AFT_UNWIND_SLOT_CAPTURE;
     uint64_t begin = aft_async_now_ns(CLOCK_MONOTONIC);
     c->skip_tid = watched_tid;
     aft_async_capture_open(c, aft_async_gettid());

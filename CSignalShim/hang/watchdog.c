@@ -23,7 +23,9 @@
 #include "CSignalShim.h"
 #include "watchdog_internal.h"
 
-aft_watchdog aft_g_watchdog = {.dir_fd = -1, .foreground = 1};
+/* Zero-initialized, so in .bss (its size would otherwise be in every app's binary): dir_fd is
+ * set by aft_watchdog_start before anything reads it. */
+aft_watchdog aft_g_watchdog;
 uint64_t aft_g_heartbeat_beats;
 uint32_t aft_g_heartbeat_attention;
 
@@ -117,7 +119,7 @@ static int aft_watchdog_needs_ticks(aft_watchdog *w, uint64_t now) {
         aft_watchdog_release_ended(w, t, now);
         if (t->stretch == AFT_STRETCH_HANG ||
             (atomic_load(&t->armed) && atomic_load(&t->pause_depth) <= 0 &&
-             atomic_load(&w->foreground)))
+             !atomic_load(&w->background)))
             needed = 1;
         else
             aft_watchdog_arm_target(w, t, now);

@@ -37,13 +37,13 @@ void aft_watchdog_resume(void) { aft_watch_resume(0); }
 
 void aft_watchdog_set_foreground(int32_t foreground) {
     aft_watchdog *w = &aft_g_watchdog;
-    atomic_store(&w->foreground, foreground != 0);
+    atomic_store(&w->background, foreground == 0);
     for (uint32_t i = 0; i < AFT_WATCH_MAX_TARGETS; i++)
         atomic_fetch_add(&w->targets[i].generation, 1);
     aft_watchdog_wake(w);
 }
 
-int32_t aft_watchdog_is_foreground(void) { return atomic_load(&aft_g_watchdog.foreground) ? 1 : 0; }
+int32_t aft_watchdog_is_foreground(void) { return atomic_load(&aft_g_watchdog.background) ? 0 : 1; }
 
 void aft_watchdog_set_previous_session(const uint8_t previous_session_id[AFT_ID_SIZE]) {
     for (uint32_t i = 0; i < AFT_ID_SIZE; i++)

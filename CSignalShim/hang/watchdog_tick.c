@@ -31,7 +31,7 @@ static aft_watch_target *aft_parent(aft_watchdog *w, aft_watch_target *t) {
 static int aft_target_detecting(aft_watchdog *w, aft_watch_target *t) {
     aft_watch_target *p = aft_parent(w, t); /* a unit is paused with its work target */
     return atomic_load(&t->armed) && atomic_load(&t->pause_depth) <= 0 &&
-           (p == NULL || atomic_load(&p->pause_depth) <= 0) && atomic_load(&w->foreground);
+           (p == NULL || atomic_load(&p->pause_depth) <= 0) && !atomic_load(&w->background);
 }
 
 /* Opens /proc/self/task/<tid>/<leaf> for reading again and again (pread at 0). */
@@ -266,7 +266,7 @@ void aft_watchdog_tick_target(aft_watchdog *w, aft_watch_target *t, uint64_t now
         .threshold_ns = t->threshold_ns,
         .armed = atomic_load(&t->armed),
         .pause_depth = atomic_load(&t->pause_depth),
-        .foreground = atomic_load(&w->foreground),
+        .foreground = !atomic_load(&w->background),
         .crash_in_progress = aft_async_crash_in_progress(),
         .traced = aft_async_watchdog_traced(w),
         .thread_state = state,

@@ -124,7 +124,7 @@ typedef struct aft_watchdog {
     /* Shared with other threads. */
     _Atomic uint32_t wake; /* futex word: bumped by pause/resume/ping/stop/... */
     _Atomic int stop;
-    _Atomic int foreground;
+    _Atomic int background;         /* 0 (the default): the app is in the foreground */
     _Atomic uint32_t capture_state; /* generation << 8 | AFT_CAPTURE_* */
     _Atomic uint64_t capture_tid;
     _Atomic int capture_undelivered; /* a capture signal was sent and may still be pending */
