@@ -288,25 +288,8 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
     for (int i = 0; i < AFT_SIGNAL_COUNT; i++) sigaddset(&block, aft_g_signals[i]);
     pthread_sigmask(SIG_BLOCK, &block, &saved);
 
-    /* Reserve the crash file now: creating a file costs ~50 µs the crash path need not pay.
-     * The flock tells the next launch that this run is alive; a dead run's empty reserve is
-     * removed then. */
-    char tmp_name[AFT_FILE_NAME_CAPACITY], hidden_name[AFT_FILE_NAME_CAPACITY + 1];
-    aft_async_id_file_name(tmp_name, sizeof(tmp_name), options->context.report_id, ".crash.tmp");
-    hidden_name[0] = '.';
-    aft_async_id_file_name(hidden_name + 1, sizeof(hidden_name) - 1, options->context.report_id,
-                           ".reserve");
-    /* Created under a hidden name, locked, then renamed into place: another instance's next
-     * launch never sees it empty and unlocked, and so never removes it. */
-    int reserved =
-        openat(dir_fd, hidden_name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (reserved >= 0 && (fchmod(reserved, 0600) != 0 || /* 0600 whatever the umask */
-                          flock(reserved, LOCK_EX | LOCK_NB) != 0 ||
-                          renameat(dir_fd, hidden_name, dir_fd, tmp_name) != 0)) {
-        unlinkat(dir_fd, hidden_name, 0);
-        close(reserved);
-        reserved = -1;
-    }
+    /* Reserve the crash file now: creating a file costs ~50 µs the crash path need not pay. */
+    int reserved = aft_reserve_open(dir_fd, options->context.report_id);
     int old_reserved = aft_g_state.reserved_fd;
     char old_tmp[AFT_FILE_NAME_CAPACITY];
     memcpy(old_tmp, aft_g_state.tmp_name, sizeof(old_tmp));

@@ -1,12 +1,79 @@
 /*
- * reserve.c: NORMAL-TIME CODE. The crash file's space, reserved at install so that a disk that
- * fills up later still takes the report, and its every thread's stacks where it can.
+ * reserve.c: NORMAL-TIME CODE. The crash file, opened at install (a dead run's empty one taken
+ * over where there is one), and its space, reserved so that a disk that fills up later still
+ * takes the report, and its every thread's stacks where it can.
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h> /* renameat */
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "shim_internal.h"
 #include "threads_internal.h"
+
+/* An earlier run's empty reserve whose run is dead (its lock free), renamed to name and locked:
+ * its inode and its allocated space are this run's, where creating and allocating them again
+ * costs a new inode and extents (the most expensive part of start on a busy file system), and
+ * the next launch's removal of the old one is saved too. A reserve with bytes in it (a handler
+ * that died writing) is never taken: the next launch salvages it. -1 when there is none. */
+static int aft_reserve_take_dead(int dir_fd, const char *name) {
+    int list = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK);
+    DIR *d = list >= 0 ? fdopendir(list) : NULL;
+    if (d == NULL) {
+        if (list >= 0) close(list);
+        return -1;
+    }
+    static const char suffix[] = ".crash.tmp";
+    const size_t slen = sizeof(suffix) - 1;
+    int taken = -1, examined = 0;
+    struct dirent *e;
+    while (taken < 0 && examined < 8 && (e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (e->d_name[0] == '.' || len <= slen || strcmp(e->d_name + len - slen, suffix) != 0 ||
+            (e->d_type != DT_REG && e->d_type != DT_UNKNOWN))
+            continue;
+        examined++;
+        int fd = openat(dir_fd, e->d_name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        if (fd < 0) continue;
+        struct stat st;
+        /* Locked now: its run is dead (a live run holds the lock from before the name is
+         * visible), and no other launch can take it meanwhile. Empty, ours, one link. */
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+            st.st_size == 0 && st.st_uid == geteuid() && st.st_nlink == 1 &&
+            fchmod(fd, 0600) == 0 && renameat(dir_fd, e->d_name, dir_fd, name) == 0) {
+            taken = fd;
+        } else {
+            close(fd); /* a live run's, a written one, or removed meanwhile by a collector */
+        }
+    }
+    closedir(d);
+    return taken;
+}
+
+int aft_reserve_open(int dir_fd, const uint8_t report_id[AFT_ID_SIZE]) {
+    char tmp_name[AFT_FILE_NAME_CAPACITY], hidden_name[AFT_FILE_NAME_CAPACITY + 1];
+    aft_async_id_file_name(tmp_name, sizeof(tmp_name), report_id, ".crash.tmp");
+    int reserved = aft_reserve_take_dead(dir_fd, tmp_name);
+    if (reserved >= 0) return reserved;
+    hidden_name[0] = '.';
+    aft_async_id_file_name(hidden_name + 1, sizeof(hidden_name) - 1, report_id, ".reserve");
+    /* Created under a hidden name, locked, then renamed into place: another instance's next
+     * launch never sees it empty and unlocked, and so never removes it. */
+    reserved =
+        openat(dir_fd, hidden_name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (reserved >= 0 && (fchmod(reserved, 0600) != 0 || /* 0600 whatever the umask */
+                          flock(reserved, LOCK_EX | LOCK_NB) != 0 ||
+                          renameat(dir_fd, hidden_name, dir_fd, tmp_name) != 0)) {
+        unlinkat(dir_fd, hidden_name, 0);
+        close(reserved);
+        reserved = -1;
+    }
+    return reserved;
+}
 
 /* Allocates the disk space a crash file needs, so a disk that fills up later still takes the
  * report: the deepest stack, the images seen now and as many again loaded later. The file

@@ -156,6 +156,9 @@ int aft_async_pc_in_known_image(uint64_t pc);
  * report with images for image_count objects, and every thread's where the disk has it; the
  * bytes reserved (0: none). Sets aft_g_state.reserve_holds_stacks. */
 uint64_t aft_reserve_crash_space(int fd, uint32_t image_count);
+/* Normal time (reserve.c): the crash file for report_id, `<id>.crash.tmp` in dir_fd, open and
+ * locked: a dead run's empty reserve renamed, or a new one; -1 when none could be made. */
+int aft_reserve_open(int dir_fd, const uint8_t report_id[AFT_ID_SIZE]);
 /* The link map's signature when aft_g_known_images was read (valid == 0: do not trust it). */
 typedef struct aft_link_map_snapshot {
     uint64_t count, hash;

@@ -72,6 +72,50 @@ struct StartAndDeliveryTests {
     }
     #endif
 
+    /// The inode of path, or nil.
+    static func inode(_ path: String) -> UInt64? {
+        var st = stat()
+        return lstat(path, &st) == 0 ? UInt64(st.st_ino) : nil
+    }
+
+    static func startAndExit(_ directory: String) {
+        let config = Aftermath.Configuration(
+            serviceName: "reserve", serviceVersion: "1", exporter: InMemoryExporter(),
+            reportsDirectory: directory, deliverPendingReportsSynchronously: true)
+        do { try Aftermath.start(config) } catch { exit(2) }
+        exit(0)
+    }
+
+    @Test("A later launch takes over a dead run's empty crash reserve; a live run's and a written one are left")
+    func reserveTakenOver() async throws {
+        let directory: String = TestSupport.childDirectory("reserve-reuse")
+        await #expect(processExitsWith: .success) { [directory = directory as String] in
+            StartAndDeliveryTests.startAndExit(directory)
+        }
+        let crashes = directory + "/crashes"
+        let first = try #require(try FileManager.default.contentsOfDirectory(atPath: crashes).first)
+        let firstInode = try #require(Self.inode(crashes + "/" + first))
+        // A live run's reserve (its lock held here) and a dead handler's half-written file.
+        let live = crashes + "/" + String(repeating: "a", count: 32) + ".crash.tmp"
+        let liveFD = open(live, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        #expect(liveFD >= 0 && flock(liveFD, LOCK_EX | LOCK_NB) == 0)
+        defer { close(liveFD) }
+        let written = crashes + "/" + String(repeating: "b", count: 32) + ".crash.tmp"
+        try TestSupport.write(Array("AFTM torn".utf8), to: written)
+        let writtenInode = Self.inode(written)
+        await #expect(processExitsWith: .success) { [directory = directory as String] in
+            StartAndDeliveryTests.startAndExit(directory)
+        }
+        let names = try FileManager.default.contentsOfDirectory(atPath: crashes)
+        let taken = names.filter { Self.inode(crashes + "/" + $0) == firstInode }
+        #expect(taken.count == 1 && taken.first != first, "the first run's reserve is the second's now: \(names)")
+        #expect(Self.inode(live) != nil, "a live run's reserve is never taken or removed")
+        // The torn one is left to be salvaged: still there, or set aside with its reason.
+        let rejected = (try? FileManager.default.contentsOfDirectory(atPath: directory + "/rejected")) ?? []
+        #expect(Self.inode(written) == writtenInode || !rejected.isEmpty, "a written reserve is never reused")
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
     @Test("A service.version longer than its field is clipped once, the same in memory and on disk")
     func longValues() {
         let long = String(repeating: "1.2.3-beta+", count: 7) + "é"
