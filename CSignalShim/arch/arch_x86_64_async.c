@@ -142,33 +142,6 @@ int aft_async_arch_follows_call(uint64_t address) {
     return 0;
 }
 
-/* The kernel's frame is the trampoline's address (sa_restorer, glibc's __restore_rt), then the
- * ucontext: glibc's unwind information for the trampoline finds every register in it. */
-int aft_async_arch_run_on_signal_frame(const void *ucontext, void *stack_top, void (*fn)(void *),
-                                       void *arg) {
-    static const uint8_t sigreturn[9] = {0x48, 0xc7, 0xc0, 0x0f, 0x00,
-                                         0x00, 0x00, 0x0f, 0x05}; /* mov $15,%rax; syscall */
-    uint64_t restorer = 0;
-    uint8_t code[sizeof(sigreturn)];
-    if (ucontext == NULL ||
-        aft_async_read_memory((uint64_t)(uintptr_t)ucontext - 8, &restorer, 8) != 0 ||
-        aft_async_read_memory(restorer, code, sizeof(code)) != 0)
-        return 0;
-    for (uint32_t i = 0; i < sizeof(code); i++)
-        if (code[i] != sigreturn[i]) return 0; /* not a kernel frame: a copied context */
-    _Static_assert(sizeof(ucontext_t) + 32 <= AFT_UNWIND_FRAME_ROOM, "frame room");
-    uintptr_t uc = ((uintptr_t)stack_top - sizeof(ucontext_t)) & ~(uintptr_t)15;
-    aft_async_memcpy((void *)uc, ucontext, sizeof(ucontext_t));
-    uintptr_t sp = uc - 8; /* at fn's entry, sp + 8 is 16-byte aligned, as after a call */
-    aft_async_memcpy((void *)sp, &restorer, 8);
-    __asm__ volatile("mov %%rsi, %%rsp\n\t"
-                     "jmp *%%rax"
-                     :
-                     : "S"(sp), "a"(fn), "D"(arg)
-                     : "memory");
-    __builtin_unreachable();
-}
-
 #elif !defined(__aarch64__)
 
 /* Neither x86-64 nor arm64: no registers, no frame pointer, every candidate accepted. */
@@ -232,17 +205,4 @@ int aft_async_arch_follows_call(uint64_t address) {
     return 1;
 }
 
-#endif
-
-#if !defined(__x86_64__)
-/* Elsewhere, arm64 included (its frame holds siginfo before the ucontext, and its trampoline is
- * the vDSO's), the helper steps with unw_step from the context instead. */
-int aft_async_arch_run_on_signal_frame(const void *ucontext, void *stack_top, void (*fn)(void *),
-                                       void *arg) {
-    (void)ucontext;
-    (void)stack_top;
-    (void)fn;
-    (void)arg;
-    return 0;
-}
 #endif

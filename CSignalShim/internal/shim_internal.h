@@ -218,14 +218,6 @@ int aft_async_arch_trap_refires(void);
 uint64_t aft_async_arch_code_address(uint64_t address);
 /* 1 when the instruction before address (a candidate return address) is a call. */
 int aft_async_arch_follows_call(uint64_t address);
-/* Runs fn(arg) on a stack whose top (below stack_top) holds a copy of the kernel's signal frame
- * around ucontext, the sigreturn trampoline as its return address: a tracer called there walks
- * from fn through the copy into the interrupted code, as it would inside the handler. Does not
- * return where the architecture has it (x86-64); returns 0 elsewhere, or when ucontext is not
- * in a kernel signal frame. Needs AFT_UNWIND_FRAME_ROOM bytes below stack_top. */
-int aft_async_arch_run_on_signal_frame(const void *ucontext, void *stack_top, void (*fn)(void *),
-                                       void *arg);
-#define AFT_UNWIND_FRAME_ROOM 4096u
 
 /* ---- unwinding (unwind_async.c, unwind_walk_async.c, unwind_resident_async.c; the helpers
  * are prepared by unwind_helpers.c, from install.c; what only they share: unwind_internal.h) ---- */
@@ -289,10 +281,8 @@ typedef struct aft_unwind_resident {
     _Atomic uint32_t retire;       /* futex word: the donor thread is to end (at a crash) */
     aft_unwind_slot *_Atomic slot; /* the request */
     void *stack_top;               /* its own stack */
-    void *trace_top;               /* and one for the copy of a signal frame */
     int affinity_ok;               /* it may be moved to the requester's CPU */
     int last_cpu;                  /* the CPU it was moved to, -1: none */
-    void *back[5];                 /* __builtin_setjmp: back from the copy of a signal frame */
 } aft_unwind_resident;
 extern aft_unwind_resident aft_g_unwind_resident;
 /* How the last helper that was reaped ended (a waitpid status), -1 when none was: a fault ends

@@ -84,39 +84,6 @@ static uint32_t aft_unwind_step_all(aft_unwind_slot *slot, uint64_t *frames, uin
     return n;
 }
 
-/* Runs on the copy of the signal frame (aft_async_arch_run_on_signal_frame): libunwind's
- * tracer, with its cache of frame descriptions, walks through the copy into the interrupted
- * code, about ten times cheaper per frame than unw_step. Its own frames above the
- * interrupted pc are dropped. */
-__attribute__((noreturn)) static void aft_unwind_trace_on_frame(void *arg) {
-    aft_unwind_slot *slot = arg;
-    aft_unwind_shared *out = slot->shared;
-    uint64_t pc = 0, fp = 0;
-    aft_async_arch_pc_fp(slot->context, &pc, &fp);
-    uint32_t room = slot->capacity + AFT_UNWIND_SLACK, count = 0, truncated = 0;
-    int n = unw_backtrace((void **)out->frames, (int)room);
-    for (uint32_t i = 0; n > 0 && i < (uint32_t)n && i < AFT_UNWIND_SLACK; i++) {
-        if (aft_async_arch_code_address(out->frames[i]) != pc) continue;
-        count = (uint32_t)n - i;
-        if (count > slot->capacity) count = slot->capacity;
-        for (uint32_t j = 0; j < count; j++)
-            out->frames[j] = aft_async_arch_code_address(out->frames[i + j]);
-        truncated = (uint32_t)n == room || (uint32_t)n - i > slot->capacity;
-        break;
-    }
-    if (count < 2) count = aft_unwind_step_all(slot, out->frames, &truncated);
-#if defined(__x86_64__)
-    /* Read before the answer: once it is out, the requester may reuse the slot. */
-    int resident = slot->resident;
-    aft_unwind_finish(out, count, truncated);
-    if (resident) __builtin_longjmp(aft_g_unwind_resident.back, 1); /* to its loop */
-#else
-    aft_unwind_finish(out, count, truncated);
-#endif
-    syscall(SYS_exit, 0);
-    __builtin_unreachable();
-}
-
 /* One request, in a helper: the loader's list, then the stack. */
 void aft_async_unwind_serve(aft_unwind_slot *slot) {
     atomic_store(&slot->shared->started, 1);
@@ -131,16 +98,8 @@ void aft_async_unwind_serve(aft_unwind_slot *slot) {
         aft_unwind_finish(slot->shared, 0, 0);
         return;
     }
-    if (slot->context_is_signal) {
-#if defined(__x86_64__)
-        /* The resident helper comes back here from the copy of the frame, and waits again. */
-        if (slot->resident && __builtin_setjmp(aft_g_unwind_resident.back) != 0) return;
-#endif
-        /* Does not return where the architecture has it. The resident copies the frame onto
-         * a stack of its own: a helper of the slot's own may be on the slot's stack. */
-        void *top = slot->resident ? aft_g_unwind_resident.trace_top : slot->stack_top;
-        aft_async_arch_run_on_signal_frame(slot->context, top, aft_unwind_trace_on_frame, slot);
-    }
+    /* unw_step from the context, not libunwind's tracer (unw_backtrace): as fast at a hang's
+     * depths, and without the tracer's 256 KiB cache, dirty for good in the resident. */
     uint32_t truncated = 0;
     uint32_t n = aft_unwind_step_all(slot, slot->shared->frames, &truncated);
     aft_unwind_finish(slot->shared, n, truncated);
@@ -257,11 +216,11 @@ static pid_t aft_async_helper_start(uint32_t slot_index, void *ucontext, uint32_
     /* Not from our own context: the frame it was taken in ends before the resident reads it
      * (a helper of its own runs while this thread waits, CLONE_VFORK). */
     if (ucontext != NULL && aft_async_resident_take(slot, &resident)) return resident;
-    /* A helper of its own. The top of its stack is left for a copy of the signal frame. No exit signal:
+    /* A helper of its own. No exit signal:
      * the app sees no SIGCHLD, and its waitpid(-1) does not see the helper. CLONE_VFORK: this
      * thread sleeps until the helper has ended (its timer bounds that), so the helper runs at
      * once on this CPU; emulators that turn it into a copy of the process return at once. */
-    void *stack = (uint8_t *)slot->stack_top - AFT_UNWIND_FRAME_ROOM;
+    void *stack = slot->stack_top;
     /* CLONE_FILES: descriptors libunwind opens (its memory-validation pipe, whose numbers it
      * keeps in the memory we share) are then ours too. */
     slot->shares_memory = 1;

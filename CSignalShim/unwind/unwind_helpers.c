@@ -134,21 +134,17 @@ void aft_unwind_resident_start(void) {
     if (page <= 0) page = 4096;
     aft_unwind_resident *r = &aft_g_unwind_resident;
     if (r->stack_top == NULL) {
-        /* Two stacks, each above a guard page: its loop's, and one for the copy of a signal
-         * frame that libunwind's tracer walks from. */
+        /* Its stack, above a guard page. */
         size_t one = AFT_UNWIND_HELPER_STACK + (size_t)page;
-        uint8_t *stack = mmap(NULL, 2 * one, PROT_READ | PROT_WRITE,
+        uint8_t *stack = mmap(NULL, one, PROT_READ | PROT_WRITE,
                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (stack == MAP_FAILED) return;
-        if (mprotect(stack, (size_t)page, PROT_NONE) != 0 ||
-            mprotect(stack + one, (size_t)page, PROT_NONE) != 0) {
-            munmap(stack, 2 * one);
+        if (mprotect(stack, (size_t)page, PROT_NONE) != 0) {
+            munmap(stack, one);
             return;
         }
         r->stack_top = stack + one;
-        r->trace_top = stack + 2 * one;
         (void)madvise((uint8_t *)r->stack_top - 32 * 1024, 32 * 1024, AFT_MADV_POPULATE_WRITE);
-        (void)madvise((uint8_t *)r->trace_top - 32 * 1024, 32 * 1024, AFT_MADV_POPULATE_WRITE);
     }
     pthread_t donor;
     pthread_attr_t attr;
@@ -173,7 +169,17 @@ uint32_t aft_current_stack(uint64_t *frames, uint32_t capacity, uint32_t skip) {
     uint64_t scratch[AFT_MAX_FRAMES + AFT_UNWIND_SLACK];
     int n = 0;
     if (!atomic_load(&aft_g_libunwind_abandoned)) {
-        n = unw_backtrace((void **)scratch, (int)(AFT_MAX_FRAMES + AFT_UNWIND_SLACK));
+        /* unw_step, not unw_backtrace: its tracer keeps a 256 KiB cache for every thread that
+         * calls it (each thread that records a handled error), dirty until the thread ends. */
+        unw_context_t context;
+        unw_cursor_t cursor;
+        if (unw_getcontext(&context) == 0 && unw_init_local(&cursor, &context) == 0) {
+            do {
+                unw_word_t ip = 0;
+                if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
+                scratch[n++] = (uint64_t)ip;
+            } while (n < (int)(AFT_MAX_FRAMES + AFT_UNWIND_SLACK) && unw_step(&cursor) > 0);
+        }
     } else {
         /* libunwind may hold a lock for good (a helper killed at its deadline): frame
          * pointers from here, frame 0 this function's own as libunwind's would be. */

@@ -104,8 +104,11 @@ static int aft_unwind_resident_main(void *arg) {
     syscall(SYS_prctl, PR_SET_NAME, "aftermath.unw", 0L, 0L, 0L);
     /* libunwind's first walk on this thread-local storage sets up its caches: now, not at a
      * crash. */
-    void *warm[8];
-    (void)unw_backtrace(warm, 8);
+    unw_context_t context;
+    unw_cursor_t cursor;
+    if (unw_getcontext(&context) == 0 && unw_init_local(&cursor, &context) == 0)
+        for (int i = 0; i < 8 && unw_step(&cursor) > 0; i++) {
+        }
     /* Whether it may be moved (a seccomp filter that kills on sched_setaffinity kills this
      * helper alone, now): a request then moves it to the requester's CPU, where it runs as
      * soon as the requester waits, without waking another CPU. */
@@ -132,7 +135,7 @@ static int aft_unwind_resident_main(void *arg) {
 
 int aft_unwind_resident_spawn(void) {
     aft_unwind_resident *r = &aft_g_unwind_resident;
-    if (r->stack_top == NULL || r->trace_top == NULL) return -1;
+    if (r->stack_top == NULL) return -1;
     r->owner = (int)getpid();
     r->donor_tid = (int)aft_async_gettid();
     r->request_at_spawn = atomic_load(&r->request);

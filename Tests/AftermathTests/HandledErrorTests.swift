@@ -92,6 +92,42 @@ struct HandledErrorTests {
         }
     }
 
+    /// The process's private dirty memory (smaps_rollup), in KiB.
+    static func privateDirtyKiB() -> Int {
+        let text = (try? String(contentsOfFile: "/proc/self/smaps_rollup", encoding: .utf8)) ?? ""
+        let line = text.split(separator: "\n").first { $0.hasPrefix("Private_Dirty:") } ?? ""
+        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? -1
+    }
+
+    #if compiler(>=6.2)  // exit tests (#expect(processExitsWith:)) need Swift 6.2
+    @Test("Recording errors on 8 threads keeps no unwinder cache on them (libunwind's tracer keeps 256 KiB a thread)")
+    func recordingCostsNoMemoryPerThread() async throws {
+        let dir = Self.directory()
+        await #expect(processExitsWith: .success) { [dir = dir as String] in
+            HandledErrorTests.start(dir)
+            Aftermath.record(error: CheckoutError(code: 1))  // this thread's first, before measuring
+            let started = DispatchSemaphore(value: 0), go = DispatchSemaphore(value: 0)
+            let recorded = DispatchSemaphore(value: 0), end = DispatchSemaphore(value: 0)
+            for i in 0..<8 {
+                Thread.detachNewThread {
+                    started.signal()
+                    go.wait()
+                    Aftermath.record(error: CheckoutError(code: 100 + i))
+                    recorded.signal()
+                    end.wait()  // alive while measured: a cache of its own would still be there
+                }
+            }
+            for _ in 0..<8 { started.wait() }
+            let before = HandledErrorTests.privateDirtyKiB()
+            for _ in 0..<8 { go.signal() }
+            for _ in 0..<8 { recorded.wait() }
+            let after = HandledErrorTests.privateDirtyKiB()
+            // A few pages a thread for the record's own work; the tracer's cache was 256 KiB each.
+            exit(before > 0 && after - before < 8 * 64 ? 0 : 1)
+        }
+    }
+    #endif
+
     #if compiler(>=6.2)  // exit tests (#expect(processExitsWith:)) need Swift 6.2
     @Test func onDiskBeforeRecordReturnsEvenIfTheProcessCrashesNext() async throws {
         let dir = Self.directory()
