@@ -115,10 +115,33 @@ aft_memory_reader aft_g_memory = {.mem_fd = -1, .pipe_fds = {-1, -1}};
 /* Fallback for a process without /proc: write(2) from the address into a pipe copies the bytes
  * or fails with EFAULT, never faults; they are read back at once. One user at a time (a second
  * one gets EBUSY rather than interleaved bytes); a pipe left in an unknown state is dropped. */
+/* The inode of fd when it is open and of the expected kind, else 0. */
+static uint64_t aft_async_fd_inode(int fd, mode_t kind) {
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || (st.st_mode & S_IFMT) != kind) return 0;
+    return (uint64_t)st.st_ino;
+}
+
+static void aft_async_memory_pipe_open(void) {
+    int fds[2];
+    if (syscall(SYS_pipe2, fds, O_CLOEXEC | O_NONBLOCK) == 0) {
+        aft_g_memory.pipe_fds[0] = fds[0];
+        aft_g_memory.pipe_fds[1] = fds[1];
+        aft_g_memory.pipe_ino = aft_async_fd_inode(fds[0], S_IFIFO);
+    } else {
+        aft_g_memory.pipe_fds[0] = aft_g_memory.pipe_fds[1] = -1;
+        aft_g_memory.pipe_ino = 0;
+    }
+}
+
 static int aft_async_read_memory_pipe(uint64_t address, void *out, size_t size) {
     int expected = 0;
-    if (aft_g_memory.pipe_fds[1] < 0) return ENOSYS;
     if (!atomic_compare_exchange_strong(&aft_g_memory.pipe_busy, &expected, 1)) return EBUSY;
+    if (aft_g_memory.pipe_fds[1] < 0 && aft_g_memory.pipe_ino == 0) aft_async_memory_pipe_open();
+    if (aft_g_memory.pipe_fds[1] < 0) {
+        atomic_store(&aft_g_memory.pipe_busy, 0);
+        return ENOSYS;
+    }
     int err = 0;
     uint8_t *dst = out;
     while (size > 0 && err == 0) {
@@ -168,13 +191,6 @@ int aft_async_read_memory(uint64_t address, void *out, size_t size) {
     return aft_async_read_memory_pipe(address, out, size);
 }
 
-/* The inode of fd when it is open and of the expected kind, else 0. */
-static uint64_t aft_async_fd_inode(int fd, mode_t kind) {
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0 || (st.st_mode & S_IFMT) != kind) return 0;
-    return (uint64_t)st.st_ino;
-}
-
 void aft_async_memory_reader_refresh(void) {
     pid_t pid = getpid();
     int forked = aft_g_memory.pid != pid;
@@ -187,19 +203,16 @@ void aft_async_memory_reader_refresh(void) {
         aft_g_memory.mem_ino = aft_async_fd_inode(aft_g_memory.mem_fd, S_IFREG);
         if (aft_g_memory.mem_ino == 0) aft_g_memory.mem_fd = -1;
     }
-    if (forked || aft_g_memory.pipe_ino == 0 ||
-        aft_async_fd_inode(aft_g_memory.pipe_fds[1], S_IFIFO) != aft_g_memory.pipe_ino ||
-        aft_async_fd_inode(aft_g_memory.pipe_fds[0], S_IFIFO) != aft_g_memory.pipe_ino) {
-        int fds[2];
-        if (syscall(SYS_pipe2, fds, O_CLOEXEC | O_NONBLOCK) == 0) {
-            aft_g_memory.pipe_fds[0] = fds[0];
-            aft_g_memory.pipe_fds[1] = fds[1];
-            aft_g_memory.pipe_ino = aft_async_fd_inode(fds[0], S_IFIFO);
-        } else {
-            aft_g_memory.pipe_fds[0] = aft_g_memory.pipe_fds[1] = -1;
-            aft_g_memory.pipe_ino = 0;
-        }
+    /* The pipe only where /proc/self/mem cannot be read: two descriptors less for every app
+     * otherwise; should the app close that one, the first read through the pipe opens it. */
+    if (forked ||
+        (aft_g_memory.pipe_ino != 0 &&
+         (aft_async_fd_inode(aft_g_memory.pipe_fds[1], S_IFIFO) != aft_g_memory.pipe_ino ||
+          aft_async_fd_inode(aft_g_memory.pipe_fds[0], S_IFIFO) != aft_g_memory.pipe_ino))) {
+        aft_g_memory.pipe_fds[0] = aft_g_memory.pipe_fds[1] = -1;
+        aft_g_memory.pipe_ino = 0;
     }
+    if (aft_g_memory.mem_fd < 0 && aft_g_memory.pipe_ino == 0) aft_async_memory_pipe_open();
     aft_g_memory.pid = pid;
 }
 

@@ -70,10 +70,11 @@ void aft_unwind_helpers_fault_in(void) {
     for (uint32_t i = 0; i < AFT_UNWIND_SLOTS; i++) {
         aft_unwind_slot *slot = &aft_g_unwind_slots[i];
         if (slot->shared == NULL) continue;
-        /* Faulted in now, so a crash takes no page faults there. MADV_POPULATE_WRITE leaves
-         * the bytes as they are: a crash's helper may already be running on them. Kernels
-         * before 5.14 refuse it; the pages are then faulted in at the crash. */
-        (void)madvise((uint8_t *)slot->stack_top - 32 * 1024, 32 * 1024, AFT_MADV_POPULATE_WRITE);
+        /* The answer's page faulted in now (MADV_POPULATE_WRITE leaves the bytes as they are:
+         * a crash's helper may already be running on them; kernels before 5.14 refuse it).
+         * Not the stack: its helper serves only what the next launch cannot unwind (the
+         * resident, when there is one, serves the rest), so an idle app keeps 64 KiB less for
+         * a few page faults at such a crash. */
         (void)madvise(slot->shared, page > 0 ? (size_t)page : 4096, AFT_MADV_POPULATE_WRITE);
     }
 }

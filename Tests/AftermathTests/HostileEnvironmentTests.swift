@@ -80,6 +80,32 @@ struct MemoryReaderTests {
         return (Array(out.prefix(size)), Hex.decode(libc.buildID) ?? [])
     }
 
+    /// The pipes open in this process, by inode.
+    static func pipes() -> Set<String> {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return Set(
+            entries.compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\($0)") }
+                .filter { $0.hasPrefix("pipe:") })
+    }
+
+    @Test("While /proc/self/mem reads, no pipe of the fallback's is held open")
+    func noIdlePipe() async {
+        let directory: String = TestSupport.childDirectory("memfd-pipes")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        await #expect(processExitsWith: .success) { [directory = directory as String] in
+            let before = MemoryReaderTests.pipes()
+            let config = Aftermath.Configuration(
+                serviceName: "pipes", serviceVersion: "1", exporter: InMemoryExporter(),
+                reportsDirectory: directory, deliverPendingReportsSynchronously: true)
+            do { try Aftermath.start(config) } catch { _exit(10) }
+            // libunwind's own (it checks addresses with a pipe of its own) may be there.
+            let added = MemoryReaderTests.pipes().subtracting(before)
+            guard !MemoryReaderTests.memDescriptors().isEmpty, added.count <= 1 else { _exit(11) }
+            let ids = MemoryReaderTests.libcBuildIDs()
+            _exit(ids.now.count == 20 && ids.now == ids.atStart ? 0 : 12)
+        }
+    }
+
     @Test("The app closes the descriptor and /dev/zero takes its number: memory is still memory")
     func reusedDescriptor() async {
         let directory: String = TestSupport.childDirectory("memfd-reuse")
