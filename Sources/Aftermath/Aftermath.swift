@@ -42,7 +42,7 @@ public enum Aftermath {
         // Only OTEL_SDK_DISABLED is read on the caller's thread: the whole environment as a
         // dictionary costs a third of start, and only the delivery needs it.
         guard !OTelEnvironment.disables(getenv("OTEL_SDK_DISABLED").map { String(cString: $0) }) else { return }
-        try start(configuration) { OTelEnvironment(ProcessInfo.processInfo.environment) }
+        try start(configuration) { OTelEnvironment.current() }
     }
 
     /// ``start(_:)`` reading environment instead of the process's.
@@ -190,7 +190,7 @@ public enum Aftermath {
     /// which win (service.name from the environment only when the configuration's is empty).
     package static func resource(
         for c: Configuration,
-        environment: OTelEnvironment = OTelEnvironment(ProcessInfo.processInfo.environment)
+        environment: OTelEnvironment = OTelEnvironment.current()
     ) -> Resource {
         var resource = SDK.resource(serviceName: c.serviceName, serviceVersion: c.serviceVersion)
         if c.serviceName.isEmpty { resource.attributes.removeAll { $0.key == "service.name" } }

@@ -63,7 +63,7 @@ public struct OTLPHTTPExporter: LogExporter {
         self.init(
             endpoint: endpoint, encoding: encoding, headers: headers, gzip: gzip, timeout: timeout,
             maxAttempts: maxAttempts, maxRetryDelay: maxRetryDelay,
-            environment: OTelEnvironment(ProcessInfo.processInfo.environment))
+            environment: OTelEnvironment.current())
     }
 
     /// The same, reading environment instead of the process's.

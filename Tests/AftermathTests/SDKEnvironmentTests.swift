@@ -34,6 +34,31 @@ struct SDKEnvironmentTests {
         }
     }
 
+    @Test("The process's OTEL_ variables reach the records' resource; the start's delivery reads no others")
+    func processVariables() async throws {
+        let directory: String = TestSupport.childDirectory("otel-env")
+        await #expect(processExitsWith: .success) { [directory = directory as String] in
+            setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=staging,team=pay%3Dments", 1)
+            setenv("OTEL_SERVICE_NAME", "from-env", 1)
+            setenv("NOT_OTEL_RESOURCE_ATTRIBUTES", "x=y", 1)
+            let env = OTelEnvironment.current()
+            guard env.variables.keys.allSatisfy({ $0.hasPrefix("OTEL_") }),
+                env["OTEL_SERVICE_NAME"] == "from-env"
+            else { exit(2) }
+            let config = Aftermath.Configuration(
+                serviceName: "", serviceVersion: "1", exporter: InMemoryExporter(),
+                reportsDirectory: directory, deliverPendingReportsSynchronously: true)
+            do { try Aftermath.start(config) } catch { exit(3) }
+            let resource = Aftermath.resource(for: config, environment: OTelEnvironment.current())
+            let attributes = Dictionary(resource.attributes.map { ($0.key, $0.value) }) { a, _ in a }
+            guard attributes["service.name"] == .string("from-env"),
+                attributes["deployment.environment"] == .string("staging"),
+                attributes["team"] == .string("pay=ments"), attributes["x"] == nil
+            else { exit(4) }
+            exit(0)
+        }
+    }
+
     @Test("lastDelivery: the app sees a failed delivery's error, then the delivery that sent the report")
     func lastDelivery() async throws {
         let directory: String = TestSupport.childDirectory("last-delivery")

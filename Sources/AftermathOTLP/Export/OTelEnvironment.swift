@@ -1,9 +1,31 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The OpenTelemetry SDK environment variables Aftermath reads, parsed as the specification
 /// says. Values the app sets in code win over these.
 package struct OTelEnvironment: Sendable {
     package var variables: [String: String]
 
     package init(_ variables: [String: String]) { self.variables = variables }
+
+    /// This process's `OTEL_*` variables, read from `environ`: a tenth of what
+    /// `ProcessInfo.processInfo.environment` costs (a dictionary of every variable, and the
+    /// Foundation machinery its first use sets up), a tenth of start's background work before.
+    package static func current() -> OTelEnvironment {
+        var variables: [String: String] = [:]
+        var entry = environ
+        while let pointer = entry.pointee {
+            if strncmp(pointer, "OTEL_", 5) == 0 {
+                let text = String(cString: pointer)
+                if let equals = text.firstIndex(of: "=") {
+                    variables[String(text[..<equals])] = String(text[text.index(after: equals)...])
+                }
+            }
+            entry += 1
+        }
+        return OTelEnvironment(variables)
+    }
 
     /// The value of name, nil when unset or empty (the specification treats both alike).
     package subscript(_ name: String) -> String? {
