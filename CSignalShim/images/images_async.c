@@ -181,20 +181,22 @@ static int aft_async_same_image(const aft_image *seen, const aft_image *now) {
     return 1;
 }
 
+static uint32_t aft_async_identity_at(uint64_t base, uint8_t *out, uint32_t capacity,
+                                      uint64_t *load_bias, uint32_t *flags, uint16_t *machine);
+
 void aft_async_read_image_identity(aft_image *img) {
     uint64_t bias = img->load_bias;
-    uint32_t size =
-        aft_async_build_id_at(img->start, img->build_id, AFT_BUILD_ID_CAPACITY, &bias, &img->flags);
+    uint16_t machine = 0;
+    uint32_t size = aft_async_identity_at(img->start, img->build_id, AFT_BUILD_ID_CAPACITY, &bias,
+                                          &img->flags, &machine);
     if (size > 0) {
         img->build_id_size = size;
         img->flags |= AFT_IMAGE_BUILD_ID_FROM_MEMORY;
     }
     img->load_bias = bias;
-    uint16_t machine = 0;
-    if (aft_async_read_memory(img->start + 18, &machine, sizeof(machine)) == 0)
-        img->arch = machine == EM_X86_64    ? AFT_ARCH_X86_64
-                    : machine == EM_AARCH64 ? AFT_ARCH_ARM64
-                                            : AFT_ARCH_UNKNOWN;
+    img->arch = machine == EM_X86_64    ? AFT_ARCH_X86_64
+                : machine == EM_AARCH64 ? AFT_ARCH_ARM64
+                                        : AFT_ARCH_UNKNOWN;
 }
 
 uint32_t aft_async_images_from_fd(aft_maps_scratch *scratch, int fd, aft_image *images,
@@ -342,11 +344,19 @@ uint32_t aft_async_image_id(aft_memory_read_fn read, uint64_t load_bias, const v
 
 uint32_t aft_async_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity, uint64_t *load_bias,
                                uint32_t *flags) {
+    return aft_async_identity_at(base, out, capacity, load_bias, flags, NULL);
+}
+
+/* The build id (or text hash) at base, and the ELF header's machine, from the image's first page
+ * read once (machine 0 where the header could not be read). */
+static uint32_t aft_async_identity_at(uint64_t base, uint8_t *out, uint32_t capacity,
+                                      uint64_t *load_bias, uint32_t *flags, uint16_t *machine) {
     aft_page_window w; /* on the caller's stack: the watchdog and a crash may both be here */
     w.base = base;
     w.size = aft_async_read_memory(base, w.bytes, sizeof(w.bytes)) == 0 ? sizeof(w.bytes) : 0;
     Elf64_Ehdr eh;
     if (aft_async_window_read(&w, aft_async_read_memory, base, &eh, sizeof(eh)) != 0) return 0;
+    if (machine) *machine = eh.e_machine;
     if (eh.e_ident[EI_MAG0] != ELFMAG0 || eh.e_ident[EI_MAG1] != ELFMAG1 ||
         eh.e_ident[EI_MAG2] != ELFMAG2 || eh.e_ident[EI_MAG3] != ELFMAG3 ||
         eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(Elf64_Phdr))

@@ -112,9 +112,6 @@ uint64_t aft_async_now_ns(clockid_t clock) {
 
 aft_memory_reader aft_g_memory = {.mem_fd = -1, .pipe_fds = {-1, -1}};
 
-/* Fallback for a process without /proc: write(2) from the address into a pipe copies the bytes
- * or fails with EFAULT, never faults; they are read back at once. One user at a time (a second
- * one gets EBUSY rather than interleaved bytes); a pipe left in an unknown state is dropped. */
 /* The inode of fd when it is open and of the expected kind, else 0. */
 static uint64_t aft_async_fd_inode(int fd, mode_t kind) {
     struct stat st;
@@ -134,6 +131,10 @@ static void aft_async_memory_pipe_open(void) {
     }
 }
 
+/* Fallback for a process without /proc: write(2) from the address into a pipe copies the bytes
+ * or fails with EFAULT, never faults; they are read back at once. One user at a time (a second
+ * one gets EBUSY rather than interleaved bytes); a pipe left in an unknown state is dropped. The
+ * pipe is opened by its first user when the normal-time refresh did not open it. */
 static int aft_async_read_memory_pipe(uint64_t address, void *out, size_t size) {
     int expected = 0;
     if (!atomic_compare_exchange_strong(&aft_g_memory.pipe_busy, &expected, 1)) return EBUSY;
