@@ -171,6 +171,10 @@ enum DeliveryRace {
             + "\(lateHandoffs) late hand-offs, \(twice) twice, \(missing) missing; \(unfinished.count) unfinished "
             + "in the outbox" + (unfinished.first.map { " (\($0))" } ?? "")
             + "; \(pending.count) pending, \(rejected.count) rejected"
+            + (rejected.first.map { name in
+                let reason = try? String(contentsOfFile: dir + "/rejected/" + name + ".reason", encoding: .utf8)
+                return " (\(name): \(reason ?? "no reason"))"
+            } ?? "")
         let ok =
             deaths == launches && lastStatus == .exited(0) && sessions.count == launches && errors == wantErrors
             && own == 0 && whileCrashing == 0 && lateHandoffs == 0 && twice == 0 && missing == 0
