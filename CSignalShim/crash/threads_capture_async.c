@@ -104,6 +104,7 @@ static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, int captu
     slot->ucontext = NULL;
     slot->signal = 0;
     slot->unread = 0;
+    slot->waking = 0;
     atomic_store(&slot->state, AFT_SLOT_LISTED);
     atomic_store(&slot->tid, tid);
     atomic_store(&c->count, i + 1); /* published before a signal can look for it */

@@ -3,8 +3,9 @@
  * CSignalShim/README.md (async-signal-safe calls only, no malloc, no locks, no stdio, no Swift;
  * checked by AsyncSafetyTests). The crashing thread's wait for the other threads' answers
  * (threads_capture_async.c sent the signals): a thread still silent after the first wait is
- * looked up in /proc (stopped, in uninterruptible sleep, a zombie, or blocking the signal it
- * was sent: the other one then), and at the deadline every slot still open is closed.
+ * looked up in /proc (stopped, a zombie, or blocking the signal it was sent: the other one
+ * then; in uninterruptible sleep, it is given AFT_THREADS_UNINTERRUPTIBLE_NS to come out), and
+ * at the deadline every slot still open is closed.
  */
 #include <signal.h>
 #include <time.h>
@@ -50,6 +51,11 @@ static void aft_async_threads_retry_blocked(aft_thread_capture *c, uint32_t i, i
               : state == 'D'                 ? AFT_THREAD_WHY_UNINTERRUPTIBLE
               : state == 'Z' || state == 'X' ? AFT_THREAD_WHY_ZOMBIE
                                              : AFT_THREAD_WHY_BLOCKS_SIGNAL;
+        if (why == AFT_THREAD_WHY_UNINTERRUPTIBLE && !((blocked >> (slot->signal - 1)) & 1u)) {
+            slot->waking = 1; /* takes the signal when it leaves the kernel */
+            c->waking++;
+            return;
+        }
         uint32_t sent = AFT_SLOT_SENT;
         if (why != AFT_THREAD_WHY_BLOCKS_SIGNAL &&
             atomic_compare_exchange_strong(&slot->state, &sent, AFT_SLOT_LATE)) {
@@ -79,7 +85,6 @@ static void aft_async_threads_retry_blocked(aft_thread_capture *c, uint32_t i, i
     }
 }
 
-/* Waits for the signalled threads' answers until the deadline, then closes the rest. */
 /* Waits until every signalled thread has answered, or until the deadline. */
 static void aft_async_threads_await(aft_thread_capture *c, uint64_t deadline) {
     for (;;) {
@@ -90,14 +95,35 @@ static void aft_async_threads_await(aft_thread_capture *c, uint64_t deadline) {
     }
 }
 
+/* A thread that was in uninterruptible sleep and has not answered: still in it, it is listed
+ * from /proc now; out of it, it answers yet (its signal was pending), by the deadline. */
+static void aft_async_threads_close_waking(aft_thread_capture *c, uint32_t i) {
+    aft_capture_slot *slot = &c->slots[i];
+    if (!slot->waking || atomic_load(&slot->state) != AFT_SLOT_SENT) return;
+    ssize_t n = aft_async_task_file(c, c->records[i].thread_id, "status");
+    if (n <= 0 || aft_async_status_state(c->proc, (size_t)n) != 'D') return;
+    uint32_t sent = AFT_SLOT_SENT;
+    if (!atomic_compare_exchange_strong(&slot->state, &sent, AFT_SLOT_LATE)) return;
+    c->info.signalled--;
+    c->records[i].state = 'D';
+    aft_async_status_name(c->proc, (size_t)n, c->records[i].name);
+    aft_async_from_syscall_file(c, &c->records[i], AFT_THREAD_WHY_UNINTERRUPTIBLE);
+}
+
 void aft_async_threads_collect(aft_thread_capture *c, int capture, uint64_t first_signal_ns) {
     uint64_t deadline = first_signal_ns + AFT_THREADS_ANSWER_NS;
     c->info.deadline_ns = AFT_THREADS_ANSWER_NS;
     /* The first answers; then the silent threads' masks, and the rest of the answers. */
     aft_async_threads_await(c, aft_async_now_ns(CLOCK_MONOTONIC) + AFT_THREADS_FIRST_WAIT_NS);
     uint32_t count = atomic_load(&c->count);
+    c->waking = 0;
     for (uint32_t i = 1; i < count; i++)
         aft_async_threads_retry_blocked(c, i, capture, &first_signal_ns);
+    if (c->waking > 0) {
+        uint64_t waking_deadline = first_signal_ns + AFT_THREADS_UNINTERRUPTIBLE_NS;
+        aft_async_threads_await(c, waking_deadline < deadline ? waking_deadline : deadline);
+        for (uint32_t i = 1; i < count; i++) aft_async_threads_close_waking(c, i);
+    }
     aft_async_threads_await(c, deadline);
     uint32_t n = atomic_load(&c->count);
     uint64_t filling_deadline = aft_async_now_ns(CLOCK_MONOTONIC) + 2000000ull;

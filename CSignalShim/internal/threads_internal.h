@@ -19,6 +19,10 @@
 #define AFT_THREADS_ANSWER_NS (100ull * 1000 * 1000)
 /* How long the first answers are waited for before the silent threads' masks are read. */
 #define AFT_THREADS_FIRST_WAIT_NS (300ull * 1000)
+/* How long, from the first signal, a thread found in uninterruptible sleep is waited for: a
+ * page fault on a file, a lock on the memory map, a vfork parent waiting for its child's exec
+ * all take the signal on their way out; one still in it then is listed from /proc. */
+#define AFT_THREADS_UNINTERRUPTIBLE_NS (50ull * 1000 * 1000)
 /* How long a paused thread waits to be released before it goes on by itself. */
 #define AFT_THREADS_PARK_NS (1000ull * 1000 * 1000)
 /* libunwind's time for all the other threads together; frame pointers after that. */
@@ -55,6 +59,7 @@ typedef struct aft_capture_slot {
     int signal;     /* the signal it was sent */
     void *ucontext; /* its signal frame's context, while it waits */
     int unread;     /* signalled before /proc was read for it: it names itself in its answer */
+    int waking;     /* found in uninterruptible sleep, its signal pending: waited for a while */
 } aft_capture_slot;
 
 typedef struct aft_also_crashed {
@@ -98,6 +103,7 @@ typedef struct aft_thread_capture {
     int mappings_read; /* read once per capture, when a stack needs them */
     int sigprof_borrowed;
     int sigprof_left_pending; /* a thread that blocks SIGPROF was sent it: it stays ours */
+    uint32_t waking;          /* slots waited for out of uninterruptible sleep */
     struct sigaction sigprof_previous;
     char dirents[4096];
     char proc[4096];

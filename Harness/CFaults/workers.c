@@ -161,6 +161,38 @@ int aft_test_start_workers(int kind, int count) {
     return 0;
 }
 
+/* ---- a thread in uninterruptible sleep ---- */
+
+static _Atomic uint32_t aft_g_vfork_child_ms;
+
+/* vfork(2) in a loop, each child asleep child_ms before it exits: the parent waits for it in
+ * uninterruptible sleep ('D'), a signal pending until the child is gone, as a thread of
+ * posix_spawn(3) waits for its child's exec. */
+__attribute__((noinline)) void aft_test_worker_vforking(void) {
+    atomic_store(&aft_g_last_tid, (uint64_t)syscall(SYS_gettid));
+    atomic_fetch_add(&aft_g_workers_ready, 1);
+    for (;;) {
+        uint32_t ms = atomic_load(&aft_g_vfork_child_ms);
+        pid_t child = vfork();
+        if (child == 0) {
+            struct timespec t = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+            syscall(SYS_nanosleep, &t, NULL);
+            _exit(0);
+        }
+        if (child < 0) pause();
+        while (waitpid(child, NULL, 0) < 0 && errno == EINTR) {
+        }
+    }
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void *aft_vforking_main(void *arg) {
+    (void)arg;
+    aft_name_self("vforker");
+    aft_test_worker_vforking();
+    return NULL;
+}
+
 static int aft_g_tracer_ready[2] = {-1, -1};
 
 static char aft_task_state(uint64_t tid) {
@@ -212,6 +244,30 @@ int aft_test_start_traced_worker(int swallow) {
         if (waitpid(tracer, &status, WNOHANG) == tracer) return ECHILD;
         if (waited > 5000) return ETIMEDOUT;
         nanosleep(&ms, NULL);
+    }
+    return 0;
+}
+
+int aft_test_start_vforking_worker(uint32_t child_ms) {
+    atomic_store(&aft_g_vfork_child_ms, child_ms);
+    int target = atomic_load(&aft_g_workers_ready) + 1;
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    int err = pthread_create(&t, &attr, aft_vforking_main, NULL);
+    pthread_attr_destroy(&attr);
+    if (err != 0) return err;
+    struct timespec us = {.tv_sec = 0, .tv_nsec = 50 * 1000};
+    for (int waited = 0; atomic_load(&aft_g_workers_ready) < target; waited++) {
+        if (waited > 100000) return ETIMEDOUT;
+        nanosleep(&us, NULL);
+    }
+    uint64_t tid = atomic_load(&aft_g_last_tid);
+    for (int waited = 0; aft_task_state(tid) != 'D'; waited++) {
+        if (waited > 100000) return ETIMEDOUT;
+        nanosleep(&us, NULL);
     }
     return 0;
 }

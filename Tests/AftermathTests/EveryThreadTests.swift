@@ -1,6 +1,7 @@
 import Aftermath
 import AftermathNextLaunch
 import AftermathOTLP
+import AftermathSymbolication
 import AftermathTesting
 import CHarnessFaults
 import CSignalShim
@@ -64,6 +65,58 @@ struct EveryThreadTests {
         let own = crash.threads.filter(\.isAftermath)
         #expect(!own.isEmpty && own.allSatisfy { $0.missingContext == .aftermath })
         #expect(Set(crash.threads.map(\.id)).count == crash.threads.count, "no thread twice")
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// Whether one of thread's frames is in a function whose name contains name.
+    static func hasFrame(_ thread: CrashThread, in crash: CrashReport, named name: String) -> Bool {
+        thread.frames.enumerated().contains { index, pc in
+            guard let image = crash.images.first(where: { pc >= $0.start && pc < $0.end }) else { return false }
+            let symbol = Symbolicator().symbolicate(
+                address: pc, imagePath: image.path, loadAddress: image.start, isReturnAddress: index > 0)
+            return symbol?.demangled.contains(name) == true
+        }
+    }
+
+    @Test("A thread in uninterruptible sleep for a moment (a vfork parent, 5 ms) answers once it wakes")
+    func briefUninterruptibleSleep() async throws {
+        let directory: String = TestSupport.childDirectory("threads-brief-d")
+        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
+            ExitStatusTests.childStart(directory)
+            guard aft_test_start_workers(AFT_TEST_WORKER_PARKED, 2) == 0,
+                aft_test_start_vforking_worker(5) == 0
+            else { _exit(97) }
+            UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
+        }
+        let crash = try #require(Self.crashes(directory).first)
+        let capture = try #require(crash.threadCapture)
+        #expect(!capture.deadlineReached)
+        let worker = try #require(crash.threads.first { $0.name == "vforker" })
+        #expect(
+            worker.contextSource == .signal && worker.missingContext == nil,
+            "\(String(describing: worker.missingContext))")
+        #expect(worker.registers.count >= 17 && worker.fpState.count > 0)
+        #expect(Self.hasFrame(worker, in: crash, named: "aft_test_worker_vforking"), "\(worker.frames.count) frames")
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    @Test("A thread that stays in uninterruptible sleep is listed with the kernel's sp and pc, before the deadline")
+    func lastingUninterruptibleSleep() async throws {
+        let directory: String = TestSupport.childDirectory("threads-lasting-d")
+        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
+            ExitStatusTests.childStart(directory)
+            guard aft_test_start_vforking_worker(1500) == 0 else { _exit(97) }
+            UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
+        }
+        let crash = try #require(Self.crashes(directory).first)
+        let capture = try #require(crash.threadCapture)
+        #expect(!capture.deadlineReached, "not waited for until the deadline")
+        let worker = try #require(crash.threads.first { $0.name == "vforker" })
+        #expect(worker.contextSource == .syscall && worker.missingContext == .uninterruptible)
+        #expect(worker.state == "D")
+        // vfork(2) keeps its return address in a register across the call, out of /proc's
+        // reach: the chain is known from the caller of its caller on.
+        #expect(Self.hasFrame(worker, in: crash, named: "aft_vforking_main"), "\(worker.frames.count) frames")
         try? FileManager.default.removeItem(atPath: directory)
     }
 

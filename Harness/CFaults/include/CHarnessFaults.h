@@ -57,6 +57,10 @@ int aft_test_start_workers(int kind, int count);
  * swallow == 0 stopped (ptrace, state 't'); else running, until a signal stops it for good (the
  * tracer never lets a signal through): a thread that never answers. 0, or errno. */
 int aft_test_start_traced_worker(int swallow);
+/* Starts a worker ("vforker") that vforks in a loop, each child asleep child_ms before it
+ * exits, and returns once the worker waits for a child in uninterruptible sleep ('D'): 0, or
+ * errno. */
+int aft_test_start_vforking_worker(uint32_t child_ms);
 /* Starts a second thread ("crasher-2") that waits at a gate; once aft_test_open_crash_gate is
  * called it faults (a store through address 8) as soon as the first crash handler has begun.
  * 0, or errno. */
