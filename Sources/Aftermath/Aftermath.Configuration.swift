@@ -96,7 +96,7 @@ extension Aftermath {
             self.serviceName = serviceName
             self.serviceVersion = serviceVersion
             self.exporter = exporter
-            self.attachmentExporter = attachmentExporter ?? exporter as? any AttachmentExporter
+            self.attachmentExporter = attachmentExporter ?? exporter.asAttachmentExporter
             self.reportsDirectory = reportsDirectory ?? ReportDirectory.defaultRoot(serviceName: serviceName)
             self.appRoot = appRoot
             self.fsyncReports = fsyncReports

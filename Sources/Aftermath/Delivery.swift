@@ -32,7 +32,9 @@ extension Aftermath {
                     file: ($0.path as String).split(separator: "/").last.map(String.init) ?? $0.path, reason: $0.reason)
             }
             exportError = d.exportError
-            attachments = d.attachments
+            // Copied only when there are some: the copy goes through [String: String]'s
+            // metadata, whose first use scans every image's conformance records.
+            attachments = d.attachments.isEmpty ? [:] : d.attachments
             attachmentError = d.attachmentError
         }
     }

@@ -71,6 +71,12 @@ struct AttachmentExporterTests {
         func export(_ batch: LogBatch) throws {}
     }
 
+    /// An app's exporter of both kinds, the second conformance in an extension of its own.
+    struct Both: LogExporter {
+        var name = "both"
+        func export(_ batch: LogBatch) throws {}
+    }
+
     @Test("Configuration: the log exporter is the attachment exporter when it can be; else none")
     func defaultAttachmentExporter() {
         let file = Aftermath.Configuration(
@@ -82,6 +88,10 @@ struct AttachmentExporterTests {
         let chosen = Aftermath.Configuration(
             serviceName: "s", serviceVersion: "1", exporter: LogsOnly(), attachmentExporter: memory)
         #expect(chosen.attachmentExporter as? InMemoryExporter === memory)
+        let both = Aftermath.Configuration(serviceName: "s", serviceVersion: "1", exporter: Both(name: "mine"))
+        #expect((both.attachmentExporter as? Both)?.name == "mine")
+        let inMemory = Aftermath.Configuration(serviceName: "s", serviceVersion: "1", exporter: memory)
+        #expect(inMemory.attachmentExporter as? InMemoryExporter === memory)
     }
 
     @Test("Through a delivery: the record's apsio.attachment.id names the .dmp beside its JSON file")
@@ -106,4 +116,8 @@ struct AttachmentExporterTests {
         #expect(
             FileManager.default.contents(atPath: out + "/" + id + ".dmp").map(Array.init) == Array("MDMP-bytes".utf8))
     }
+}
+
+extension AttachmentExporterTests.Both: AttachmentExporter {
+    func export(_ attachment: AftermathOTLP.Attachment) throws -> String? { nil }
 }

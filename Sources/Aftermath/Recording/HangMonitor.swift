@@ -21,7 +21,7 @@ enum HangMonitor {
 
     /// How each pinged target other than the main queue runs a job: an event loop's `schedule`,
     /// the pool's probe.
-    static let schedules = Mutex<[Int32: @Sendable (@escaping @Sendable () -> Void) -> Void]>([:])
+    static let schedules = Mutex(PingSchedules())
     /// The pool's probes of the running start, removed at the next.
     static let poolTargets = Mutex<[Int32]>([])
 
@@ -38,7 +38,8 @@ enum HangMonitor {
         }
         guard configuration.watchConcurrencyPool else { return }
         let threshold = max(1, configuration.concurrencyPoolThreshold.clampedMilliseconds)
-        for priority in Set(configuration.concurrencyPoolPriorities.map(\.rawValue)).sorted() {
+        let priorities = configuration.concurrencyPoolPriorities.map(\.rawValue).sorted()
+        for (index, priority) in priorities.enumerated() where index == 0 || priorities[index - 1] != priority {
             let taskPriority = TaskPriority(rawValue: priority)
             // Added under the schedules' lock: the first probe, asked for at once, finds its schedule.
             let target = schedules.withLock { schedules in
@@ -141,5 +142,27 @@ enum HangMonitor {
         }
         for path in paths { unlink(path) }
         return records.count
+    }
+}
+
+/// How each pinged target runs a job, by target number. A list: a Dictionary keyed by Int32
+/// would scan every image's conformance records at its first use (its key's Hashable, looked up
+/// at run time), a few tenths of a millisecond of every launch.
+struct PingSchedules: Sendable {
+    typealias Schedule = @Sendable (@escaping @Sendable () -> Void) -> Void
+    private var entries: [(target: Int32, schedule: Schedule)] = []
+
+    subscript(target: Int32) -> Schedule? {
+        get { entries.first { $0.target == target }?.schedule }
+        set {
+            entries.removeAll { $0.target == target }
+            if let newValue { entries.append((target, newValue)) }
+        }
+    }
+
+    @discardableResult
+    mutating func removeValue(forKey target: Int32) -> Schedule? {
+        defer { self[target] = nil }
+        return self[target]
     }
 }

@@ -4,13 +4,13 @@ import CSignalShim
 /// size, magic, version, header size, kind; and, for a committed body, its size and CRC-32.
 package enum FileHeader {
     /// Every kind this build knows (a known kind in the wrong place is `unexpectedKind`).
-    package static let knownKinds: Set<UInt32> = [
+    package static let knownKinds: [UInt32] = [
         UInt32(AFT_KIND_CRASH), UInt32(AFT_KIND_HANG), UInt32(AFT_KIND_RUN), UInt32(AFT_KIND_ERROR),
     ]
 
     /// The header of bytes, when it is one of kinds; strict.
     package static func validate(
-        _ bytes: [UInt8], kinds: Set<UInt32>, maximumSize: Int
+        _ bytes: [UInt8], kinds: [UInt32], maximumSize: Int
     ) throws(ReportFileError) -> aft_file_header {
         let headerSize = MemoryLayout<aft_file_header>.size
         guard bytes.count <= maximumSize else { throw .tooLarge(bytes: bytes.count) }
