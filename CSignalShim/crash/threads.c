@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -110,10 +111,36 @@ static aft_pthread_create_fn aft_resolve_pthread_create(void) {
     return real;
 }
 
+_Atomic int aft_g_pthread_create_seen;
+_Atomic int aft_g_dispatch_thread_seen;
+
+/* Notes the first thread libdispatch starts (a worker of its root queues, which the Swift
+ * concurrency pool runs on): until one exists there is no pool to watch, and its probe waits.
+ * Then the probe goes at once, before the work that started the thread can starve the pool. */
+static void aft_note_thread_start(void *(*start)(void *)) {
+    atomic_store(&aft_g_pthread_create_seen, 1);
+    if (atomic_load(&aft_g_dispatch_thread_seen)) return;
+    Dl_info info;
+    void *address;
+    memcpy(&address, &start, sizeof(address)); /* a function's address, as dladdr takes it */
+    if (dladdr(address, &info) == 0 || info.dli_fname == NULL) return;
+    const char *base = strrchr(info.dli_fname, '/');
+    base = base != NULL ? base + 1 : info.dli_fname;
+    if (strncmp(base, "libdispatch.so", 14) != 0) return;
+    if (!atomic_exchange(&aft_g_dispatch_thread_seen, 1)) aft_watch_pool_appeared();
+}
+
+int aft_concurrency_pool_in_use(void) {
+    /* Without this interposer in the path (no thread of Aftermath's came through it), the
+     * starts cannot be seen: in use, as far as anyone can tell. */
+    return atomic_load(&aft_g_dispatch_thread_seen) || !atomic_load(&aft_g_pthread_create_seen);
+}
+
 int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start)(void *),
                    void *arg) {
     aft_pthread_create_fn real = aft_resolve_pthread_create();
     if (!real) return EAGAIN;
+    aft_note_thread_start(start);
     if (!atomic_load(&aft_g_thread_stacks_enabled)) return real(thread, attr, start, arg);
     aft_thread_start *boxed = malloc(sizeof(*boxed));
     if (!boxed) return real(thread, attr, start, arg);

@@ -215,10 +215,19 @@ static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, int captu
          * thread that blocks it (real-time signals queue, and count against RLIMIT_SIGPENDING). */
         uint64_t blocked = 0;
         m = aft_async_task_file(c, tid, "status");
-        if (m <= 0 || !aft_async_status_field(c->proc, (size_t)m, "SigBlk", 1, &blocked) ||
-            ((blocked >> (capture - 1)) & 1u)) {
+        if (m <= 0 || !aft_async_status_field(c->proc, (size_t)m, "SigBlk", 1, &blocked)) {
             aft_async_from_syscall_file(c, r, AFT_THREAD_WHY_BLOCKS_SIGNAL);
             return;
+        }
+        if ((blocked >> (capture - 1)) & 1u) {
+            /* Running, /proc has no sp or pc for it: SIGPROF where it can take that one (a
+             * libdispatch worker, spinning in a job of the pool's) and nobody else uses it. */
+            int signo = !(parsed && nr >= 0) ? aft_async_pick_signal(c, blocked, 0) : 0;
+            if (signo <= 0) {
+                aft_async_from_syscall_file(c, r, AFT_THREAD_WHY_BLOCKS_SIGNAL);
+                return;
+            }
+            capture = signo;
         }
     }
     aft_async_threads_send(c, i, capture, first_signal_ns);

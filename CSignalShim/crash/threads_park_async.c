@@ -187,11 +187,21 @@ static void aft_async_sigprof_handler(int signo, siginfo_t *info, void *ucontext
     errno = saved_errno;
 }
 
+/* 1 when SIGPROF's handler is ours; 0 when it is nobody's (its default action); else -1. */
+int aft_async_sigprof_owner(void) {
+    struct sigaction now;
+    if (sigaction(SIGPROF, NULL, &now) != 0) return -1;
+    if (now.sa_flags & SA_SIGINFO) return now.sa_sigaction == aft_async_sigprof_handler ? 1 : -1;
+    return now.sa_handler == SIG_DFL ? 0 : -1;
+}
+
 /* The signal a thread with this blocked mask can take: the capture signal, else SIGPROF
- * (libdispatch's workers block every asynchronous signal but SIGPROF), else 0. */
+ * (libdispatch's workers block every asynchronous signal but SIGPROF), else 0. A hang's
+ * capture (the app lives on) takes SIGPROF only where nobody handles or ignores it. */
 int aft_async_pick_signal(aft_thread_capture *c, uint64_t blocked, int capture) {
     if (capture > 0 && !((blocked >> (capture - 1)) & 1u)) return capture; /* 0: SIGPROF only */
-    if (((blocked >> (SIGPROF - 1)) & 1u) || c->for_hang)
+    if ((blocked >> (SIGPROF - 1)) & 1u) return 0;
+    if (c->for_hang && !c->sigprof_borrowed && aft_async_sigprof_owner() < 0)
         return 0; /* a live app's SIGPROF stays its own */
     if (!c->sigprof_borrowed) {
         struct sigaction ours;

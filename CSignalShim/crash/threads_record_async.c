@@ -281,7 +281,10 @@ void aft_async_threads_release_capture(aft_thread_capture *c) {
         for (uint32_t i = 1; i < n; i++)
             if (c->slots[i].signal == SIGPROF && atomic_load(&c->slots[i].state) == AFT_SLOT_LATE)
                 pending = 1;
-        if (!pending && !c->sigprof_left_pending) sigaction(SIGPROF, &c->sigprof_previous, NULL);
+        /* Only while still ours: a profiler that took it meanwhile (the app lives on after a
+         * hang's capture) keeps it. */
+        if (!pending && !c->sigprof_left_pending && aft_async_sigprof_owner() == 1)
+            sigaction(SIGPROF, &c->sigprof_previous, NULL);
         c->sigprof_borrowed = 0;
     }
 }

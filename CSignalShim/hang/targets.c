@@ -261,6 +261,15 @@ void aft_watchdog_request_ping(aft_watchdog *w, uint32_t target) {
     aft_pinger_wake(w);
 }
 
+void aft_watch_pool_appeared(void) {
+    aft_watchdog *w = &aft_g_watchdog;
+    for (uint32_t i = 1; i < AFT_WATCH_MAX_TARGETS && i < 64u; i++) {
+        aft_watch_target *t = aft_target((int32_t)i);
+        if (t != NULL && t->kind == AFT_HANG_KIND_CONCURRENCY_POOL && t->source == AFT_SOURCE_PING)
+            aft_watchdog_request_ping(w, i);
+    }
+}
+
 void aft_watchdog_request_finished(aft_watchdog *w) {
     atomic_store(&w->finished_requests, 1);
     aft_pinger_wake(w);
@@ -293,6 +302,13 @@ static void *aft_pinger_main(void *arg) {
             aft_watch_target *t = aft_target((int32_t)i);
             if (t == NULL || t->source != AFT_SOURCE_PING || atomic_load(&t->ping_outstanding))
                 continue;
+            if (t->kind == AFT_HANG_KIND_CONCURRENCY_POOL) {
+                /* No pool yet (no thread of libdispatch's): nothing to starve, and a probe
+                 * would start the pool's threads itself. Asked again when it has one. Then
+                 * a first probe that does not start is a hang already. */
+                if (!aft_concurrency_pool_in_use()) continue;
+                if (!atomic_exchange(&t->armed, 1)) aft_watchdog_wake(w);
+            }
             if (t->kind == AFT_HANG_KIND_CONCURRENCY_POOL) aft_watchdog_prepare_pool(w);
             atomic_store(&t->ping_posted_ns, aft_async_now_ns(CLOCK_MONOTONIC));
             atomic_store(&t->ping_outstanding, 1);

@@ -71,8 +71,8 @@ typedef struct aft_also_crashed {
 
 typedef struct aft_thread_capture {
     /* Set by the capturer before it opens the capture. */
-    int for_hang;         /* a hang's: leaves threads a handler would wake alone, no SIGPROF,
-                             no stack memory, the capturer itself not recorded */
+    int for_hang;         /* a hang's: leaves threads a handler would wake alone, SIGPROF only
+                             where nobody uses it, no stack memory, the capturer not recorded */
     uint32_t unwind_slot; /* the unwinding helper's slot (AFT_UNWIND_SLOT_*) */
     uint64_t skip_tid;    /* a thread not to record (a hang's watched thread: its own stack) */
     int spare_sleepers;   /* a crash the app may live through: sleeping threads not signalled */
@@ -192,6 +192,8 @@ int aft_async_thread_unwind_deferrable(const aft_thread_capture *c, uint32_t ind
 /* The signal a thread with this blocked mask can take: the capture signal, else SIGPROF,
  * borrowed for a crash's capture (threads_park_async.c), else 0. */
 int aft_async_pick_signal(aft_thread_capture *c, uint64_t blocked, int capture);
+/* 1 when SIGPROF's handler is the captures' own; 0 when it has its default action; else -1. */
+int aft_async_sigprof_owner(void);
 /* Sends slot i's thread signo and marks it sent; 0 when it could not be sent (the record then
  * says why, or the thread is gone). */
 int aft_async_threads_send(aft_thread_capture *c, uint32_t i, int signo, uint64_t *first_signal_ns);

@@ -169,6 +169,12 @@ enum Child {
             "STATS hangs=\(stats.hangs) ignored=\(stats.ignored_stretches) late=\(stats.late_ticks) wakeups=\(stats.wakeups) latency_ms=\(stats.last_detection_latency_ns / 1_000_000) pause_us=\(stats.last_capture_pause_ns / 1000) idle_skips=\(stats.idle_skips)"
         )
         RecordLine.emit(exporter.batches)
+        // SIGPROF is the app's, or nobody's: a hang's capture that borrowed it gives it back.
+        var now = sigaction()
+        sigaction(SIGPROF, nil, &now)
+        emit(
+            now.sa_flags & SA_SIGINFO == 0 && now.__sigaction_handler.sa_handler == nil
+                ? "SIGPROF default" : "SIGPROF handled")
     }
 
     /// One line on stdout, written at once (stdout is a pipe).

@@ -5,6 +5,7 @@ import CSignalShim
 import Dispatch
 import HarnessSupport
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -24,9 +25,16 @@ enum ServerChild {
         }
     }
 
+    /// The app's SIGPROF handler (a profiler's tick) in srv-pool-app-sigprof.
+    static let appSigprof: @convention(c) (Int32) -> Void = { _ in
+        ServerChild.appSigprofCalls.add(1, ordering: .relaxed)
+    }
+    static let appSigprofCalls = Atomic<Int>(0)
+
     static func configure(_ config: inout Aftermath.Configuration, _ scenario: String) {
         // The rows of one kind watch that kind alone, so that what they count is its own.
-        config.watchConcurrencyPool = scenario.hasPrefix("srv-pool") || scenario.hasPrefix("srv-all")
+        config.watchConcurrencyPool =
+            scenario.hasPrefix("srv-pool") || scenario.hasPrefix("srv-all") || scenario == "srv-no-pool"
     }
 
     static func run(_ scenario: String) {
@@ -80,6 +88,16 @@ enum ServerChild {
             settle()
             l[0].execute { Blocking.hangHarnessLoopForever() }
             Child.emit("BLOCKING")
+        case "srv-no-pool":
+            // The pool watched, never used: no probe, so no thread of libdispatch's.
+            settle()
+            usleep(600_000)
+            let names = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []).map {
+                (try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8))?
+                    .trimmingCharacters(in: .whitespacesAndNewlines) ?? "?"
+            }
+            Child.emit("THREADS " + names.sorted().joined(separator: ","))
+            Child.finish(expecting: 0)
         case "srv-pool":
             settle()
             let width = Int(aft_watch_pool_width())
@@ -92,6 +110,27 @@ enum ServerChild {
                 Task.detached { Blocking.hangHarnessBusyLoop(seconds: 2.0) }
             }
             Child.finish(expecting: 1, within: 5)
+        case "srv-pool-app-sigprof":
+            // A profiler's SIGPROF handler, installed after start: a hang never takes it.
+            settle()
+            _ = appSigprofCalls.load(ordering: .relaxed)  // initialized before any signal
+            signal(SIGPROF, appSigprof)
+            for _ in 0..<Int(aft_watch_pool_width()) {
+                Task.detached { Blocking.hangHarnessBusyLoop(seconds: 2.0) }
+            }
+            Thread {
+                let deadline = Blocking.monotonicSeconds() + 5
+                while Blocking.monotonicSeconds() < deadline && Child.exporter.records.isEmpty { usleep(20_000) }
+                var now = sigaction()
+                sigaction(SIGPROF, nil, &now)
+                let kept =
+                    unsafeBitCast(now.__sigaction_handler.sa_handler, to: Int.self)
+                    == unsafeBitCast(appSigprof, to: Int.self)
+                Child.emit(kept ? "SIGPROF kept" : "SIGPROF replaced")
+                Child.emit("SIGPROF calls \(appSigprofCalls.load(ordering: .relaxed))")
+                Child.printRecords()
+                exit(0)
+            }.start()
         case "srv-thread":
             let a = try? Aftermath.watchThread(named: "daemon-a")
             let b = try? Aftermath.watchThread(named: "daemon-b")

@@ -136,6 +136,7 @@ enum ServerRows {
             // A spinning worker is read wherever the signal finds it, often a leaf without a frame
             // record, whose walk may miss its function and swift_job_run alike: the kind, the state
             // and at least one worker inside a job are checked.
+            if !outcome.lines.contains("SIGPROF default") { failures.append("SIGPROF not given back to its default") }
             if state == "saturated" {
                 failures.removeAll {
                     $0.contains("not in stack") || $0.contains("workers in") || $0.contains("pool.jobs")
@@ -220,6 +221,53 @@ enum ServerRows {
                         failures.append("exit evidence does not name the loop: \(evidence)")
                     }
                     seen += "; exit: \(evidence)"
+                    return (seen, failures)
+                }),
+            Scenario(
+                name: "srv-no-pool", summary: "pool watched, never used: no probe, no pool thread",
+                run: {
+                    let outcome = Parent.runChild(["child", "srv-no-pool", Parent.makeDirectory("srv-no-pool")])
+                    var (seen, failures) = check(outcome, [])
+                    let line = outcome.lines.first { $0.hasPrefix("THREADS ") }.map { String($0.dropFirst(8)) }
+                    guard let line else { return (seen, failures + ["no THREADS line"]) }
+                    let names = line.split(separator: ",").map(String.init)
+                    let others = names.filter { !$0.hasPrefix("aftermath.") && $0 != "hang-harness" }
+                    if !others.isEmpty { failures.append("threads besides main and Aftermath's: \(others)") }
+                    seen = "\(names.count) threads: \(line)"
+                    return (seen, failures)
+                }),
+            Scenario(
+                name: "srv-pool-app-sigprof", summary: "pool saturated, SIGPROF the app's: left to it",
+                run: {
+                    let outcome = Parent.runChild(
+                        ["child", "srv-pool-app-sigprof", Parent.makeDirectory("srv-pool-app-sigprof")])
+                    var (seen, failures) = check(
+                        outcome,
+                        [
+                            Expect(
+                                kind: "concurrency_pool", target: "concurrency-pool.medium",
+                                function: "hangHarnessBusyLoop", durationMs: 1000...3200)
+                        ])
+                    // Its stack is the one thing it cannot have: no worker could be read.
+                    failures.removeAll { $0.contains("not in stack") }
+                    if !outcome.lines.contains("SIGPROF kept") {
+                        failures.append("the app's SIGPROF handler was replaced")
+                    }
+                    let hang = outcome.records.first { $0.eventName == "apsio.hang" }
+                    let list =
+                        (try? JSONSerialization.jsonObject(
+                            with: Data((hang.map { Scenario.string($0, "apsio.threads") } ?? "").utf8)))
+                        as? [[String: Any]] ?? []
+                    // No SIGPROF sent: the app's handler never ran. A spinning worker that ran a
+                    // probe first lets the capture signal through; the others are listed bare.
+                    if !outcome.lines.contains("SIGPROF calls 0") {
+                        failures.append(
+                            "the app's SIGPROF handler ran: \(outcome.lines.filter { $0.hasPrefix("SIGPROF calls") })")
+                    }
+                    let spinning = list.filter { $0["state"] as? String == "R" && $0["aftermath"] as? Bool != true }
+                    if spinning.isEmpty { failures.append("no running worker listed") }
+                    let bare = spinning.filter { $0["why"] as? String == "blocks_signal" }.count
+                    seen += ", \(spinning.count) running workers (\(bare) without registers), SIGPROF kept, never sent"
                     return (seen, failures)
                 }),
             Scenario(
