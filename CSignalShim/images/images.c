@@ -7,6 +7,7 @@
  */
 #include <elf.h>
 #include <link.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -20,10 +21,18 @@ void aft_memory_reader_prepare(void) {
 
 uint32_t aft_images_from_maps_fd(int fd, aft_image *images, uint32_t capacity, int read_build_ids,
                                  const char *main_executable_path, uint32_t *truncated) {
-    static _Thread_local aft_maps_scratch scratch;
+    /* On the heap for the call: a thread-local would put its 24 KiB in the static TLS of every
+     * thread the app has (zero-filled at each one's start). */
+    aft_maps_scratch *scratch = malloc(sizeof(*scratch));
+    if (scratch == NULL) {
+        if (truncated) *truncated = 1;
+        return 0;
+    }
     if (read_build_ids) aft_memory_reader_prepare();
-    return aft_async_images_from_fd(&scratch, fd, images, capacity, read_build_ids,
-                                    main_executable_path, truncated);
+    uint32_t n = aft_async_images_from_fd(scratch, fd, images, capacity, read_build_ids,
+                                          main_executable_path, truncated);
+    free(scratch);
+    return n;
 }
 
 uint32_t aft_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity, uint64_t *load_bias,

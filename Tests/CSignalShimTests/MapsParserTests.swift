@@ -25,6 +25,35 @@ struct MapsParserTests {
         return (images.prefix(Int(n)).map(LoadedImage.init), truncated != 0)
     }
 
+    /// The main executable's PT_TLS size (from /proc/self/exe): static thread-local storage every
+    /// thread of the app gets, zero-filled at each thread's creation; Aftermath's C is linked in.
+    static func executableTLSBytes() throws -> UInt64 {
+        let elf = [UInt8](try Data(contentsOf: URL(fileURLWithPath: "/proc/self/exe")))
+        func u(_ at: Int, _ size: Int) -> UInt64 {
+            (0..<size).reduce(0) { $0 | UInt64(elf[at + $1]) << (8 * UInt64($1)) }
+        }
+        try #require(elf.count > 64 && elf[0..<4] == [0x7f, 0x45, 0x4c, 0x46] && elf[4] == 2, "a 64-bit ELF")
+        let phoff = Int(u(0x20, 8)), phentsize = Int(u(0x36, 2)), phnum = Int(u(0x38, 2))
+        for i in 0..<phnum {
+            let at = phoff + i * phentsize
+            if u(at, 4) == 7 { return u(at + 0x28, 8) }  // PT_TLS: its p_memsz
+        }
+        return 0
+    }
+
+    @Test("The parser's scratch is no thread-local: an app's every thread pays under 1 KiB of static TLS for Aftermath")
+    func noThreadLocalScratch() throws {
+        var images = [aft_image](repeating: aft_image(), count: 64)
+        var truncated: UInt32 = 0
+        let fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        let n = aft_images_from_maps_fd(fd, &images, 64, 0, CommandLine.arguments[0], &truncated)
+        #expect(n > 0, "this process's images read")
+        let tls = try Self.executableTLSBytes()
+        #expect(tls < 1024, "\(tls) bytes of TLS in each thread")
+    }
+
     @Test("Segments of one file merge into one image; data files and anonymous maps are dropped")
     func merging() throws {
         let maps = """
