@@ -144,8 +144,7 @@ void aft_unwind_resident_start(void) {
             munmap(stack, one);
             return;
         }
-        r->stack_top = stack + one;
-        (void)madvise((uint8_t *)r->stack_top - 32 * 1024, 32 * 1024, AFT_MADV_POPULATE_WRITE);
+        r->stack_top = stack + one; /* faulted in by its warm-up, as deep as that goes */
     }
     pthread_t donor;
     pthread_attr_t attr;
