@@ -215,7 +215,7 @@ static void aft_install_complete_images(void) {
     aft_prepare_images(&aft_g_state.context);
     aft_unwind_helpers_fault_in();
     aft_unwind_resident_start();
-    aft_threads_fault_in();
+    aft_threads_read_tls_size();
     aft_swift_async_prepare();
     /* Warm libunwind up (its one-time set-up, unwind tables), so the helper walks fast. */
     uint64_t warm[16];

@@ -28,12 +28,10 @@
 #define AFT_ALTSTACK_ROUNDS 5
 #define AFT_ALTSTACK_ROUND_NS (100ull * 1000 * 1000)
 
-/* The pages a crash with a few threads touches first, faulted in now (page faults at a crash
- * cost a few µs each): the first slots and records, the frames, the task list's buffer. About
- * 28 KiB. Not the stack arena: its pages are filled at once, where a fault costs least, and an
- * idle app keeps them clean; the rest of the capture's memory stays untouched too. Also
- * glibc's static TLS size, for the stack cut (a dlsym, off start's path). */
-void aft_threads_fault_in(void) {
+/* glibc's static TLS size, for the stack cut (a dlsym, off start's path). The capture's pages
+ * are not faulted in ahead: a crash pays a few page faults (zero pages, about a microsecond
+ * each), where every idle app would keep 28 KiB dirty for them. */
+void aft_threads_read_tls_size(void) {
     /* glibc's own answer (the one its sanitizers use), found at run time: another libc has
      * none, and stacks are then cut at their mapping's end only. */
     typedef void (*tls_info_fn)(size_t *, size_t *);
@@ -42,24 +40,6 @@ void aft_threads_fault_in(void) {
         size_t size = 0, align = 0;
         info(&size, &align);
         aft_g_static_tls_size = size;
-    }
-    long page = sysconf(_SC_PAGESIZE);
-    if (page <= 0) page = 4096;
-    aft_thread_capture *c = &aft_g_threads;
-    struct {
-        void *start;
-        size_t size;
-    } parts[] = {
-        {c->slots, 4096},
-        {c->records, 8 * sizeof(aft_thread)},
-        {c->frames, 8192},
-        {c->dirents, sizeof(c->dirents)},
-    };
-    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
-        uintptr_t from = (uintptr_t)parts[i].start & ~((uintptr_t)page - 1);
-        uintptr_t to = (uintptr_t)parts[i].start + parts[i].size;
-        /* MADV_POPULATE_WRITE (Linux 5.14) leaves the bytes as they are. */
-        (void)madvise((void *)from, to - from, 23);
     }
 }
 

@@ -220,9 +220,9 @@ void aft_async_threads_forget(void);
 /* ---- normal time (threads_capture.c) ---- */
 /* Chooses and installs the capture signal once per process (requested: 0 = choose). */
 void aft_threads_prepare(int requested_signal);
-/* At the install's completion: faults in the pages a crash's capture touches first, and reads
- * glibc's static TLS size (a dlsym, which start need not pay for). */
-void aft_threads_fault_in(void);
+/* At the install's completion: reads glibc's static TLS size (a dlsym, which start need not pay
+ * for). */
+void aft_threads_read_tls_size(void);
 /* Gives every thread that existed before start and has no alternate stack one of its own,
  * through the capture signal; threads in a sleep a handler would cut short are asked later. */
 void aft_threads_give_alternate_stacks(void);
