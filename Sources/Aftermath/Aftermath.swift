@@ -251,13 +251,13 @@ public enum Aftermath {
         withUnsafeMutableBytes(of: &out.run_id) { $0.copyBytes(from: c.runID.bytes) }
         out.pid = UInt64(bitPattern: c.pid)
         out.start_realtime_ns = c.startTimeUnixNano
-        CString.write(c.serviceName, into: &out.service_name)
-        CString.write(c.serviceVersion, into: &out.service_version)
-        CString.write(c.osName, into: &out.os_name)
-        CString.write(c.osVersion, into: &out.os_version)
-        CString.write(c.kernelRelease, into: &out.kernel_release)
-        CString.write(c.executablePath, into: &out.executable_path)
-        CString.write(c.appRoot, into: &out.app_root)
+        withUnsafeMutableBytes(of: &out.service_name) { CString.write(c.serviceName, intoBytes: $0) }
+        withUnsafeMutableBytes(of: &out.service_version) { CString.write(c.serviceVersion, intoBytes: $0) }
+        withUnsafeMutableBytes(of: &out.os_name) { CString.write(c.osName, intoBytes: $0) }
+        withUnsafeMutableBytes(of: &out.os_version) { CString.write(c.osVersion, intoBytes: $0) }
+        withUnsafeMutableBytes(of: &out.kernel_release) { CString.write(c.kernelRelease, intoBytes: $0) }
+        withUnsafeMutableBytes(of: &out.executable_path) { CString.write(c.executablePath, intoBytes: $0) }
+        withUnsafeMutableBytes(of: &out.app_root) { CString.write(c.appRoot, intoBytes: $0) }
         out.arch = Architecture.current.code
         if let buildID = Hex.decode(c.appBuildID) {
             withUnsafeMutableBytes(of: &out.app_build_id) { raw in

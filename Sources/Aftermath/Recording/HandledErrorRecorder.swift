@@ -95,7 +95,7 @@ enum HandledErrorRecorder {
         info.time_realtime_ns = Clock.realtimeNanoseconds()
         info.thread_id = aft_gettid()
         info.is_main_thread = info.thread_id == UInt64(getpid()) ? 1 : 0
-        CString.write(run.screen ?? "", into: &info.screen)
+        withUnsafeMutableBytes(of: &info.screen) { CString.write(run.screen ?? "", intoBytes: $0) }
         let messageBytes = Array(message.utf8)
         let cut = utf8Prefix(messageBytes, Int(AFT_ERROR_MESSAGE_CAPACITY))
         info.message_truncated = cut.count < messageBytes.count ? 1 : 0

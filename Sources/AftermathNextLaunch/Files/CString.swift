@@ -10,15 +10,20 @@ package enum CString {
     }
 
     /// Copies s into a fixed char array, truncated at a UTF-8 boundary, always NUL-terminated.
-    /// Inlinable: specialised for each C array at the caller, instead of building the tuple's
-    /// type at run time (start calls it on the app's thread).
+    /// Called from another module it is not specialised, and builds the tuple's type at run
+    /// time (a 256-element tuple's metadata): code on start's path passes the array's bytes to
+    /// ``write(_:intoBytes:)`` itself, from `withUnsafeMutableBytes(of:)`.
     @inlinable
     package static func write<T>(_ s: String, into field: inout T) {
-        withUnsafeMutableBytes(of: &field) { raw in
-            raw.initializeMemory(as: UInt8.self, repeating: 0)
-            guard raw.count > 0 else { return }
-            raw.copyBytes(from: clippedUTF8(s, capacity: raw.count))
-        }
+        withUnsafeMutableBytes(of: &field) { write(s, intoBytes: $0) }
+    }
+
+    /// Copies s into raw, truncated at a UTF-8 boundary, always NUL-terminated.
+    @usableFromInline
+    package static func write(_ s: String, intoBytes raw: UnsafeMutableRawBufferPointer) {
+        raw.initializeMemory(as: UInt8.self, repeating: 0)
+        guard raw.count > 0 else { return }
+        raw.copyBytes(from: clippedUTF8(s, capacity: raw.count))
     }
 
     /// s as a field of capacity bytes (NUL included) keeps it: what a later read gives back.
