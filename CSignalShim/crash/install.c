@@ -201,7 +201,7 @@ static void aft_register_atfork(void) { pthread_atfork(NULL, NULL, aft_after_for
  * executable's build id); the rest is done on a thread of ours right after, or by the first
  * caller that needs it: every image's build id and the link map's signature (until then a
  * crash reads /proc/self/maps itself), the unwinding helpers' first pages, and libunwind's
- * warm-up. */
+ * warm-up. The resident unwinding helper waits for the first hang (aft_unwind_resident_start). */
 static pthread_mutex_t aft_g_completion_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t aft_g_install_generation, aft_g_completed_generation;
 
@@ -214,7 +214,6 @@ static void aft_install_complete_images(void) {
     }
     aft_prepare_images(&aft_g_state.context);
     aft_unwind_helpers_fault_in();
-    aft_unwind_resident_start();
     aft_threads_read_tls_size();
     aft_swift_async_prepare();
     /* Warm libunwind up (its one-time set-up, unwind tables), so the helper walks fast. */

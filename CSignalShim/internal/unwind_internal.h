@@ -36,9 +36,6 @@ int aft_async_resident_take(aft_unwind_slot *slot, pid_t *pid);
 /* At install's completion: the helpers' first pages faulted in, so a crash takes no page faults
  * there. */
 void aft_unwind_helpers_fault_in(void);
-/* Starts the resident helper (once per process) from its donor thread and waits, bounded, until
- * it runs. Without it each request starts a helper of its own. */
-void aft_unwind_resident_start(void);
 /* In a forked child: the parent's resident helper serves the parent; the child has none. */
 void aft_unwind_resident_after_fork_in_child(void);
 

@@ -5,6 +5,7 @@ import AftermathTesting
 import AftermathSymbolication
 import HarnessSupport
 import CHarnessFaults
+import CSignalShim
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -56,6 +57,7 @@ enum ChildMode {
             say("\(contextPrefix) none\n")
         }
         if scenario.setup == .unwindHelperKilled && withAftermath {
+            aft_unwind_resident_start()  // the resident of a process that hung once
             let helpers = UnwindHelperProcess.waitForHelpers(of: getpid())
             guard helpers.count == 1 else {
                 say("crash-harness: \(helpers.count) unwinding helpers, expected 1\n", fd: 2)

@@ -4,6 +4,7 @@ import CHarnessFaults
 import CSignalShim
 import Foundation
 import Testing
+import TestSupport
 
 /// The stack of a stuck or crashed thread is libunwind's, taken by a helper process that
 /// shares the app's memory and is killed at its deadline. Killed while it waited for the
@@ -107,6 +108,7 @@ struct UnwindHelperTests {
             reportsDirectory: root, deliverPendingReportsSynchronously: true)
         do { try Aftermath.start(config) } catch { return 10 }
         aft_install_complete()
+        aft_unwind_resident_start()  // as after a first hang
         guard let helper = residentHelper() else { return 11 }
         guard let status = try? String(contentsOfFile: "/proc/\(helper)/status", encoding: .utf8) else { return 12 }
         let lines = status.split(separator: "\n").map { $0.replacingOccurrences(of: "\t", with: " ") }
@@ -115,7 +117,49 @@ struct UnwindHelperTests {
         return 0
     }
 
+    /// In a child: no resident helper after start; a main-thread hang is still captured (by a
+    /// helper of its own) and reported; the resident runs once it is over.
+    static func residentAfterFirstHang() -> Int32 {
+        let exporter = InMemoryExporter()
+        var config = Aftermath.Configuration(
+            serviceName: "unwind-test", serviceVersion: "1.0", exporter: exporter,
+            reportsDirectory: TestSupport.childDirectory("resident-lazy"), deliverPendingReportsSynchronously: true)
+        config.hangHeartbeat = .manual
+        config.watchConcurrencyPool = false
+        do { try Aftermath.start(config) } catch { return 10 }
+        aft_install_complete()
+        usleep(200_000)
+        guard residentHelper() == nil else { return 11 }  // none for a process that never hung
+        for _ in 0..<20 {
+            Aftermath.heartbeat()
+            usleep(10_000)
+        }
+        usleep(700_000)  // the hang
+        for _ in 0..<20 {
+            Aftermath.heartbeat()
+            usleep(10_000)
+        }
+        var hang: LogRecord?
+        for _ in 0..<300 where hang == nil {
+            usleep(10_000)
+            hang = exporter.records.first { $0.eventName == "apsio.hang" }
+        }
+        guard let hang else { return 12 }
+        guard (hang[attribute: "exception.stacktrace"]?.stringValue ?? "").split(separator: "\n").count >= 3 else {
+            return 13
+        }
+        for _ in 0..<200 where residentHelper() == nil { usleep(10_000) }
+        return residentHelper() != nil ? 0 : 14
+    }
+
     #if compiler(>=6.2)  // exit tests (#expect(processExitsWith:)) need Swift 6.2
+    @Test("No resident unwinding helper until the first hang (captured by a helper of its own); then one")
+    func residentAfterFirstHangTest() async {
+        await #expect(processExitsWith: .success) {
+            exit(UnwindHelperTests.residentAfterFirstHang())
+        }
+    }
+
     @Test("A fault in an unwinding helper ends it by its own exit, not by the signal: the app lives on")
     func helperFault() async {
         await #expect(processExitsWith: .success) {

@@ -67,6 +67,7 @@ struct WatchdogSignalTests {
             sigfillset(&all)
             pthread_sigmask(SIG_BLOCK, &all, nil)
             WatchdogSignalTests.startManual("hang-blocked-starter")
+            aft_unwind_resident_start()  // its donor too, as after a first hang
             usleep(100_000)
             let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
             var names: [String] = []

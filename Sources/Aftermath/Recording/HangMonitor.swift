@@ -99,7 +99,11 @@ enum HangMonitor {
             guard let schedule = schedules.withLock({ $0[target] }) else { return }
             schedule { aft_watch_ping_ran(target) }
         case UInt32(AFT_WATCHDOG_EVENT_HANG_FINISHED):
-            reportQueue.async { reportFinishedHangs() }
+            reportQueue.async {
+                // A process that hung once may again: later captures get the resident helper.
+                aft_unwind_resident_start()
+                reportFinishedHangs()
+            }
         default:
             break
         }
