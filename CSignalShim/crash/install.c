@@ -200,8 +200,8 @@ static void aft_register_atfork(void) { pthread_atfork(NULL, NULL, aft_after_for
 /* aft_install returns once a crash is reported (its handlers, the reserved file, the main
  * executable's build id); the rest is done on a thread of ours right after, or by the first
  * caller that needs it: every image's build id and the link map's signature (until then a
- * crash reads /proc/self/maps itself), the unwinding helpers' first pages, and libunwind's
- * warm-up. The resident unwinding helper waits for the first hang (aft_unwind_resident_start). */
+ * crash reads /proc/self/maps itself) and the unwinding helpers' first pages. The resident
+ * unwinding helper waits for the first hang (aft_unwind_resident_start). */
 static pthread_mutex_t aft_g_completion_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t aft_g_install_generation, aft_g_completed_generation;
 
@@ -216,9 +216,10 @@ static void aft_install_complete_images(void) {
     aft_unwind_helpers_fault_in();
     aft_threads_read_tls_size();
     aft_swift_async_prepare();
-    /* Warm libunwind up (its one-time set-up, unwind tables), so the helper walks fast. */
-    uint64_t warm[16];
-    if (!atomic_load(&aft_g_libunwind_abandoned)) (void)aft_current_stack(warm, 16, 0);
+    /* libunwind is not warmed up here: a process that never hangs or records an error never
+     * uses it (a crash's threads are unwound at the next launch). Its first user pays its
+     * set-up: the first hang's capture pauses 0.6-1.0 ms instead of 0.43-0.52 ms, once; every
+     * launch keeps 44 KiB and libunwind's two descriptors. */
     aft_g_completed_generation = aft_g_install_generation;
     pthread_mutex_unlock(&aft_g_completion_lock);
 }
