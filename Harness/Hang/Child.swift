@@ -104,7 +104,9 @@ enum Child {
         case "stall200":
             stall(remaining: 5)
         case "sigstop":
-            emit("READY")
+            // From the main queue: start queued its first ping before this, so the main thread
+            // is watched (ticked) when the parent stops the process, whatever else is slow.
+            DispatchQueue.main.async { emit("READY") }
             DispatchQueue.main.asyncAfter(deadline: .now() + 4.0) { finish(expecting: 0) }
         default:
             emit("ERROR unknown scenario \(scenario)")
