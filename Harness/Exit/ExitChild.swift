@@ -80,12 +80,18 @@ enum ExitChild {
             say("READY \(getpid())")
             execSelf("report", dir)
         case "exec-wait":
-            // Replaces its image, once its unwinding helper runs, with a waiting app.
+            // Replaces its image, once its unwinding helper runs, with a waiting app. The
+            // resident helper starts after a process's first hang: started here as then.
             aft_install_complete()
+            aft_unwind_resident_start()
             let helpers = UnwindHelperProcess.waitForHelpers(of: getpid()).map { String($0) }
             say("HELPER-READY \(getpid()) " + helpers.joined(separator: " "))
-            execSelf("wait", dir)
-        case "wait", "handle-term":
+            execSelf("wait-helper", dir)
+        case "wait", "handle-term", "wait-helper":
+            if mode == "wait-helper" {  // the exec'd image's own resident
+                aft_install_complete()
+                aft_unwind_resident_start()
+            }
             Aftermath.setScreen("checkout")
             let second = Aftermath.startNewSession().uuidString.lowercased()
             say("READY \(second) \(first)")
