@@ -92,8 +92,8 @@ uint32_t aft_build_id_at(uint64_t base, uint8_t *out, uint32_t capacity, uint64_
 uint32_t aft_current_stack(uint64_t *frames, uint32_t capacity, uint32_t skip);
 /* Starts the resident unwinding helper (once per process) and waits, bounded, until it runs;
  * normal time only. Called after a process's first hang: until then each capture that needs a
- * helper starts one of its own (a hang's pause is then about 0.3 ms longer), and a process that
- * never hangs pays for no helper. */
+ * helper starts one of its own (the first hang's pause is 0.6-1.0 ms, later ones 0.11-0.16 ms),
+ * and a process that never hangs pays for no helper. */
 void aft_unwind_resident_start(void);
 
 /* The calling thread's Swift async callers (aftermath_format_async.h), innermost first, when it

@@ -78,46 +78,42 @@ struct EveryThreadTests {
         }
     }
 
-    @Test("A thread in uninterruptible sleep for a moment (a vfork parent, 5 ms) answers once it wakes")
-    func briefUninterruptibleSleep() async throws {
-        let directory: String = TestSupport.childDirectory("threads-brief-d")
-        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
+    /// A child with two parked workers and a "vforker" whose vfork children sleep childMs
+    /// crashes; its crash as the next launch reads it, and the vforker's record.
+    static func crashWithVforker(_ tag: String, childMs: UInt32) async throws -> (CrashReport, CrashThread) {
+        let directory: String = TestSupport.childDirectory(tag)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String, childMs] in
             ExitStatusTests.childStart(directory)
             guard aft_test_start_workers(AFT_TEST_WORKER_PARKED, 2) == 0,
-                aft_test_start_vforking_worker(5) == 0
+                aft_test_start_vforking_worker(childMs) == 0
             else { _exit(97) }
             UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
         }
         let crash = try #require(Self.crashes(directory).first)
         let capture = try #require(crash.threadCapture)
-        #expect(!capture.deadlineReached)
-        let worker = try #require(crash.threads.first { $0.name == "vforker" })
+        #expect(!capture.deadlineReached, "not waited for until the deadline")
+        return (crash, try #require(crash.threads.first { $0.name == "vforker" }))
+    }
+
+    @Test("A thread in uninterruptible sleep for a moment (a vfork parent, 5 ms) answers once it wakes")
+    func briefUninterruptibleSleep() async throws {
+        let (crash, worker) = try await Self.crashWithVforker("threads-brief-d", childMs: 5)
         #expect(
             worker.contextSource == .signal && worker.missingContext == nil,
             "\(String(describing: worker.missingContext))")
         #expect(worker.registers.count >= 17 && worker.fpState.count > 0)
         #expect(Self.hasFrame(worker, in: crash, named: "aft_test_worker_vforking"), "\(worker.frames.count) frames")
-        try? FileManager.default.removeItem(atPath: directory)
     }
 
     @Test("A thread that stays in uninterruptible sleep is listed with the kernel's sp and pc, before the deadline")
     func lastingUninterruptibleSleep() async throws {
-        let directory: String = TestSupport.childDirectory("threads-lasting-d")
-        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
-            ExitStatusTests.childStart(directory)
-            guard aft_test_start_vforking_worker(1500) == 0 else { _exit(97) }
-            UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
-        }
-        let crash = try #require(Self.crashes(directory).first)
-        let capture = try #require(crash.threadCapture)
-        #expect(!capture.deadlineReached, "not waited for until the deadline")
-        let worker = try #require(crash.threads.first { $0.name == "vforker" })
+        let (crash, worker) = try await Self.crashWithVforker("threads-lasting-d", childMs: 1500)
         #expect(worker.contextSource == .syscall && worker.missingContext == .uninterruptible)
         #expect(worker.state == "D")
         // vfork(2) keeps its return address in a register across the call, out of /proc's
         // reach: the chain is known from the caller of its caller on.
         #expect(Self.hasFrame(worker, in: crash, named: "aft_vforking_main"), "\(worker.frames.count) frames")
-        try? FileManager.default.removeItem(atPath: directory)
     }
 
     @Test("Paused threads' frames are left to the next launch, a libdispatch-style worker answers SIGPROF")
