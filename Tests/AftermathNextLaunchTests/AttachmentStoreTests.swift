@@ -90,7 +90,9 @@ struct AttachmentStoreTests {
         let file = dir.attachments + "/" + Self.names(dir.attachments)[0]
         #expect(try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int == 0o600)
         let second = Self.collector(dir).deliver(to: records, attachments: attachments, resource: Resource())
-        #expect(second.exported == 1 && attachments.attachments.count == 1)
+        #expect(
+            second.exported == 1 && attachments.attachments.count == 1,
+            "\(second.exportError ?? "no error"), rejected \(second.rejected.map(\.reason))")
         #expect(Self.names(dir.attachments).isEmpty && Self.names(dir.crashes).isEmpty)
     }
 
