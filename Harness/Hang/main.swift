@@ -76,7 +76,11 @@ func stopped(_ name: String, after delay: useconds_t = 0) -> () -> (String, [Str
                     kill(pid, SIGCONT)
                 }
             }
-        }, extra: { $0.stats.contains("late=0") ? ["no late tick seen"] : [] })
+        })
+    // The row's property: a stop is no hang (no record). Whether the watchdog also saw a late
+    // tick (late= in the stats shown) depends on its sleeping with a deadline across the stop:
+    // with no target needing ticks then (idle loops, a pool not used yet) it sleeps without one,
+    // and nothing is late. CI's clean runs saw both.
 }
 
 /// A child under strace -f: no record, and the stretch ignored.
