@@ -63,7 +63,7 @@ func termDuringExport() -> (String, [String]) {
     return ("\(handed.count) live, \(again.count) at the next launch", failures)
 }
 
-/// A child stopped for 2 s once it says READY: no record, and the watchdog saw its late tick.
+/// A child stopped for 2 s once it says READY: no record (the stats show whether a late tick was seen).
 func stopped(_ name: String, after delay: useconds_t = 0) -> () -> (String, [String]) {
     none(
         name,
