@@ -112,6 +112,9 @@ struct MemoryReaderTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         await #expect(processExitsWith: .success) { [directory = directory as String] in
             ExitStatusTests.childStart(directory)
+            // start's own thread done first: a descriptor it opened meanwhile would take the number.
+            aft_install_complete()
+            for _ in 0..<500 where Aftermath.lastDelivery == nil { usleep(10_000) }
             let fds = MemoryReaderTests.memDescriptors()
             guard !fds.isEmpty else { _exit(10) }
             for fd in fds {
