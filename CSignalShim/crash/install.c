@@ -216,10 +216,11 @@ static void aft_install_complete_images(void) {
     aft_unwind_helpers_fault_in();
     aft_threads_read_tls_size();
     aft_swift_async_prepare();
-    /* libunwind is not warmed up here: a process that never hangs or records an error never
-     * uses it (a crash's threads are unwound at the next launch). Its first user pays its
-     * set-up: the first hang's capture pauses 0.6-1.0 ms instead of 0.43-0.52 ms, once; every
-     * launch keeps 44 KiB and libunwind's two descriptors. */
+    /* Warm libunwind up (its one-time set-up, unwind tables): the first hang's capture starts a
+     * helper of its own (the resident waits for a hang), which a cold libunwind can keep past
+     * its deadline (CI: a pool hang's stack lost once). */
+    uint64_t warm[16];
+    if (!atomic_load(&aft_g_libunwind_abandoned)) (void)aft_current_stack(warm, 16, 0);
     aft_g_completed_generation = aft_g_install_generation;
     pthread_mutex_unlock(&aft_g_completion_lock);
 }
