@@ -39,7 +39,6 @@ int aft_crash_in_progress(void) { return aft_async_crash_in_progress(); }
 
 static aft_crash_info aft_g_crash_info;
 static aft_maps_scratch aft_g_crash_scratch;
-static uint8_t aft_g_crash_staging[48 * 1024];
 static aft_swift_async_link aft_g_crash_swift_async[AFT_SWIFT_ASYNC_MAX_LINKS];
 
 static int aft_async_signal_index(int signo) {
@@ -168,8 +167,6 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
         .has_link_map = has_link_map,
         .link_count = link_count,
         .link_hash = link_hash,
-        .staging = aft_g_crash_staging,
-        .staging_size = sizeof(aft_g_crash_staging),
     };
     int err = aft_async_write_report(aft_g_state.crash_dir_fd, tmp_name, aft_g_state.final_name,
                                      &spec, NULL);
@@ -333,7 +330,10 @@ void aft_async_handler(int signo, siginfo_t *info, void *ucontext) {
          * them is in finishes first (bounded), its files deleted once acknowledged, so the
          * next launch does not send it again; new ones are refused from the crash's start. */
         aft_async_await_exports();
-        aft_async_threads_release(); /* before what comes next: the process dies as before */
+        /* Before what comes next: the process dies as before. Where that is the default action
+         * (it ends the process), the paused threads are not waited for. */
+        struct sigaction next = aft_async_previous(signo, 0);
+        aft_async_threads_release(aft_async_is_function(&next) || next.sa_handler != SIG_DFL);
         if (file_size_limited) aft_async_release_file_size_signal(&file_size_hold);
         alarm(alarm_pending);
         sigaction(SIGALRM, &alarm_previous, NULL);

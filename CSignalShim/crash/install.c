@@ -18,6 +18,9 @@
 #include <sys/prctl.h>
 #include <ucontext.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include "CSignalShim.h"
 #include "shim_internal.h"
@@ -94,8 +97,28 @@ void aft_release_file_size_signal(const aft_file_size_hold *hold) {
     aft_async_release_file_size_signal(hold);
 }
 
+void aft_crc32_prepare(void) {
+    if (atomic_load_explicit(&aft_g_crc_clmul, memory_order_relaxed) != 0) return;
+    int has = 0;
+#if defined(__x86_64__)
+    unsigned int eax = 0, ebx = 0, ecx = 0, edx = 0;
+    has = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_PCLMUL) != 0;
+#endif
+    atomic_store_explicit(&aft_g_crc_clmul, has ? 1 : -1, memory_order_relaxed);
+}
+
 uint32_t aft_crc32(uint32_t crc, const void *data, size_t size) {
+    aft_crc32_prepare();
     return aft_async_crc32(crc, data, size);
+}
+
+uint32_t aft_crc32_by_table(uint32_t crc, const void *data, size_t size) {
+    return aft_async_crc32_portable(crc, data, size);
+}
+
+int aft_crc32_accelerated(void) {
+    aft_crc32_prepare();
+    return atomic_load_explicit(&aft_g_crc_clmul, memory_order_relaxed) == 1;
 }
 
 /* Reads the loaded images once at install: the main executable's build id goes into the
@@ -273,6 +296,7 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
     }
     pthread_mutex_lock(&aft_g_completion_lock); /* a completion still running finishes first */
     aft_memory_reader_prepare();
+    aft_crc32_prepare();
     aft_open_maps();
     aft_unwind_helpers_prepare(0);
     int err = aft_prepare_thread();

@@ -5,11 +5,13 @@
  * passes every buffer (frames, images, maps scratch); nothing here is allocated. Order: header
  * (commit 0), context, event, frames, images, then the header again with size, CRC and commit
  * marker, optional fsync, rename into place. A reader that finds the final name finds a whole
- * file; a leftover .tmp holds as much as was written, most useful first.
+ * file; a leftover .tmp holds as much as was written, most useful first. The pieces go out by
+ * writev(2) from where they already are: no staging copy of the body, nor its pages.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <stdio.h> /* renameat */
 #include <linux/falloc.h>
 #include <sys/syscall.h>
@@ -18,50 +20,101 @@
 #include "shim_internal.h"
 #include "threads_internal.h"
 
+/* Pieces in the caller's buffers (which outlive the write) are queued where they are; those in
+ * this file's own frames (section headers) are copied into `small` first. */
+#define AFT_WRITER_IOVS 64
+#define AFT_WRITER_SMALL 1024
+
 typedef struct aft_writer {
     int fd;
     int error;
     uint32_t crc;
     uint64_t body_size;
-    uint8_t *staging; /* optional: small pieces are gathered here, fewer write(2)s */
-    size_t capacity, used;
+    uint32_t count;
+    size_t small_used;
+    struct iovec iov[AFT_WRITER_IOVS];
+    uint8_t small[AFT_WRITER_SMALL];
 } aft_writer;
 
 static void aft_async_flush(aft_writer *w) {
-    if (w->used > 0 && !w->error) w->error = aft_async_write_all(w->fd, w->staging, w->used);
-    w->used = 0;
+    struct iovec *v = w->iov;
+    uint32_t left = w->count;
+    while (left > 0 && !w->error) {
+        long n = syscall(SYS_writev, (long)w->fd, (long)v, (long)left);
+        if (n < 0) {
+            if (errno != EINTR) w->error = errno;
+            continue;
+        }
+        if (n == 0) {
+            w->error = EIO;
+            break;
+        }
+        size_t done = (size_t)n;
+        while (left > 0 && done >= v->iov_len) {
+            done -= v->iov_len;
+            v++;
+            left--;
+        }
+        if (left > 0) {
+            v->iov_base = (uint8_t *)v->iov_base + done;
+            v->iov_len -= done;
+        }
+    }
+    w->count = 0;
+    w->small_used = 0;
 }
 
-static void aft_async_put(aft_writer *w, const void *data, size_t size) {
+/* Queues [data, data + size); copy: the bytes live in a frame that ends before the write. */
+static void aft_async_queue(aft_writer *w, const void *data, size_t size, int copy) {
     if (w->error || size == 0) return;
-    if (w->staging && w->used + size <= w->capacity) {
-        aft_async_memcpy(w->staging + w->used, data, size);
-        w->used += size;
+    if (copy && size > AFT_WRITER_SMALL) {
+        aft_async_flush(w); /* not in the writer's own calls: written at once */
+        if (!w->error) w->error = aft_async_write_all(w->fd, data, size);
         return;
     }
-    aft_async_flush(w);
-    if (w->staging && size <= w->capacity) {
-        aft_async_memcpy(w->staging, data, size);
-        w->used = size;
-    } else if (!w->error) {
-        w->error = aft_async_write_all(w->fd, data, size);
+    if (w->count == AFT_WRITER_IOVS || (copy && w->small_used + size > AFT_WRITER_SMALL))
+        aft_async_flush(w);
+    if (w->error) return;
+    if (copy) {
+        uint8_t *at = w->small + w->small_used;
+        aft_async_memcpy(at, data, size);
+        w->small_used += size;
+        struct iovec *last = w->count > 0 ? &w->iov[w->count - 1] : NULL;
+        if (last != NULL && (uint8_t *)last->iov_base + last->iov_len == at) {
+            last->iov_len += size; /* adjacent copies: one piece */
+            return;
+        }
+        data = at;
     }
+    w->iov[w->count].iov_base = (void *)(uintptr_t)data;
+    w->iov[w->count].iov_len = size;
+    w->count++;
 }
 
 /* Body bytes: counted in the size and the CRC. */
-static void aft_async_emit(aft_writer *w, const void *data, size_t size) {
+static void aft_async_emit_as(aft_writer *w, const void *data, size_t size, int copy) {
     if (w->error) return;
     w->crc = aft_async_crc32(w->crc, data, size);
     w->body_size += size;
-    aft_async_put(w, data, size);
+    aft_async_queue(w, data, size, copy);
 }
 
+/* A piece in the caller's frame (copied), or in a buffer that outlives the write (not). */
+static void aft_async_emit(aft_writer *w, const void *data, size_t size) {
+    aft_async_emit_as(w, data, size, 1);
+}
+
+static void aft_async_emit_kept(aft_writer *w, const void *data, size_t size) {
+    aft_async_emit_as(w, data, size, 0);
+}
+
+/* A section whose entries outlive the write (the caller's buffers, never this file's frames). */
 static void aft_async_emit_section(aft_writer *w, uint32_t type, uint32_t entry_size,
                                    uint32_t count, uint32_t flags, const void *entries) {
     aft_section_header sh = {
         .type = type, .entry_size = entry_size, .count = count, .flags = flags};
     aft_async_emit(w, &sh, sizeof(sh));
-    aft_async_emit(w, entries, (size_t)entry_size * count);
+    aft_async_emit_kept(w, entries, (size_t)entry_size * count);
 }
 
 static int aft_async_image_has_frame(const aft_image *image, const uint64_t *frames,
@@ -91,7 +144,7 @@ static void aft_async_emit_fitting_images(aft_writer *w, const aft_image *images
             if (others == 0) continue;
             others--;
         }
-        aft_async_emit(w, &images[i], sizeof(aft_image));
+        aft_async_emit_kept(w, &images[i], sizeof(aft_image));
         emitted++;
     }
 }
@@ -140,7 +193,10 @@ static int aft_async_emit_threads(aft_writer *w, const aft_thread_capture *c, ui
         if (!aft_async_space_for(w->fd, used, records + images_room)) return -1;
     }
     if (!with_stacks) info.flags |= AFT_THREADS_CUT_BY_FILE_LIMIT;
-    aft_async_emit_section(w, AFT_SECTION_THREADS_INFO, sizeof(info), 1, 0, &info);
+    aft_section_header sh = {
+        .type = AFT_SECTION_THREADS_INFO, .entry_size = sizeof(info), .count = 1, .flags = 0};
+    aft_async_emit(w, &sh, sizeof(sh));
+    aft_async_emit(w, &info, sizeof(info)); /* this frame's copy */
     aft_async_emit_section(w, AFT_SECTION_THREADS, sizeof(aft_thread), info.recorded,
                            info.omitted ? AFT_SECTION_TRUNCATED : 0, c->records);
     aft_async_emit_section(w, AFT_SECTION_THREAD_FRAMES, sizeof(uint64_t), c->frame_count, 0,
@@ -168,9 +224,9 @@ static void aft_async_emit_swift_async(aft_writer *w, const aft_report_spec *spe
                              .count = own + others,
                              .flags = 0};
     aft_async_emit(w, &sh, sizeof(sh));
-    aft_async_emit(w, spec->swift_async, (size_t)own * sizeof(aft_swift_async_link));
+    aft_async_emit_kept(w, spec->swift_async, (size_t)own * sizeof(aft_swift_async_link));
     if (others > 0)
-        aft_async_emit(w, c->swift_async.links, (size_t)others * sizeof(aft_swift_async_link));
+        aft_async_emit_kept(w, c->swift_async.links, (size_t)others * sizeof(aft_swift_async_link));
 }
 
 /* One STACK_MEMORY section per thread whose stack was kept, in record order, for the first
@@ -187,7 +243,7 @@ static void aft_async_emit_stacks(aft_writer *w, const aft_thread_capture *c, ui
                                  .flags = 0};
         aft_async_emit(w, &sh, sizeof(sh));
         aft_async_emit(w, &m, sizeof(m));
-        aft_async_emit(w, c->arena + c->stack_offsets[i], (size_t)r->stack_size);
+        aft_async_emit_kept(w, c->arena + c->stack_offsets[i], (size_t)r->stack_size);
     }
 }
 
@@ -238,8 +294,14 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
         }
     }
 
-    aft_writer w = {.fd = fd, .staging = spec->staging, .capacity = spec->staging_size};
-    aft_async_put(&w, &header, sizeof(header));
+    aft_writer w;
+    w.fd = fd;
+    w.error = 0;
+    w.crc = 0;
+    w.body_size = 0;
+    w.count = 0;
+    w.small_used = 0;
+    aft_async_queue(&w, &header, sizeof(header), 1);
     aft_async_emit_section(&w, AFT_SECTION_CONTEXT, sizeof(aft_context), 1, 0, spec->context);
     aft_async_emit_section(&w, spec->event_type, spec->event_size, 1, 0, spec->event);
     if (spec->extra_type != 0 && spec->extra != NULL)

@@ -258,16 +258,18 @@ void aft_async_threads_capture_for_hang(uint64_t watched_tid) {
     aft_async_capture_run(c, begin);
 }
 
-void aft_async_threads_release(void) { aft_async_threads_release_capture(&aft_g_threads); }
+void aft_async_threads_release(int wait) {
+    aft_async_threads_release_capture(&aft_g_threads, wait);
+}
 
-void aft_async_threads_release_capture(aft_thread_capture *c) {
+void aft_async_threads_release_capture(aft_thread_capture *c, int wait) {
     uint32_t gen = atomic_load(&c->generation);
     if (!(gen & 1u)) return;
     atomic_store(&c->released, gen);
     aft_async_futex_wake(&c->released);
     atomic_store(&c->generation, gen + 1u); /* closed: a late signal finds nothing to answer */
     uint64_t deadline = aft_async_now_ns(CLOCK_MONOTONIC) + 20ull * 1000 * 1000;
-    for (;;) {
+    while (wait) {
         uint32_t left = atomic_load(&c->left);
         if (left >= atomic_load(&c->answered) || aft_async_now_ns(CLOCK_MONOTONIC) >= deadline)
             break;

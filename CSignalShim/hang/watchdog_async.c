@@ -303,7 +303,7 @@ int aft_async_watchdog_begin_hang(aft_watchdog *w, aft_watch_target *t, uint64_t
          * final, and nothing else of theirs is kept. */
         if ((atomic_load(&w->capture_state) & 0xffu) != AFT_CAPTURE_RUNNING) {
             aft_async_threads_capture_for_hang(tid);
-            aft_async_threads_release_capture(&aft_g_hang_threads);
+            aft_async_threads_release_capture(&aft_g_hang_threads, 1);
             (void)aft_async_pool_classify(w, &aft_g_hang_threads); /* marks Swift jobs */
             threads = &aft_g_hang_threads;
         }

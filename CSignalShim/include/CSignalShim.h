@@ -73,6 +73,11 @@ uint64_t aft_gettid(void);
 
 /* CRC-32 (IEEE 802.3), as used in aft_file_header.body_crc. Start with crc = 0. */
 uint32_t aft_crc32(uint32_t crc, const void *data, size_t size);
+/* The same CRC by table alone (what aft_crc32 computes where the processor has no faster way). */
+uint32_t aft_crc32_by_table(uint32_t crc, const void *data, size_t size);
+/* 1 when aft_crc32 and the crash handler use the processor's carry-less multiply (x86-64
+ * PCLMULQDQ), 0 when they use tables. */
+int aft_crc32_accelerated(void);
 
 /* Parses a /proc/<pid>/maps stream from fd into images (executable file mappings and the
  * vdso, segments merged). When read_build_ids is non-zero the GNU build id of each image (or

@@ -51,8 +51,6 @@ typedef struct aft_report_spec {
     uint32_t extra_type;
     const void *extra;
     uint32_t extra_size;
-    uint8_t *staging; /* optional buffer that gathers small writes; NULL = none */
-    size_t staging_size;
 } aft_report_spec;
 /* Writes a report to dir_fd/tmp_name, commits it and renames it to final_name.
  * Returns 0 or an errno value; with keep_open, *out_fd is the open, committed file. */

@@ -67,6 +67,13 @@ extern _Atomic uint32_t aft_g_known_image_count;
 int aft_async_write_all(int fd, const void *data, size_t size);
 int aft_async_pwrite_all(int fd, const void *data, size_t size, off_t offset);
 uint32_t aft_async_crc32(uint32_t crc, const void *data, size_t size);
+/* The same by table alone, whatever the processor has. */
+uint32_t aft_async_crc32_portable(uint32_t crc, const void *data, size_t size);
+/* 1 when aft_async_crc32 may use the processor's carry-less multiply (x86-64 PCLMULQDQ), -1 when
+ * it may not, 0 before aft_crc32_prepare. */
+extern _Atomic int aft_g_crc_clmul;
+/* Reads, once, whether the processor has what aft_async_crc32's fast path needs (normal time). */
+void aft_crc32_prepare(void);
 size_t aft_async_strlen(const char *s, size_t capacity);
 void aft_async_memset(void *dst, int value, size_t size);
 void aft_async_memcpy(void *dst, const void *src, size_t size);

@@ -202,13 +202,15 @@ int aft_async_threads_send(aft_thread_capture *c, uint32_t i, int signo, uint64_
  * Threads sleeping in a call a handler would cut short (nanosleep, poll, epoll_wait, ...) are
  * not signalled: /proc's sp and pc, so that the app sees no EINTR. */
 void aft_async_threads_capture_for_hang(uint64_t watched_tid);
-/* Lets the paused threads of a capture go (aft_async_threads_release is the crash's). */
-void aft_async_threads_release_capture(aft_thread_capture *c);
-/* Lets the paused threads go (before the handler chains), and waits (20 ms at most) until they
- * have stopped waiting: a thread still inside our handler has its signal blocked, and the
+/* Lets the paused threads of a capture go (aft_async_threads_release is the crash's); with
+ * wait, until they have left our handler (20 ms at most). */
+void aft_async_threads_release_capture(aft_thread_capture *c, int wait);
+/* Lets the paused threads go (before the handler chains). With wait, until they have stopped
+ * waiting (20 ms at most): a thread still inside our handler has its signal blocked, and the
  * Swift runtime's backtracer, which reads each thread's mask to pick the signal that pauses it,
- * would find none it can use. */
-void aft_async_threads_release(void);
+ * would find none it can use. Without (nothing of the app's runs next: the default action ends
+ * the process), at once. */
+void aft_async_threads_release(int wait);
 /* A thread that crashed while another's crash is written: remembered with its context, so the
  * capture records it from its own fault. */
 void aft_async_threads_note_crash(int signo, void *ucontext);

@@ -1,8 +1,8 @@
 /*
  * safe_io_async.c: CRASH-TIME CODE, under the crash-time contract of CSignalShim/README.md
  * (async-signal-safe calls only, no malloc, no locks, no stdio, no Swift; checked by
- * AsyncSafetyTests). Byte, string and I/O helpers for the crash-time code: write loops, CRC-32,
- * string copies, the re-raise. Its own loops rather than libc's string functions, which may be
+ * AsyncSafetyTests). Byte, string and I/O helpers for the crash-time code: write loops,
+ * string copies, the re-raise (CRC-32: crc32_async.c). Its own loops rather than libc's string functions, which may be
  * ifunc-resolved or instrumented. Memory whose mapping is uncertain is read with pread(2) on
  * /proc/self/mem (or write(2) into a pipe), which seccomp filters of hardened services allow,
  * unlike process_vm_readv.
@@ -50,42 +50,28 @@ int aft_async_pwrite_all(int fd, const void *data, size_t size, off_t offset) {
     return 0;
 }
 
-/* CRC-32 (IEEE 802.3, reflected, poly 0xEDB88320), slice-by-8: 8 bytes per step. */
-#include "crc32_tables.h"
-
-uint32_t aft_async_crc32(uint32_t crc, const void *data, size_t size) {
-    const uint8_t *p = data;
-    crc = ~crc;
-    while (size >= 8) {
-        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                             (uint32_t)p[3] << 24);
-        uint32_t hi =
-            (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
-        crc = aft_crc_tables[7][lo & 0xFF] ^ aft_crc_tables[6][(lo >> 8) & 0xFF] ^
-              aft_crc_tables[5][(lo >> 16) & 0xFF] ^ aft_crc_tables[4][lo >> 24] ^
-              aft_crc_tables[3][hi & 0xFF] ^ aft_crc_tables[2][(hi >> 8) & 0xFF] ^
-              aft_crc_tables[1][(hi >> 16) & 0xFF] ^ aft_crc_tables[0][hi >> 24];
-        p += 8;
-        size -= 8;
-    }
-    while (size-- > 0) crc = (crc >> 8) ^ aft_crc_tables[0][(crc ^ *p++) & 0xFF];
-    return ~crc;
-}
-
 size_t aft_async_strlen(const char *s, size_t capacity) {
     size_t n = 0;
     while (n < capacity && s[n] != '\0') n++;
     return n;
 }
 
+/* Eight bytes a step, at any alignment (both architectures load and store unaligned words);
+ * the volatile stores keep the compiler from turning the loops back into libc calls. */
+typedef uint64_t __attribute__((aligned(1), may_alias)) aft_unaligned_u64;
+
 void aft_async_memset(void *dst, int value, size_t size) {
     volatile uint8_t *d = dst;
+    uint64_t word = 0x0101010101010101ull * (uint8_t)value;
+    for (; size >= 8; size -= 8, d += 8) *(volatile aft_unaligned_u64 *)d = word;
     for (size_t i = 0; i < size; i++) d[i] = (uint8_t)value;
 }
 
 void aft_async_memcpy(void *dst, const void *src, size_t size) {
     volatile uint8_t *d = dst;
     const uint8_t *s = src;
+    for (; size >= 8; size -= 8, d += 8, s += 8)
+        *(volatile aft_unaligned_u64 *)d = *(const aft_unaligned_u64 *)s;
     for (size_t i = 0; i < size; i++) d[i] = s[i];
 }
 
