@@ -18,9 +18,6 @@
 #include <sys/prctl.h>
 #include <ucontext.h>
 #include <unistd.h>
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
 
 #include "CSignalShim.h"
 #include "shim_internal.h"
@@ -97,35 +94,16 @@ void aft_release_file_size_signal(const aft_file_size_hold *hold) {
     aft_async_release_file_size_signal(hold);
 }
 
-void aft_crc32_prepare(void) {
-    if (atomic_load_explicit(&aft_g_crc_clmul, memory_order_relaxed) != 0) return;
-    int has = 0;
-#if defined(__x86_64__)
-    unsigned int eax = 0, ebx = 0, ecx = 0, edx = 0;
-    has = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_PCLMUL) != 0;
-#endif
-    atomic_store_explicit(&aft_g_crc_clmul, has ? 1 : -1, memory_order_relaxed);
-}
-
-uint32_t aft_crc32(uint32_t crc, const void *data, size_t size) {
-    aft_crc32_prepare();
-    return aft_async_crc32(crc, data, size);
-}
-
-uint32_t aft_crc32_by_table(uint32_t crc, const void *data, size_t size) {
-    return aft_async_crc32_portable(crc, data, size);
-}
-
-int aft_crc32_accelerated(void) {
-    aft_crc32_prepare();
-    return atomic_load_explicit(&aft_g_crc_clmul, memory_order_relaxed) == 1;
-}
-
 /* Reads the loaded images once at install: the main executable's build id goes into the
  * context, and every image's build id is kept so the crash path reads from memory only
  * images loaded later (dlopen). Build ids come straight from the mapped images
- * (dl_iterate_phdr), the images' extents and paths from one read of /proc/self/maps. */
-static aft_loaded_object aft_g_loaded_objects[AFT_MAX_IMAGES];
+ * (dl_iterate_phdr), the images' extents and paths from one read of /proc/self/maps. What the
+ * read needs only meanwhile (the loader's objects, its list before and after) is mapped for
+ * the call: static, its pages would stay in every app for good. */
+typedef struct aft_images_scratch {
+    aft_loaded_object objects[AFT_MAX_IMAGES];
+    aft_link_map_snapshot before, after;
+} aft_images_scratch;
 
 /* /proc/self/maps, opened by aft_install and read by the completion: an app that loses /proc
  * after start (a sandbox, an unmounted /proc) still gets its images read. */
@@ -155,29 +133,35 @@ static int aft_take_maps(void) {
 
 static void aft_prepare_images(aft_context *context) {
     aft_g_known_link_map.valid = 0;
-    static aft_link_map_snapshot before, after; /* under the completion lock */
-    memset(&before, 0, sizeof(before));
-    memset(&after, 0, sizeof(after));
-    uint32_t objects = aft_loaded_objects(aft_g_loaded_objects, AFT_MAX_IMAGES, &before);
+    aft_images_scratch *s = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE,
+                                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0); /* zero-filled */
+    if (s == MAP_FAILED) return;
+    uint32_t objects = aft_loaded_objects(s->objects, AFT_MAX_IMAGES, &s->before);
     int fd = aft_take_maps();
-    if (fd < 0) return;
+    if (fd < 0) {
+        munmap(s, sizeof(*s));
+        return;
+    }
     uint32_t truncated = 0;
     uint32_t n = aft_images_from_maps_fd(fd, aft_g_known_images, AFT_MAX_IMAGES, 0,
                                          context->executable_path, &truncated);
     close(fd);
-    aft_fill_build_ids(aft_g_known_images, n, aft_g_loaded_objects, objects);
+    aft_fill_build_ids(aft_g_known_images, n, s->objects, objects);
     aft_g_known_image_count = n;
     /* Trust the snapshot only if no library came or went while maps were read. */
-    aft_link_map_signature_now(&after);
-    if (before.valid && after.valid && before.count == after.count && before.hash == after.hash &&
-        !truncated && n > 0) {
-        aft_g_known_link_map.count = after.count;
-        aft_g_known_link_map.hash = after.hash;
-        aft_g_known_link_map.node_count = after.node_count;
-        memcpy(aft_g_known_link_map.nodes, after.nodes, sizeof(after.nodes[0]) * after.node_count);
+    aft_link_map_signature_now(&s->after);
+    const aft_link_map_snapshot *before = &s->before, *after = &s->after;
+    if (before->valid && after->valid && before->count == after->count &&
+        before->hash == after->hash && !truncated && n > 0) {
+        aft_g_known_link_map.count = after->count;
+        aft_g_known_link_map.hash = after->hash;
+        aft_g_known_link_map.node_count = after->node_count;
+        memcpy(aft_g_known_link_map.nodes, after->nodes,
+               sizeof(after->nodes[0]) * after->node_count);
         atomic_thread_fence(memory_order_release); /* a crash that sees valid sees the rest */
         aft_g_known_link_map.valid = 1;
     }
+    munmap(s, sizeof(*s));
     if (context->app_build_id_size > 0) return;
     for (uint32_t i = 0; i < n; i++) {
         if (aft_g_known_images[i].flags & AFT_IMAGE_MAIN_EXECUTABLE) {
@@ -239,11 +223,10 @@ static void aft_install_complete_images(void) {
     aft_unwind_helpers_fault_in();
     aft_threads_read_tls_size();
     aft_swift_async_prepare();
-    /* Warm libunwind up (its one-time set-up, unwind tables): the first hang's capture starts a
-     * helper of its own (the resident waits for a hang), which a cold libunwind can keep past
-     * its deadline (CI: a pool hang's stack lost once). */
-    uint64_t warm[16];
-    if (!atomic_load(&aft_g_libunwind_abandoned)) (void)aft_current_stack(warm, 16, 0);
+    /* libunwind is not warmed up here: a process that never hangs or records an error never
+     * uses it (a crash's threads are unwound at the next launch), and keeps its memory and its
+     * two descriptors. Its first user pays its set-up; a hang's capture, under a longer deadline
+     * while it is cold (AFT_UNWIND_COLD_BUDGET_NS): the first pauses about 0.6-1.0 ms, once. */
     aft_g_completed_generation = aft_g_install_generation;
     pthread_mutex_unlock(&aft_g_completion_lock);
 }

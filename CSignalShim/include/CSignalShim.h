@@ -100,6 +100,9 @@ uint32_t aft_current_stack(uint64_t *frames, uint32_t capacity, uint32_t skip);
  * helper starts one of its own (the first hang's pause is 0.6-1.0 ms, later ones 0.11-0.16 ms),
  * and a process that never hangs pays for no helper. */
 void aft_unwind_resident_start(void);
+/* 1 once libunwind has unwound a stack for Aftermath in this process (a hang's capture, a
+ * recorded error), else 0: start itself never uses it. */
+int aft_libunwind_used(void);
 
 /* The calling thread's Swift async callers (aftermath_format_async.h), innermost first, when it
  * runs in a Swift task; 0 otherwise or before the install's completion. */

@@ -243,6 +243,11 @@ int aft_async_arch_follows_call(uint64_t address);
 #define AFT_UNWIND_CRASH_BUDGET_NS (300ull * 1000 * 1000)
 #define AFT_UNWIND_LINK_MAP_BUDGET_NS (50ull * 1000 * 1000) /* the link map alone */
 #define AFT_UNWIND_CAPTURE_BUDGET_NS (150ull * 1000 * 1000)
+/* The least a hang capture's helper gets while libunwind has never finished a stack in this
+ * process: its first use sets it up (unwind tables of every image), which a loaded machine can
+ * stretch past the budgets above, and a helper killed then abandons libunwind for the process's
+ * life. Within the watchdog's second for a capture that is running. */
+#define AFT_UNWIND_COLD_BUDGET_NS (600ull * 1000 * 1000)
 /* What the helper hands back, in a MAP_SHARED mapping (seen by a helper that is a copy). */
 typedef struct aft_unwind_shared {
     _Atomic uint32_t done; /* futex word: 1 once count, truncated and frames are written */
@@ -259,6 +264,8 @@ typedef struct aft_unwind_shared {
  * one of libunwind's locks, so this process calls libunwind no more (no helper is started,
  * aft_current_stack walks frame pointers). */
 extern _Atomic int aft_g_libunwind_abandoned;
+/* Set once libunwind has finished a stack in this process (its set-up is done). */
+extern _Atomic int aft_g_libunwind_warm;
 typedef struct aft_unwind_slot {
     aft_unwind_shared *shared; /* NULL: not prepared, the frame-pointer stack only */
     void *stack_top;           /* the helper's stack (a guard page below it) */

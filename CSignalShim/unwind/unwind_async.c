@@ -39,6 +39,7 @@
 /* ---- the unwinding helper ---- */
 
 _Atomic int aft_g_libunwind_abandoned;
+_Atomic int aft_g_libunwind_warm;
 
 /* The helper's side: frames, then the done word. A shared (not private) futex: in the
  * copy-of-the-process mode the word is in a mapping the two processes share. */
@@ -281,6 +282,7 @@ static uint32_t aft_async_helper_finish(uint32_t slot_index, pid_t pid, uint64_t
         return 0;
     }
     *status = AFT_UNWIND_STATUS_COMPLETE;
+    atomic_store(&aft_g_libunwind_warm, 1);
     *truncated = out->truncated;
     *frames = out->frames;
     return out->count <= slot->capacity ? out->count : slot->capacity;
@@ -293,6 +295,12 @@ uint32_t aft_async_unwind_context(void *ucontext, uint64_t *frames, uint32_t cap
     *unwinder = AFT_UNWINDER_NONE;
     *status = AFT_UNWIND_STATUS_HELPER_FAILED;
     if (capacity == 0 || slot >= AFT_UNWIND_SLOTS) return 0;
+    /* A hang's first capture: libunwind's set-up too. Not a crash's: its helper may be blocked
+     * for good (the loader's lock held by a thread the crash stopped), and the process must
+     * die as soon as it would have. */
+    if (slot == AFT_UNWIND_SLOT_CAPTURE && !atomic_load(&aft_g_libunwind_warm) &&
+        budget_ns < AFT_UNWIND_COLD_BUDGET_NS)
+        budget_ns = AFT_UNWIND_COLD_BUDGET_NS;
     uint64_t deadline = aft_async_now_ns(CLOCK_MONOTONIC) + budget_ns;
     aft_unwind_shared *answer = aft_g_unwind_slots[slot].shared;
     if (answer != NULL) { /* no earlier answer may pass for this request's */

@@ -165,6 +165,8 @@ void aft_unwind_resident_after_fork_in_child(void) {
 }
 
 /* The caller's stack at normal time: libunwind, or frame pointers once it is abandoned. */
+int aft_libunwind_used(void) { return atomic_load(&aft_g_libunwind_warm) != 0; }
+
 uint32_t aft_current_stack(uint64_t *frames, uint32_t capacity, uint32_t skip) {
     uint64_t scratch[AFT_MAX_FRAMES + AFT_UNWIND_SLACK];
     int n = 0;
@@ -179,6 +181,7 @@ uint32_t aft_current_stack(uint64_t *frames, uint32_t capacity, uint32_t skip) {
                 if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
                 scratch[n++] = (uint64_t)ip;
             } while (n < (int)(AFT_MAX_FRAMES + AFT_UNWIND_SLACK) && unw_step(&cursor) > 0);
+            atomic_store(&aft_g_libunwind_warm, 1);
         }
     } else {
         /* libunwind may hold a lock for good (a helper killed at its deadline): frame

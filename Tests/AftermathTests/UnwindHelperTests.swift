@@ -117,8 +117,9 @@ struct UnwindHelperTests {
         return 0
     }
 
-    /// In a child: no resident helper after start; a main-thread hang is still captured (by a
-    /// helper of its own) and reported; the resident runs once it is over.
+    /// In a child: no resident helper after start, and libunwind not used by start (nor warmed
+    /// up); a main-thread hang is still captured (by a helper of its own) and reported; the
+    /// resident runs once it is over.
     static func residentAfterFirstHang() -> Int32 {
         let exporter = InMemoryExporter()
         var config = Aftermath.Configuration(
@@ -130,6 +131,7 @@ struct UnwindHelperTests {
         aft_install_complete()
         usleep(200_000)
         guard residentHelper() == nil else { return 11 }  // none for a process that never hung
+        guard aft_libunwind_used() == 0 else { return 15 }
         for _ in 0..<20 {
             Aftermath.heartbeat()
             usleep(10_000)
@@ -153,7 +155,9 @@ struct UnwindHelperTests {
     }
 
     #if compiler(>=6.2)  // exit tests (#expect(processExitsWith:)) need Swift 6.2
-    @Test("No resident unwinding helper until the first hang (captured by a helper of its own); then one")
+    @Test(
+        "No resident unwinding helper nor libunwind set-up until the first hang (captured by a helper of its own); then one"
+    )
     func residentAfterFirstHangTest() async {
         await #expect(processExitsWith: .success) {
             exit(UnwindHelperTests.residentAfterFirstHang())
