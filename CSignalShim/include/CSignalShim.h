@@ -352,6 +352,8 @@ void aft_run_stop(void);
 
 /* ---- evidence readers, shared by the running process and the next launch (runs.c) ---- */
 
+/* The name in runs/ of the run file a launch makes ahead for the next one (empty until taken). */
+#define AFT_RUN_SPARE_FILE_NAME "spare.run.tmp"
 /* 1 when another open file holds a lock on path (a live run), 0 when not, -1 on error. */
 int aft_run_is_locked(const char *path);
 /* The value of the first line "key<space or tab>value" of a small file; AFT_RUN_UNREAD when the

@@ -31,4 +31,13 @@ extern _Atomic uint32_t aft_g_exports_refused;
  * on another thread than the caller's (exports_async.c). */
 void aft_async_await_exports(void);
 
+/* The next launch's run file, made ahead by this one in the background (runs_prepare.c): an
+ * empty file of ours under this name in runs/, which start takes over (locked, checked, renamed)
+ * instead of creating an inode on the caller's thread. */
+#define AFT_RUN_SPARE_NAME AFT_RUN_SPARE_FILE_NAME
+/* The spare in dir_fd, locked and checked (regular, empty, ours, one link); -1 when none. */
+int aft_run_take_spare(int dir_fd);
+/* Makes the spare in the runs directory at path unless there is one. */
+void aft_run_make_spare(const char *runs_directory);
+
 #endif /* AFT_RUNS_INTERNAL_H */

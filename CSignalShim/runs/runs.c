@@ -32,6 +32,8 @@ static pthread_cond_t aft_g_run_wake = PTHREAD_COND_INITIALIZER;
 static aft_run_info aft_g_run_info;
 static aft_run_live aft_g_run_live;
 static char aft_g_run_path[AFT_PATH_CAPACITY * 2];
+static char aft_g_run_dir[AFT_PATH_CAPACITY * 2]; /* where the next launch's spare goes */
+static _Atomic int aft_g_run_spare_made;          /* by the updater, else at exit */
 static char aft_g_run_proc[AFT_PATH_CAPACITY];
 static char aft_g_run_sys[AFT_PATH_CAPACITY];
 static pthread_t aft_g_run_thread;
@@ -134,6 +136,8 @@ static void *aft_run_updater(void *arg) {
     atomic_store(&aft_g_run_updater_tid, aft_async_gettid()); /* listed at a crash without /proc */
     pthread_mutex_lock(&aft_g_run_lock);
     if (aft_g_run_baseline_pending) aft_run_complete_baseline();
+    if (aft_g_run.fd >= 0 && !aft_g_run_exited && !atomic_exchange(&aft_g_run_spare_made, 1))
+        aft_run_make_spare(aft_g_run_dir);
     while (!aft_g_run_thread_stop) {
         uint32_t ms = aft_g_run_info.update_interval_ms;
         struct timespec until;
@@ -182,6 +186,9 @@ static void aft_run_on_exit(int status, void *arg) {
     /* No lock: exit() may run while the updater holds it. One pwrite of a fixed block. */
     aft_g_run_exited = 1;
     aft_run_write_exit(status);
+    /* A run too short for its updater to have made the next launch's run file: made now. */
+    if (aft_g_run.fd >= 0 && !atomic_exchange(&aft_g_run_spare_made, 1))
+        aft_run_make_spare(aft_g_run_dir);
 }
 
 static void aft_run_atfork_child(void) {
@@ -294,11 +301,19 @@ int aft_run_start(const aft_run_options *o, char *error, size_t error_capacity) 
         aft_run_set_error(error, error_capacity, "opening the runs directory", err);
         return err;
     }
-    int fd = openat(dir, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    int err = fd < 0 ? errno : 0;
-    if (!err && fchmod(fd, 0600) != 0) err = errno; /* 0600 whatever the umask */
-    /* Lock before the file has its final name: an unlocked .run always means a run that ended. */
-    if (!err && flock(fd, LOCK_EX | LOCK_NB) != 0) err = errno;
+    /* The spare an earlier launch made, written under its own name and renamed like the file
+     * created here otherwise: no new inode on the caller's thread. */
+    int fd = aft_run_take_spare(dir);
+    const char *written = fd >= 0 ? AFT_RUN_SPARE_NAME : tmp;
+    int err = 0;
+    if (fd < 0) {
+        fd = openat(dir, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        err = fd < 0 ? errno : 0;
+        if (!err && fchmod(fd, 0600) != 0) err = errno; /* 0600 whatever the umask */
+        /* Locked before the file has its final name: an unlocked .run is a run that ended. */
+        if (!err && flock(fd, LOCK_EX | LOCK_NB) != 0) err = errno;
+    }
+    snprintf(aft_g_run_dir, sizeof(aft_g_run_dir), "%s", o->runs_directory);
 
     pthread_mutex_lock(&aft_g_run_lock);
     aft_g_run_info = file.info;
@@ -313,7 +328,7 @@ int aft_run_start(const aft_run_options *o, char *error, size_t error_capacity) 
     if (!err) {
         aft_g_run.fd = fd;
         err = aft_async_pwrite_all(fd, &file, sizeof(file), 0);
-        if (!err && renameat(dir, tmp, dir, name) != 0) err = errno;
+        if (!err && renameat(dir, written, dir, name) != 0) err = errno;
         if (!err)
             snprintf(aft_g_run_path, sizeof(aft_g_run_path), "%s/%s", o->runs_directory, name);
         else
@@ -325,7 +340,7 @@ int aft_run_start(const aft_run_options *o, char *error, size_t error_capacity) 
 
     if (err) {
         if (fd >= 0) {
-            unlinkat(dir, tmp, 0);
+            unlinkat(dir, written, 0);
             close(fd);
         }
         close(dir);

@@ -2,17 +2,23 @@
  * runs_prepare.c: NORMAL-TIME CODE (never runs in a signal handler). A run file's first
  * contents, before runs.c writes them at start: the info block (context, clocks, parent, boot
  * id, the OOM and vmstat baseline, read now or left to the updater thread), the first live
- * block, the header over the info block, and every block's check value.
+ * block, the header over the info block, and every block's check value. And the file itself
+ * for the next launch, made ahead (the spare).
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "CSignalShim.h"
-#include "shim_internal.h"
 #include "runs_internal.h"
+#include "shim_internal.h"
 
 void aft_run_read_baseline(const char *proc_root, const char *sys_root, aft_run_info *info) {
     char path[AFT_PATH_CAPACITY + 64];
@@ -74,4 +80,38 @@ int aft_run_prepare_with(const aft_run_options *o, aft_run_file *file, int defer
     file->term.check = aft_run_check(&file->term, offsetof(aft_run_term, check));
     file->exit.check = aft_run_check(&file->exit, offsetof(aft_run_exit, check));
     return 0;
+}
+
+int aft_run_take_spare(int dir_fd) {
+    int fd = openat(dir_fd, AFT_RUN_SPARE_NAME, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) return -1;
+    /* Locked first: another launch taking it at the same moment finds the lock held. Then what
+     * the spare must be (a planted or written file is never a run's). */
+    struct stat st;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+        st.st_size == 0 && st.st_uid == geteuid() && st.st_nlink == 1 && fchmod(fd, 0600) == 0)
+        return fd;
+    close(fd);
+    return -1;
+}
+
+void aft_run_make_spare(const char *runs_directory) {
+    int dir = open(runs_directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0) return;
+    struct stat st;
+    if (fstatat(dir, AFT_RUN_SPARE_NAME, &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT) {
+        /* Made under a hidden name and moved into place only where no spare is: one a launch
+         * is writing (its own run file until renamed) is never replaced. */
+        static const char made[] = ".spare.run.new";
+        int fd = openat(dir, made, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd >= 0) {
+            /* renameat2 by number: older C libraries do not declare it. A kernel or file
+             * system without RENAME_NOREPLACE gets no spare. */
+            if (fchmod(fd, 0600) != 0 || syscall(SYS_renameat2, (long)dir, made, (long)dir,
+                                                 AFT_RUN_SPARE_NAME, 1L /* NOREPLACE */) != 0)
+                unlinkat(dir, made, 0);
+            close(fd);
+        }
+    }
+    close(dir);
 }

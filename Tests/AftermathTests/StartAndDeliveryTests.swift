@@ -116,6 +116,62 @@ struct StartAndDeliveryTests {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
+    /// In a child: start, wait (2 s at most) until this run has made the next launch's spare
+    /// run file, exit.
+    static func startAndLeaveSpare(_ directory: String) {
+        let config = Aftermath.Configuration(
+            serviceName: "spare", serviceVersion: "1", exporter: InMemoryExporter(),
+            reportsDirectory: directory, deliverPendingReportsSynchronously: true)
+        do { try Aftermath.start(config) } catch { exit(2) }
+        let spare = directory + "/runs/" + AFT_RUN_SPARE_FILE_NAME
+        for _ in 0..<200 where inode(spare) == nil { usleep(10_000) }
+        exit(inode(spare) == nil ? 3 : 0)
+    }
+
+    @Test(
+        "A later launch's run file is the spare an earlier one made; a planted spare (a link, a written file) is never taken"
+    )
+    func spareRunFileTakenOver() async throws {
+        let directory: String = TestSupport.childDirectory("spare-run")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        await #expect(processExitsWith: .success) { [directory = directory as String] in
+            StartAndDeliveryTests.startAndLeaveSpare(directory)
+        }
+        let runs = directory + "/runs"
+        let spare = runs + "/" + AFT_RUN_SPARE_FILE_NAME
+        let spareInode = try #require(Self.inode(spare), "the first launch made a spare")
+        await #expect(processExitsWith: .success) { [directory = directory as String] in
+            StartAndDeliveryTests.startAndLeaveSpare(directory)
+        }
+        func runFiles() -> [String: UInt64] {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: runs)) ?? []
+            return Dictionary(
+                uniqueKeysWithValues: names.filter { $0.hasSuffix(".run") }.compactMap { name in
+                    Self.inode(runs + "/" + name).map { (name, $0) }
+                })
+        }
+        #expect(runFiles().values.contains(spareInode), "the second run's file is the first's spare: \(runFiles())")
+        #expect(Self.inode(spare).map { $0 != spareInode } == true, "and the second made the next one")
+
+        // A link in its place: never followed, never taken; a written spare: never taken.
+        let target = directory + "/outside"
+        try TestSupport.write([], to: target)
+        unlink(spare)
+        #expect(symlink(target, spare) == 0)
+        await #expect(processExitsWith: .success) { [directory = directory as String] in
+            StartAndDeliveryTests.startAndExit(directory)
+        }
+        var st = stat()
+        #expect(stat(target, &st) == 0 && st.st_size == 0, "the link's target is untouched")
+        unlink(spare)
+        try TestSupport.write(Array("a run".utf8), to: spare)
+        let writtenInode = try #require(Self.inode(spare))
+        await #expect(processExitsWith: .success) { [directory = directory as String] in
+            StartAndDeliveryTests.startAndExit(directory)
+        }
+        #expect(!runFiles().values.contains(writtenInode), "a written spare is never a run's file")
+    }
+
     @Test("A service.version longer than its field is clipped once, the same in memory and on disk")
     func longValues() {
         let long = String(repeating: "1.2.3-beta+", count: 7) + "é"

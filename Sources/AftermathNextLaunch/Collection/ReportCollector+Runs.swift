@@ -14,6 +14,12 @@ extension ReportCollector {
     /// rejected; dead runs older than the report age limit, and the oldest beyond the pending
     /// limit, are rejected unjudged. Retention: half-written .run.tmp files of dead writers are
     /// removed, then ended runs older than the run age limit or beyond the count limit.
+    /// Whether path is the run file a launch made ahead for the next one: its name, empty.
+    static func isEmptySpare(_ path: String, name: String) -> Bool {
+        var st = stat()
+        return name == AFT_RUN_SPARE_FILE_NAME && lstat(path, &st) == 0 && st.st_size == 0
+    }
+
     package func collectRuns(_ pass: inout Pass) {
         let judge = ExitInference(environment: ExitEnvironment.override ?? environment ?? .system())
         let limits = (count: self.limits.maxRunFiles, age: self.limits.maxRunAgeSeconds)
@@ -34,8 +40,9 @@ extension ReportCollector {
             if leftover {
                 if name.hasSuffix(".ended") {
                     ended.append((path, pass.now - entry.modified))
-                } else if pass.moveRejected, aft_run_is_locked(path) == 0 {
+                } else if pass.moveRejected, aft_run_is_locked(path) == 0, !Self.isEmptySpare(path, name: name) {
                     // A writer holds its .tmp locked while it writes it: unlocked means it died.
+                    // The next launch's spare (empty, made ahead by a run) is kept for it.
                     unlink(path)
                 }
                 continue
