@@ -289,6 +289,7 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
         aft_set_error(error, error_capacity, "sigaltstack", err);
         return err;
     }
+    aft_threads_note_installer();
 
     /* Block our signals while the state changes, so a crash now sees old or new, not half. */
     sigset_t block, saved;

@@ -179,6 +179,19 @@ static int aft_borrow_sigprof(void) {
     return 1;
 }
 
+/* The thread that installed: aft_install gave it its alternate stack. */
+static _Atomic uint64_t aft_g_installer_tid;
+
+void aft_threads_note_installer(void) { atomic_store(&aft_g_installer_tid, aft_async_gettid()); }
+
+int aft_threads_alternate_stack_asked(uint64_t tid) {
+    const aft_altstack_requests *q = &aft_g_altstack_requests;
+    uint32_t n = atomic_load(&q->count);
+    for (uint32_t i = 0; i < n && i < AFT_ALTSTACK_REQUESTS; i++)
+        if (atomic_load(&q->requests[i].tid) == tid) return 1;
+    return 0;
+}
+
 void aft_threads_give_alternate_stacks(void) {
     int signo = atomic_load(&aft_g_thread_capture_signal);
     int sigprof_unanswered = 0;
@@ -195,7 +208,9 @@ void aft_threads_give_alternate_stacks(void) {
         while ((e = readdir(dir)) != NULL) {
             char *end = NULL;
             unsigned long long tid = strtoull(e->d_name, &end, 10);
-            if (end == e->d_name || *end != '\0' || tid == self) continue;
+            if (end == e->d_name || *end != '\0' || tid == self ||
+                tid == atomic_load(&aft_g_installer_tid))
+                continue;
             /* Created since install: its start (threads.c) gave it one. Aftermath's own
              * threads, which block these signals, were asked again for half a second. */
             if (aft_async_known_thread_pointer(tid) != 0) continue;

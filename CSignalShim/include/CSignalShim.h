@@ -103,6 +103,9 @@ void aft_unwind_resident_start(void);
 /* 1 once libunwind has unwound a stack for Aftermath in this process (a hang's capture, a
  * recorded error), else 0: start itself never uses it. */
 int aft_libunwind_used(void);
+/* 1 when the install's completion asked thread tid to take an alternate stack (it asks the
+ * threads that existed before start, but not start's caller, whose stack the install set up). */
+int aft_threads_alternate_stack_asked(uint64_t tid);
 
 /* The calling thread's Swift async callers (aftermath_format_async.h), innermost first, when it
  * runs in a Swift task; 0 otherwise or before the install's completion. */

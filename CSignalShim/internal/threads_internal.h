@@ -228,5 +228,8 @@ void aft_threads_read_tls_size(void);
 /* Gives every thread that existed before start and has no alternate stack one of its own,
  * through the capture signal; threads in a sleep a handler would cut short are asked later. */
 void aft_threads_give_alternate_stacks(void);
+/* Remembers the calling thread as the one whose alternate stack the install set up: the pass
+ * above does not ask it again (a signal to the app's thread at every launch). */
+void aft_threads_note_installer(void);
 
 #endif

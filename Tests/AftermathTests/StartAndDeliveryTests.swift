@@ -172,6 +172,39 @@ struct StartAndDeliveryTests {
         #expect(!runFiles().values.contains(writtenInode), "a written spare is never a run's file")
     }
 
+    @Test(
+        "The install's completion does not signal start's caller (its alternate stack is the install's); an older thread it asks"
+    )
+    func callerNotAskedForAlternateStack() async {
+        let directory: String = TestSupport.childDirectory("altstack-caller")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        await #expect(processExitsWith: .success) { [directory = directory as String] in
+            // A thread from before start, waiting in a loop a signal does not cut short.
+            final class Box: @unchecked Sendable { var tid: UInt64 = 0 }
+            let older = Box()
+            let thread = Thread {
+                older.tid = aft_gettid()
+                while true {
+                    for _ in 0..<1_000_000 { _ = older.tid &+ 1 }
+                    sched_yield()
+                }
+            }
+            thread.start()
+            for _ in 0..<200 where older.tid == 0 { usleep(5_000) }
+            let caller = aft_gettid()
+            // The default: the completion on start's own thread, not the caller's.
+            let config = Aftermath.Configuration(
+                serviceName: "altstack", serviceVersion: "1", exporter: InMemoryExporter(),
+                reportsDirectory: directory)
+            do { try Aftermath.start(config) } catch { _exit(2) }
+            // Running meanwhile, as an app's thread after start: a thread that would be asked.
+            let until = Date().addingTimeInterval(5)
+            while Aftermath.lastDelivery == nil && Date() < until {}
+            guard aft_threads_alternate_stack_asked(caller) == 0 else { _exit(3) }
+            _exit(aft_threads_alternate_stack_asked(older.tid) == 1 ? 0 : 4)
+        }
+    }
+
     @Test("A service.version longer than its field is clipped once, the same in memory and on disk")
     func longValues() {
         let long = String(repeating: "1.2.3-beta+", count: 7) + "é"
