@@ -60,6 +60,10 @@ static aft_known_thread *aft_register_thread(void) {
     return NULL;
 }
 
+/* The thread's own, in its thread-local storage: no malloc in the new thread, whose first one
+ * would give it a malloc arena of its own (Aftermath's C threads never allocate otherwise). */
+static _Thread_local aft_owned_stack aft_t_owned;
+
 static void aft_release_stack(void *value) {
     aft_owned_stack *owned = value;
     if (!owned) return;
@@ -70,31 +74,50 @@ static void aft_release_stack(void *value) {
         sigaltstack(&off, NULL);
         munmap(owned->mapping, owned->length);
     }
-    free(owned);
+    owned->mapping = NULL;
 }
 
 static void aft_make_stack_key(void) { pthread_key_create(&aft_stack_key, aft_release_stack); }
+
+/* A new thread's start routine and argument, handed over in one of these slots: the new thread
+ * frees nothing (its first free or malloc would give it a malloc arena of its own, 4 KiB dirty
+ * and a 128 MiB reservation, which Aftermath's C threads never need). malloc past them. */
+#define AFT_START_SLOTS 64u
+static aft_thread_start aft_g_start_slots[AFT_START_SLOTS];
+static _Atomic int aft_g_start_slot_used[AFT_START_SLOTS];
+
+static aft_thread_start *aft_start_box(void) {
+    for (uint32_t i = 0; i < AFT_START_SLOTS; i++) {
+        int expected = 0;
+        if (atomic_compare_exchange_strong(&aft_g_start_slot_used[i], &expected, 1))
+            return &aft_g_start_slots[i];
+    }
+    return malloc(sizeof(aft_thread_start));
+}
+
+static void aft_start_unbox(aft_thread_start *box) {
+    if (box >= aft_g_start_slots && box < aft_g_start_slots + AFT_START_SLOTS)
+        atomic_store(&aft_g_start_slot_used[box - aft_g_start_slots], 0);
+    else
+        free(box);
+}
 
 /* Defined in install.c: maps and installs an alternate stack; reports the mapping it made. */
 int aft_prepare_thread_mapping(void **mapping, size_t *length);
 
 static void *aft_thread_trampoline(void *p) {
     aft_thread_start start = *(aft_thread_start *)p;
-    free(p);
+    aft_start_unbox(p);
     void *mapping = NULL;
     size_t length = 0;
     if (aft_prepare_thread_mapping(&mapping, &length) == 0 && mapping != NULL) {
-        aft_owned_stack *owned = malloc(sizeof(*owned));
-        if (owned) {
-            owned->mapping = mapping;
-            owned->length = length;
-            owned->known = aft_register_thread();
-            pthread_once(&aft_stack_key_once, aft_make_stack_key);
-            if (pthread_setspecific(aft_stack_key, owned) != 0) {
-                if (owned->known != NULL) atomic_store(&owned->known->tid, 0);
-                free(owned);
-            }
-        }
+        aft_owned_stack *owned = &aft_t_owned;
+        owned->mapping = mapping;
+        owned->length = length;
+        owned->known = aft_register_thread();
+        pthread_once(&aft_stack_key_once, aft_make_stack_key);
+        if (pthread_setspecific(aft_stack_key, owned) != 0 && owned->known != NULL)
+            atomic_store(&owned->known->tid, 0);
     }
     return start.start(start.arg);
 }
@@ -142,11 +165,11 @@ int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start)
     if (!real) return EAGAIN;
     aft_note_thread_start(start);
     if (!atomic_load(&aft_g_thread_stacks_enabled)) return real(thread, attr, start, arg);
-    aft_thread_start *boxed = malloc(sizeof(*boxed));
+    aft_thread_start *boxed = aft_start_box();
     if (!boxed) return real(thread, attr, start, arg);
     boxed->start = start;
     boxed->arg = arg;
     int rc = real(thread, attr, aft_thread_trampoline, boxed);
-    if (rc != 0) free(boxed);
+    if (rc != 0) aft_start_unbox(boxed);
     return rc;
 }

@@ -65,6 +65,7 @@ uint32_t aft_async_pool_hang(aft_watchdog *w, aft_hang_info *h) {
     w->capture_swift_async_count = 0; /* the workers' chains are the capture's */
     /* Not while a late capture handler still runs: it has the capture slot's window. */
     if ((atomic_load(&w->capture_state) & 0xffu) == AFT_CAPTURE_RUNNING) return 0;
+    aft_async_unwind_warm_up(); /* a process's first hang: nothing paused meanwhile */
     aft_async_threads_capture_for_hang(0);
     aft_async_threads_release_capture(&aft_g_hang_threads, 1);
     int32_t lead = aft_async_pool_classify(w, &aft_g_hang_threads);

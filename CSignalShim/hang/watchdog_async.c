@@ -281,6 +281,7 @@ int aft_async_watchdog_begin_hang(aft_watchdog *w, aft_watch_target *t, uint64_t
             (blocked >> (w->capture_signal - 1)) & 1)
             use_signal = 0;
     }
+    aft_async_unwind_warm_up(); /* a process's first hang: nothing paused meanwhile */
     if (use_signal && aft_async_signal_capture(w, tid)) {
         h->capture_method = AFT_CAPTURE_SIGNAL;
         h->capture_pause_ns = w->capture_pause_ns;

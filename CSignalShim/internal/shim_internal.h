@@ -266,6 +266,10 @@ typedef struct aft_unwind_shared {
 extern _Atomic int aft_g_libunwind_abandoned;
 /* Set once libunwind has finished a stack in this process (its set-up is done). */
 extern _Atomic int aft_g_libunwind_warm;
+/* Before a hang's capture, on the watchdog's thread: sets libunwind up, while it is cold, by a
+ * helper of its own over the caller's stack (AFT_UNWIND_COLD_BUDGET_NS at most), so that the
+ * capture after it pauses no thread for that set-up. */
+void aft_async_unwind_warm_up(void);
 typedef struct aft_unwind_slot {
     aft_unwind_shared *shared; /* NULL: not prepared, the frame-pointer stack only */
     void *stack_top;           /* the helper's stack (a guard page below it) */

@@ -288,6 +288,14 @@ static uint32_t aft_async_helper_finish(uint32_t slot_index, pid_t pid, uint64_t
     return out->count <= slot->capacity ? out->count : slot->capacity;
 }
 
+void aft_async_unwind_warm_up(void) {
+    if (atomic_load(&aft_g_libunwind_warm) || atomic_load(&aft_g_libunwind_abandoned)) return;
+    uint64_t frames[8];
+    uint32_t unwinder = 0, truncated = 0, status = 0;
+    (void)aft_async_unwind_context(NULL, frames, 8, AFT_UNWIND_SLOT_CAPTURE,
+                                   AFT_UNWIND_COLD_BUDGET_NS, &unwinder, &truncated, &status);
+}
+
 uint32_t aft_async_unwind_context(void *ucontext, uint64_t *frames, uint32_t capacity,
                                   uint32_t slot, uint64_t budget_ns, uint32_t *unwinder,
                                   uint32_t *truncated, uint32_t *status) {

@@ -205,6 +205,26 @@ struct StartAndDeliveryTests {
         }
     }
 
+    @Test("Aftermath's C threads (the watchdog, the run updater) get no malloc arena of their own")
+    func noArenaForOwnThreads() async {
+        let directory: String = TestSupport.childDirectory("arenas")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        await #expect(processExitsWith: .success) { [directory = directory as String] in
+            let before = aft_test_malloc_arenas()
+            var config = Aftermath.Configuration(
+                serviceName: "arenas", serviceVersion: "1", exporter: InMemoryExporter(),
+                reportsDirectory: directory, deliverPendingReportsSynchronously: true)
+            // The watchdog and the run updater, C alone (the pinger runs the app's Swift).
+            config.hangHeartbeat = .manual
+            config.watchConcurrencyPool = false
+            do { try Aftermath.start(config) } catch { _exit(2) }
+            usleep(300_000)  // the threads started, the run updater's first sample taken
+            // start's caller allocates in an arena it already has; the two threads, none.
+            let added = aft_test_malloc_arenas() - before
+            _exit(before > 0 && added <= 0 ? 0 : 10 + Int32(max(0, min(added, 9))))
+        }
+    }
+
     @Test("A service.version longer than its field is clipped once, the same in memory and on disk")
     func longValues() {
         let long = String(repeating: "1.2.3-beta+", count: 7) + "é"

@@ -140,4 +140,7 @@ uint32_t aft_test_swift_chain(const uint64_t *task_word, uint64_t context_regist
 /* Sets the async context register to a context in a two-link cycle, then stores to address 0. */
 void aft_test_hostile_async_fault(void);
 
+/* The process's malloc arenas (glibc's malloc_info), -1 when they cannot be read. */
+int aft_test_malloc_arenas(void);
+
 #endif /* CHARNESSFAULTS_H */
