@@ -78,6 +78,13 @@ extension ReportCollector {
                 }
                 var chunk = Array(collection.reports[start..<min(start + Self.batchSize, collection.reports.count)])
                 start += chunk.count
+                // A termination signal ending the process, or a crash of it, waits for this
+                // hand-off to finish (its attachments written whole, its files deleted once
+                // acknowledged), or refuses it: never exported twice, never a torn attachment.
+                guard aft_export_begin() != 0 else {
+                    delivery.exportError = delivery.exportError ?? Self.endingError
+                    break batches
+                }
                 var stored: [String] = []
                 if let minidump {
                     for i in chunk.indices {
@@ -94,13 +101,6 @@ extension ReportCollector {
                 let batch = LogBatch(
                     resource: resource, scopeName: SDK.scopeName,
                     scopeVersion: SDK.version, records: chunk.map(\.record))
-                // A termination signal ending the process, or a crash of it, waits for this
-                // hand-off to finish (files deleted once acknowledged), or refuses it: never
-                // exported twice.
-                guard aft_export_begin() != 0 else {
-                    delivery.exportError = delivery.exportError ?? Self.endingError
-                    break batches
-                }
                 do {
                     try exporter.export(batch)
                 } catch {
