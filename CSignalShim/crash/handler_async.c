@@ -37,6 +37,7 @@ static struct sigaction aft_async_previous(int signo, int original);
 int aft_async_crash_in_progress(void) { return atomic_load(&aft_g_crashing_tid) != 0; }
 int aft_crash_in_progress(void) { return aft_async_crash_in_progress(); }
 
+static volatile int aft_g_release_waits = 1; /* see aft_async_write_crash */
 static aft_crash_info aft_g_crash_info;
 static aft_maps_scratch aft_g_crash_scratch;
 static aft_swift_async_link aft_g_crash_swift_async[AFT_SWIFT_ASYNC_MAX_LINKS];
@@ -123,6 +124,9 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
      * Where a handler of the app's comes next, the process may live on: no sleep is cut short.
      * A fault in the capture costs only the other threads, never the report. */
     struct sigaction next = aft_async_previous(signo, 0);
+    /* Only the app's handler, or an action that keeps the process, needs the paused threads
+     * gone before it runs: the default action's death does not wait for them. */
+    aft_g_release_waits = aft_async_is_function(&next) || next.sa_handler != SIG_DFL;
     atomic_store(&aft_g_capturing, 1);
     if (sigsetjmp(aft_g_capture_jump, 1) == 0) {
         aft_async_threads_capture(ci, ucontext, aft_g_frames, frames, truncated,
@@ -319,6 +323,7 @@ void aft_async_handler(int signo, siginfo_t *info, void *ucontext) {
         int file_size_limited = aft_async_file_size_limit() != UINT64_MAX;
         if (file_size_limited) aft_async_hold_file_size_signal(&file_size_hold);
         atomic_store(&aft_g_writing, 1);
+        aft_g_release_waits = 1; /* until the writer knows what comes next */
         if (sigsetjmp(aft_g_writer_jump, 1) == 0) {
             aft_async_write_crash(signo, info, ucontext, entry_ns, aft_g_state.reserved_fd,
                                   aft_g_state.tmp_name);
@@ -330,10 +335,7 @@ void aft_async_handler(int signo, siginfo_t *info, void *ucontext) {
          * them is in finishes first (bounded), its files deleted once acknowledged, so the
          * next launch does not send it again; new ones are refused from the crash's start. */
         aft_async_await_exports();
-        /* Before what comes next: the process dies as before. Where that is the default action
-         * (it ends the process), the paused threads are not waited for. */
-        struct sigaction next = aft_async_previous(signo, 0);
-        aft_async_threads_release(aft_async_is_function(&next) || next.sa_handler != SIG_DFL);
+        aft_async_threads_release(aft_g_release_waits); /* before what comes next */
         if (file_size_limited) aft_async_release_file_size_signal(&file_size_hold);
         alarm(alarm_pending);
         sigaction(SIGALRM, &alarm_previous, NULL);

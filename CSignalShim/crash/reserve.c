@@ -15,6 +15,19 @@
 #include "shim_internal.h"
 #include "threads_internal.h"
 
+int aft_take_empty_file(int dir_fd, const char *name) {
+    int fd = openat(dir_fd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) return -1;
+    struct stat st;
+    /* Locked first: a live run holds the lock from before the name is visible, and no other
+     * launch can take it meanwhile. Then empty, ours, one link. */
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+        st.st_size == 0 && st.st_uid == geteuid() && st.st_nlink == 1 && fchmod(fd, 0600) == 0)
+        return fd;
+    close(fd);
+    return -1;
+}
+
 /* An earlier run's empty reserve whose run is dead (its lock free), renamed to name and locked:
  * its inode and its allocated space are this run's, where creating and allocating them again
  * costs a new inode and extents (the most expensive part of start on a busy file system), and
@@ -37,18 +50,14 @@ static int aft_reserve_take_dead(int dir_fd, const char *name) {
             (e->d_type != DT_REG && e->d_type != DT_UNKNOWN))
             continue;
         examined++;
-        int fd = openat(dir_fd, e->d_name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        /* Locked: its run is dead. A live run's, a written one, or one a collector removed
+         * meanwhile is left. */
+        int fd = aft_take_empty_file(dir_fd, e->d_name);
         if (fd < 0) continue;
-        struct stat st;
-        /* Locked now: its run is dead (a live run holds the lock from before the name is
-         * visible), and no other launch can take it meanwhile. Empty, ours, one link. */
-        if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-            st.st_size == 0 && st.st_uid == geteuid() && st.st_nlink == 1 &&
-            fchmod(fd, 0600) == 0 && renameat(dir_fd, e->d_name, dir_fd, name) == 0) {
+        if (renameat(dir_fd, e->d_name, dir_fd, name) == 0)
             taken = fd;
-        } else {
-            close(fd); /* a live run's, a written one, or removed meanwhile by a collector */
-        }
+        else
+            close(fd);
     }
     closedir(d);
     return taken;

@@ -171,6 +171,10 @@ uint64_t aft_reserve_crash_space(int fd, uint32_t image_count);
 /* Normal time (reserve.c): the crash file for report_id, `<id>.crash.tmp` in dir_fd, open and
  * locked: a dead run's empty reserve renamed, or a new one; -1 when none could be made. */
 int aft_reserve_open(int dir_fd, const uint8_t report_id[AFT_ID_SIZE]);
+/* dir_fd/name opened (no link followed, never blocking) and locked when it is an empty regular
+ * file of ours with one link, made 0600: a file left to be taken over (a dead run's crash
+ * reserve, a spare run file). -1 otherwise. */
+int aft_take_empty_file(int dir_fd, const char *name);
 /* The link map's signature when aft_g_known_images was read (valid == 0: do not trust it). */
 typedef struct aft_link_map_snapshot {
     uint64_t count, hash;

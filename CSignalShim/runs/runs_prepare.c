@@ -10,7 +10,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -82,18 +81,7 @@ int aft_run_prepare_with(const aft_run_options *o, aft_run_file *file, int defer
     return 0;
 }
 
-int aft_run_take_spare(int dir_fd) {
-    int fd = openat(dir_fd, AFT_RUN_SPARE_NAME, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0) return -1;
-    /* Locked first: another launch taking it at the same moment finds the lock held. Then what
-     * the spare must be (a planted or written file is never a run's). */
-    struct stat st;
-    if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-        st.st_size == 0 && st.st_uid == geteuid() && st.st_nlink == 1 && fchmod(fd, 0600) == 0)
-        return fd;
-    close(fd);
-    return -1;
-}
+int aft_run_take_spare(int dir_fd) { return aft_take_empty_file(dir_fd, AFT_RUN_SPARE_NAME); }
 
 void aft_run_make_spare(const char *runs_directory) {
     int dir = open(runs_directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
