@@ -29,11 +29,11 @@ let package = Package(
         .executable(name: "peer-baseline-app", targets: ["PeerBaselineApp"]),
     ],
     targets: [
-        // Debian: libunwind-dev. pkg-config gives the flags; a missing package says what to install.
+        // Debian: libunwind-dev, for its headers: libunwind itself is loaded at its first use
+        // (dlopen), so no app links it and one without it walks frame pointers.
         .systemLibrary(
             name: "CLibunwind",
             path: "CSignalShim/libunwind",
-            pkgConfig: "libunwind",
             providers: [.apt(["libunwind-dev"])]
         ),
         // Crash time (C). Warnings are enforced by scripts/check-c.sh in CI, not by flags here:
@@ -45,11 +45,7 @@ let package = Package(
             exclude: ["libunwind", "README.md"],
             // Sources by concern (crash/, unwind/, arch/, hang/, runs/, images/, io/); the headers
             // they share, never seen by Swift, in internal/ (CSignalShim/README.md, The files).
-            cSettings: [.define("_GNU_SOURCE"), .headerSearchPath("internal")],
-            // Also without pkg-config (a bare Debian Swift root has none): the module map's
-            // link line only reaches modules that import CLibunwind, and Swift imports CSignalShim.
-            // libunwind-generic: the remote interface, for unwinding at the next launch.
-            linkerSettings: [.linkedLibrary("unwind"), .linkedLibrary("unwind-generic")]
+            cSettings: [.define("_GNU_SOURCE"), .headerSearchPath("internal")]
         ),
         .target(
             name: "AftermathOTLP",

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "CSignalShim.h"
+#include "libunwind_local.h"
 #include "watchdog_internal.h"
 
 static _Thread_local uint64_t aft_tls_tid;
@@ -275,6 +276,13 @@ void aft_watchdog_request_finished(aft_watchdog *w) {
     aft_pinger_wake(w);
 }
 
+int aft_watchdog_request_libunwind(aft_watchdog *w) {
+    if (!aft_g_pinger_running) return 0;
+    atomic_store(&w->libunwind_requests, 1);
+    aft_pinger_wake(w);
+    return 1;
+}
+
 /* The app's code the pinger runs may create threads (a probe Task starts a pool worker): they
  * inherit the creator's name and signal mask, and must be the app's, not ours (a thread named
  * "aftermath.*" is never paused at a crash; one that blocks the backtracer's signals is missing
@@ -296,6 +304,8 @@ static void *aft_pinger_main(void *arg) {
         uint32_t seen = atomic_load(&w->pinger_wake);
         uint64_t requests = atomic_exchange(&w->ping_requests, 0);
         uint32_t finished = atomic_exchange(&w->finished_requests, 0);
+        /* Before any ping: the watchdog waits for it, with a hang's capture on hold. */
+        if (atomic_exchange(&w->libunwind_requests, 0)) (void)aft_libunwind_load();
         for (uint32_t i = 0; i < 64u && requests != 0; i++) {
             if (!((requests >> i) & 1u)) continue;
             requests &= ~(1ull << i);

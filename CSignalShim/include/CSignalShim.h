@@ -103,6 +103,11 @@ void aft_unwind_resident_start(void);
 /* 1 once libunwind has unwound a stack for Aftermath in this process (a hang's capture, a
  * recorded error), else 0: start itself never uses it. */
 int aft_libunwind_used(void);
+/* Loads libunwind now, at normal time; 1 when it is loaded. Otherwise it is loaded (dlopen) at
+ * its first use: a recorded error, a process's first hang, the resident helper's start, a
+ * deferred crash at the next launch. Until then a crash unwound in its handler (a forked child's,
+ * one whose stacks the crash file cannot hold) walks frame pointers. */
+int aft_libunwind_preload(void);
 /* 1 when the install's completion asked thread tid to take an alternate stack (it asks the
  * threads that existed before start, but not start's caller, whose stack the install set up). */
 int aft_threads_alternate_stack_asked(uint64_t tid);

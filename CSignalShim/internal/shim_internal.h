@@ -252,6 +252,9 @@ int aft_async_arch_follows_call(uint64_t address);
  * stretch past the budgets above, and a helper killed then abandons libunwind for the process's
  * life. Within the watchdog's second for a capture that is running. */
 #define AFT_UNWIND_COLD_BUDGET_NS (600ull * 1000 * 1000)
+/* How long a hang's first capture waits for the pinger to load libunwind (a few milliseconds
+ * normally; never while the loader's lock is held): then frame pointers, this time. */
+#define AFT_LIBUNWIND_LOAD_WAIT_NS (100ull * 1000 * 1000)
 /* What the helper hands back, in a MAP_SHARED mapping (seen by a helper that is a copy). */
 typedef struct aft_unwind_shared {
     _Atomic uint32_t done; /* futex word: 1 once count, truncated and frames are written */

@@ -132,6 +132,7 @@ typedef struct aft_watchdog {
     /* The pinger thread: requests (one bit per target below 64) and its futex word. */
     _Atomic uint64_t ping_requests;
     _Atomic uint32_t finished_requests;
+    _Atomic uint32_t libunwind_requests; /* load libunwind (a first hang's capture waits) */
     _Atomic uint32_t pinger_wake;
 
     /* The signal handler's results (valid when capture_state is DONE). */
@@ -223,6 +224,8 @@ uint64_t aft_watchdog_target_due(aft_watchdog *w, aft_watch_target *t);
 /* Normal time: the pinger thread and its requests. */
 void aft_watchdog_request_ping(aft_watchdog *w, uint32_t target);
 void aft_watchdog_request_finished(aft_watchdog *w);
+/* Asks the pinger thread to load libunwind (libunwind_load.c); 0 when there is no pinger. */
+int aft_watchdog_request_libunwind(aft_watchdog *w);
 int aft_watchdog_start_pinger(aft_watchdog *w);
 void aft_watchdog_stop_pinger(aft_watchdog *w);
 /* On the watchdog thread as it starts: swift_job_run's range and the pool's width. */

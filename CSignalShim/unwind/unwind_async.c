@@ -17,8 +17,6 @@
  *    (unwind_walk_async.c), every read through aft_async_read_memory, so a corrupt chain ends
  *    the walk instead of faulting. The report never waits on a lock longer than the deadline.
  */
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
 #include <errno.h>
 #include <linux/futex.h>
 #include <sched.h>
@@ -33,6 +31,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "libunwind_local.h"
 #include "shim_internal.h"
 #include "unwind_internal.h"
 
@@ -69,14 +68,16 @@ int aft_async_unwind_link_map(uint32_t slot_index, uint64_t *count, uint64_t *ha
 static uint32_t aft_unwind_step_all(aft_unwind_slot *slot, uint64_t *frames, uint32_t *truncated) {
     uint32_t n = 0;
     *truncated = 0;
+    const aft_libunwind *u = aft_async_libunwind();
+    if (u == NULL) return 0; /* not loaded: the requester walks frame pointers */
     unw_cursor_t cursor;
     int flags = slot->context_is_signal ? UNW_INIT_SIGNAL_FRAME : 0;
-    if (unw_init_local2(&cursor, (unw_context_t *)slot->context, flags) != 0) return 0;
+    if (u->init_local2(&cursor, (unw_context_t *)slot->context, flags) != 0) return 0;
     for (;;) {
         unw_word_t ip = 0;
-        if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
+        if (u->get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
         frames[n++] = aft_async_arch_code_address((uint64_t)ip);
-        if (unw_step(&cursor) <= 0) break;
+        if (u->step(&cursor) <= 0) break;
         if (n == slot->capacity) {
             *truncated = 1;
             break;
@@ -209,7 +210,8 @@ static pid_t aft_async_helper_start(uint32_t slot_index, void *ucontext, uint32_
     slot->context = ucontext;
     slot->context_is_signal = ucontext != NULL;
     if (ucontext == NULL) {
-        unw_getcontext(&own_contexts[slot_index]);
+        const aft_libunwind *u = aft_async_libunwind();
+        if (u == NULL || AFT_UNW_GETCONTEXT(u, &own_contexts[slot_index]) != 0) return -1;
         slot->context = &own_contexts[slot_index];
     }
     slot->resident = 0;
@@ -282,7 +284,7 @@ static uint32_t aft_async_helper_finish(uint32_t slot_index, pid_t pid, uint64_t
         return 0;
     }
     *status = AFT_UNWIND_STATUS_COMPLETE;
-    atomic_store(&aft_g_libunwind_warm, 1);
+    if (aft_async_libunwind() != NULL) atomic_store(&aft_g_libunwind_warm, 1);
     *truncated = out->truncated;
     *frames = out->frames;
     return out->count <= slot->capacity ? out->count : slot->capacity;
@@ -290,6 +292,8 @@ static uint32_t aft_async_helper_finish(uint32_t slot_index, pid_t pid, uint64_t
 
 void aft_async_unwind_warm_up(void) {
     if (atomic_load(&aft_g_libunwind_warm) || atomic_load(&aft_g_libunwind_abandoned)) return;
+    /* Not loaded yet: the pinger loads it (the loader's lock may be the hung thread's). */
+    if (aft_async_libunwind_request(AFT_LIBUNWIND_LOAD_WAIT_NS) == NULL) return;
     uint64_t frames[8];
     uint32_t unwinder = 0, truncated = 0, status = 0;
     (void)aft_async_unwind_context(NULL, frames, 8, AFT_UNWIND_SLOT_CAPTURE,

@@ -16,10 +16,8 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
-
 #include "CSignalShim.h"
+#include "libunwind_local.h"
 #include "shim_internal.h"
 #include "unwind_internal.h"
 
@@ -131,6 +129,7 @@ static void *aft_unwind_donor_main(void *arg) {
 void aft_unwind_resident_start(void) {
     int expected = 0;
     if (!atomic_compare_exchange_strong(&aft_g_resident_started, &expected, 1)) return;
+    if (aft_libunwind_load() == NULL) return; /* it serves libunwind's stacks only */
     long page = sysconf(_SC_PAGESIZE);
     if (page <= 0) page = 4096;
     aft_unwind_resident *r = &aft_g_unwind_resident;
@@ -170,22 +169,24 @@ int aft_libunwind_used(void) { return atomic_load(&aft_g_libunwind_warm) != 0; }
 uint32_t aft_current_stack(uint64_t *frames, uint32_t capacity, uint32_t skip) {
     uint64_t scratch[AFT_MAX_FRAMES + AFT_UNWIND_SLACK];
     int n = 0;
-    if (!atomic_load(&aft_g_libunwind_abandoned)) {
+    const aft_libunwind *u =
+        atomic_load(&aft_g_libunwind_abandoned) ? NULL : aft_libunwind_load();
+    unw_context_t context;
+    unw_cursor_t cursor;
+    if (u != NULL && AFT_UNW_GETCONTEXT(u, &context) == 0 &&
+        u->init_local2(&cursor, &context, 0) == 0) {
         /* unw_step, not unw_backtrace: its tracer keeps a 256 KiB cache for every thread that
          * calls it (each thread that records a handled error), dirty until the thread ends. */
-        unw_context_t context;
-        unw_cursor_t cursor;
-        if (unw_getcontext(&context) == 0 && unw_init_local(&cursor, &context) == 0) {
-            do {
-                unw_word_t ip = 0;
-                if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
-                scratch[n++] = (uint64_t)ip;
-            } while (n < (int)(AFT_MAX_FRAMES + AFT_UNWIND_SLACK) && unw_step(&cursor) > 0);
-            atomic_store(&aft_g_libunwind_warm, 1);
-        }
+        do {
+            unw_word_t ip = 0;
+            if (u->get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
+            scratch[n++] = (uint64_t)ip;
+        } while (n < (int)(AFT_MAX_FRAMES + AFT_UNWIND_SLACK) && u->step(&cursor) > 0);
+        atomic_store(&aft_g_libunwind_warm, 1);
     } else {
-        /* libunwind may hold a lock for good (a helper killed at its deadline): frame
-         * pointers from here, frame 0 this function's own as libunwind's would be. */
+        /* No libunwind (not installed), or one that may hold a lock for good (a helper killed
+         * at its deadline): frame pointers, frame 0 this function's own as libunwind's would
+         * be. */
         aft_stack_window window;
         uint32_t truncated = 0;
         n = (int)aft_async_frame_pointer_walk(&window, (uint64_t)(uintptr_t)aft_current_stack,

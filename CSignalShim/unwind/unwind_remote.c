@@ -8,9 +8,11 @@
  * gone, changed or unreadable gives no tables; libunwind then walks frame pointers where it can.
  */
 #include <libunwind.h> /* without UNW_LOCAL_ONLY: the remote interface (libunwind-generic) */
+#include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -19,11 +21,51 @@
 
 #include "CSignalShim.h"
 
-/* Not in libunwind's public headers, exported by libunwind-generic: the lookup in an
- * .eh_frame_hdr table that libunwind's own ptrace and core-file accessors use. */
-extern int UNW_OBJ(dwarf_search_unwind_table)(unw_addr_space_t as, unw_word_t ip,
-                                              unw_dyn_info_t *di, unw_proc_info_t *pi,
-                                              int need_unwind_info, void *arg);
+/* libunwind's remote interface, loaded at its first use (dlopen): an app that never reads a
+ * crash with deferred threads maps none of it. */
+typedef struct aft_remote_libunwind {
+    unw_addr_space_t (*create_addr_space)(unw_accessors_t *, int);
+    void (*destroy_addr_space)(unw_addr_space_t);
+    int (*init_remote)(unw_cursor_t *, unw_addr_space_t, void *);
+    int (*step)(unw_cursor_t *);
+    int (*get_reg)(unw_cursor_t *, unw_regnum_t, unw_word_t *);
+    /* Not in the public headers, exported by libunwind-generic: the lookup in an .eh_frame_hdr
+     * table that libunwind's own ptrace and core-file accessors use. */
+    int (*search_unwind_table)(unw_addr_space_t, unw_word_t, unw_dyn_info_t *, unw_proc_info_t *,
+                               int, void *);
+} aft_remote_libunwind;
+
+static aft_remote_libunwind aft_g_remote;
+static int aft_g_remote_loaded; /* 1 loaded, -1 cannot be */
+static pthread_once_t aft_g_remote_once = PTHREAD_ONCE_INIT;
+
+#define AFT_REMOTE_STR_(x) #x
+#define AFT_REMOTE_STR(x) AFT_REMOTE_STR_(x) /* after expansion: unw_step -> _Ux86_64_step */
+#if defined(__x86_64__)
+#define AFT_REMOTE_LIBRARY "libunwind-x86_64.so.8"
+#else
+#define AFT_REMOTE_LIBRARY "libunwind-aarch64.so.8"
+#endif
+
+static void aft_remote_load(void) {
+    void *h = dlopen(AFT_REMOTE_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL) h = dlopen("libunwind-generic.so", RTLD_NOW | RTLD_LOCAL);
+    aft_g_remote_loaded = -1;
+    if (h == NULL) return;
+    aft_remote_libunwind *r = &aft_g_remote;
+    *(void **)&r->create_addr_space = dlsym(h, AFT_REMOTE_STR(unw_create_addr_space));
+    *(void **)&r->destroy_addr_space = dlsym(h, AFT_REMOTE_STR(unw_destroy_addr_space));
+    *(void **)&r->init_remote = dlsym(h, AFT_REMOTE_STR(unw_init_remote));
+    *(void **)&r->step = dlsym(h, AFT_REMOTE_STR(unw_step));
+    *(void **)&r->get_reg = dlsym(h, AFT_REMOTE_STR(unw_get_reg));
+    *(void **)&r->search_unwind_table = dlsym(h, AFT_REMOTE_STR(UNW_OBJ(dwarf_search_unwind_table)));
+    if (r->create_addr_space && r->destroy_addr_space && r->init_remote && r->step &&
+        r->get_reg && r->search_unwind_table) {
+        aft_g_remote_loaded = 1;
+    } else {
+        dlclose(h);
+    }
+}
 
 #define AFT_REMOTE_MAX_FILE (1ull << 31) /* 2 GiB: larger is no image of ours */
 
@@ -255,7 +297,7 @@ static int aft_remote_find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_pro
     di.u.rti.segbase = hdr;
     di.u.rti.table_data = hdr + 4 + pointer_size + count_size;
     di.u.rti.table_len = (count * 8) / sizeof(unw_word_t);
-    return UNW_OBJ(dwarf_search_unwind_table)(as, ip, &di, pi, need_unwind_info, arg);
+    return aft_g_remote.search_unwind_table(as, ip, &di, pi, need_unwind_info, arg);
 }
 
 #if defined(UNW_VERSION) && UNW_VERSION >= UNW_VERSION_CODE(1, 8)
@@ -289,6 +331,9 @@ uint32_t aft_remote_unwind(const aft_remote_unwind_input *in, uint64_t *frames, 
     const uint32_t here = AFT_ARCH_ARM64;
 #endif
     if (in == NULL || capacity == 0 || in->arch != here || in->register_count == 0) return 0;
+    pthread_once(&aft_g_remote_once, aft_remote_load);
+    if (aft_g_remote_loaded != 1) return 0; /* no libunwind: the caller walks frame pointers */
+    const aft_remote_libunwind *u = &aft_g_remote;
     aft_remote_state s = {.in = in, .files = calloc(in->image_count + 1, sizeof(aft_remote_file))};
     if (s.files == NULL) return 0;
     unw_accessors_t accessors = {
@@ -306,14 +351,14 @@ uint32_t aft_remote_unwind(const aft_remote_unwind_input *in, uint64_t *frames, 
 #endif
     };
     uint32_t n = 0;
-    unw_addr_space_t as = unw_create_addr_space(&accessors, 0);
+    unw_addr_space_t as = u->create_addr_space(&accessors, 0);
     unw_cursor_t cursor;
-    if (as != NULL && unw_init_remote(&cursor, as, &s) == 0) {
+    if (as != NULL && u->init_remote(&cursor, as, &s) == 0) {
         unw_word_t last_sp = 0;
         for (;;) {
             unw_word_t ip = 0, sp = 0;
-            if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
-            if (unw_get_reg(&cursor, UNW_REG_SP, &sp) < 0) break;
+            if (u->get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
+            if (u->get_reg(&cursor, UNW_REG_SP, &sp) < 0) break;
             if (n > 0 && sp < last_sp) break; /* a stack runs one way: a loop otherwise */
             last_sp = sp;
 #if defined(__aarch64__)
@@ -321,13 +366,13 @@ uint32_t aft_remote_unwind(const aft_remote_unwind_input *in, uint64_t *frames, 
 #endif
             frames[n++] = (uint64_t)ip;
             if (n == capacity) {
-                *truncated = unw_step(&cursor) > 0;
+                *truncated = u->step(&cursor) > 0;
                 break;
             }
-            if (unw_step(&cursor) <= 0) break;
+            if (u->step(&cursor) <= 0) break;
         }
     }
-    if (as != NULL) unw_destroy_addr_space(as);
+    if (as != NULL) u->destroy_addr_space(as);
     for (uint32_t i = 0; i < in->image_count; i++)
         if (s.files[i].map != NULL) munmap((void *)s.files[i].map, s.files[i].size);
     free(s.files);

@@ -8,8 +8,6 @@
  * requester's CPU, wake it), and its end once a crash is written
  * (aft_async_unwind_resident_retire).
  */
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
 #include <errno.h>
 #include <linux/futex.h>
 #include <sched.h>
@@ -25,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "libunwind_local.h"
 #include "shim_internal.h"
 #include "unwind_internal.h"
 
@@ -104,10 +103,12 @@ static int aft_unwind_resident_main(void *arg) {
     syscall(SYS_prctl, PR_SET_NAME, "aftermath.unw", 0L, 0L, 0L);
     /* libunwind's first walk on this thread-local storage sets up its caches: now, not at a
      * crash. */
+    const aft_libunwind *u = aft_async_libunwind(); /* loaded before the spawn */
     unw_context_t context;
     unw_cursor_t cursor;
-    if (unw_getcontext(&context) == 0 && unw_init_local(&cursor, &context) == 0)
-        for (int i = 0; i < 8 && unw_step(&cursor) > 0; i++) {
+    if (u != NULL && AFT_UNW_GETCONTEXT(u, &context) == 0 &&
+        u->init_local2(&cursor, &context, 0) == 0)
+        for (int i = 0; i < 8 && u->step(&cursor) > 0; i++) {
         }
     /* Whether it may be moved (a seccomp filter that kills on sched_setaffinity kills this
      * helper alone, now): a request then moves it to the requester's CPU, where it runs as

@@ -3,13 +3,18 @@
  * write, for the harnesses, the tests and the benchmark, and the crash writer's fault hook.
  */
 #include "CHarnessFaults.h"
+#include "CSignalShim.h"
 #include "shim_internal.h"
 
 /* Overrides the weak reference in CSignalShim's writer (see shim_internal.h). */
 volatile uintptr_t aft_g_test_fault_in_writer;
 
 volatile int aft_g_test_unwind_in_handler;
-void aft_test_unwind_in_handler(int enabled) { aft_g_test_unwind_in_handler = enabled; }
+void aft_test_unwind_in_handler(int enabled) {
+    /* The handler's libunwind: loaded first, as in a process that recorded an error or hung. */
+    if (enabled) (void)aft_libunwind_preload();
+    aft_g_test_unwind_in_handler = enabled;
+}
 void aft_test_fault_inside_handler(int enabled) { aft_g_test_fault_in_writer = enabled ? 16 : 0; }
 
 /* Overrides the weak reference in CSignalShim's unwinding helpers (see shim_internal.h). */

@@ -132,6 +132,7 @@ struct UnwindHelperTests {
         usleep(200_000)
         guard residentHelper() == nil else { return 11 }  // none for a process that never hung
         guard aft_libunwind_used() == 0 else { return 15 }
+        guard !libunwindMapped() else { return 16 }  // not even loaded: no link-time dependency
         for _ in 0..<20 {
             Aftermath.heartbeat()
             usleep(10_000)
@@ -150,13 +151,22 @@ struct UnwindHelperTests {
         guard (hang[attribute: "exception.stacktrace"]?.stringValue ?? "").split(separator: "\n").count >= 3 else {
             return 13
         }
+        guard libunwindMapped(), aft_libunwind_used() != 0 else { return 17 }  // loaded for the hang
         for _ in 0..<200 where residentHelper() == nil { usleep(10_000) }
         return residentHelper() != nil ? 0 : 14
     }
 
+    /// Whether this process has libunwind mapped (loaded at its first use, never linked).
+    static func libunwindMapped() -> Bool {
+        let maps = (try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8)) ?? ""
+        return maps.split(separator: "\n").contains {
+            $0.hasSuffix("/libunwind.so.8") || $0.contains("/libunwind.so.8.")
+        }
+    }
+
     #if compiler(>=6.2)  // exit tests (#expect(processExitsWith:)) need Swift 6.2
     @Test(
-        "No resident unwinding helper nor libunwind set-up until the first hang (captured by a helper of its own); then one"
+        "No resident unwinding helper nor libunwind loaded until the first hang (captured by libunwind in a helper of its own); then one"
     )
     func residentAfterFirstHangTest() async {
         await #expect(processExitsWith: .success) {
