@@ -60,8 +60,7 @@ const aft_libunwind *aft_libunwind_load(void) {
 }
 
 const aft_libunwind *aft_async_libunwind_request(uint64_t wait_ns) {
-    if (atomic_load(&aft_g_libunwind_state) != AFT_LIBUNWIND_UNTRIED)
-        return aft_async_libunwind();
+    if (atomic_load(&aft_g_libunwind_state) != AFT_LIBUNWIND_UNTRIED) return aft_async_libunwind();
     if (!aft_watchdog_request_libunwind(&aft_g_watchdog)) return NULL; /* no pinger to ask */
     uint64_t deadline = aft_async_now_ns(CLOCK_MONOTONIC) + wait_ns;
     while (atomic_load(&aft_g_libunwind_state) == AFT_LIBUNWIND_UNTRIED &&

@@ -169,8 +169,7 @@ int aft_libunwind_used(void) { return atomic_load(&aft_g_libunwind_warm) != 0; }
 uint32_t aft_current_stack(uint64_t *frames, uint32_t capacity, uint32_t skip) {
     uint64_t scratch[AFT_MAX_FRAMES + AFT_UNWIND_SLACK];
     int n = 0;
-    const aft_libunwind *u =
-        atomic_load(&aft_g_libunwind_abandoned) ? NULL : aft_libunwind_load();
+    const aft_libunwind *u = atomic_load(&aft_g_libunwind_abandoned) ? NULL : aft_libunwind_load();
     unw_context_t context;
     unw_cursor_t cursor;
     if (u != NULL && AFT_UNW_GETCONTEXT(u, &context) == 0 &&

@@ -58,9 +58,10 @@ static void aft_remote_load(void) {
     *(void **)&r->init_remote = dlsym(h, AFT_REMOTE_STR(unw_init_remote));
     *(void **)&r->step = dlsym(h, AFT_REMOTE_STR(unw_step));
     *(void **)&r->get_reg = dlsym(h, AFT_REMOTE_STR(unw_get_reg));
-    *(void **)&r->search_unwind_table = dlsym(h, AFT_REMOTE_STR(UNW_OBJ(dwarf_search_unwind_table)));
-    if (r->create_addr_space && r->destroy_addr_space && r->init_remote && r->step &&
-        r->get_reg && r->search_unwind_table) {
+    *(void **)&r->search_unwind_table =
+        dlsym(h, AFT_REMOTE_STR(UNW_OBJ(dwarf_search_unwind_table)));
+    if (r->create_addr_space && r->destroy_addr_space && r->init_remote && r->step && r->get_reg &&
+        r->search_unwind_table) {
         aft_g_remote_loaded = 1;
     } else {
         dlclose(h);
