@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "CSignalShim.h"
+#include "libunwind_local.h"
 #include "shim_internal.h"
 #include "swift_async_internal.h"
 #include "threads_internal.h"
@@ -223,10 +224,15 @@ static void aft_install_complete_images(void) {
     aft_unwind_helpers_fault_in();
     aft_threads_read_tls_size();
     aft_swift_async_prepare();
-    /* libunwind is not warmed up here: a process that never hangs or records an error never
-     * uses it (a crash's threads are unwound at the next launch), and keeps its memory and its
-     * two descriptors. Its first user pays its set-up; a hang's capture, under a longer deadline
-     * while it is cold (AFT_UNWIND_COLD_BUDGET_NS): the first pauses about 0.6-1.0 ms, once. */
+    /* libunwind is neither loaded nor warmed up here: a process that never hangs or records an
+     * error never uses it (a crash's threads are unwound at the next launch), and keeps its
+     * memory and descriptors. Its first user pays its set-up; a hang's capture, under a longer
+     * deadline while it is cold (AFT_UNWIND_COLD_BUDGET_NS): the first pauses about 0.6-1.0 ms,
+     * once. Except where a crash's stacks will not be in its file (no reserve that holds them,
+     * a file-size limit below it): its handler unwinds them itself, with libunwind loaded now. */
+    if (!(aft_g_state.reserved_fd >= 0 && aft_g_state.reserve_holds_stacks &&
+          aft_async_file_size_limit() >= aft_g_state.reserved_bytes))
+        (void)aft_libunwind_load();
     aft_g_completed_generation = aft_g_install_generation;
     pthread_mutex_unlock(&aft_g_completion_lock);
 }
