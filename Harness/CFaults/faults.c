@@ -201,3 +201,24 @@ int aft_test_hold_loader_lock(void) {
     for (int i = 0; i < 5000 && !atomic_load(&aft_g_loader_lock_held); i++) nanosleep(&ms, NULL);
     return atomic_load(&aft_g_loader_lock_held) ? 0 : ETIMEDOUT;
 }
+
+/* ---- a hang inside the loader's lock ---- */
+
+static uint32_t hang_harness_loader_lock_ms;
+
+/* dl_iterate_phdr's callback: sleeps with the loader's lock held (restarted after a signal). */
+int hang_harness_loader_lock_callback(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)info;
+    (void)size;
+    (void)data;
+    struct timespec hold = {.tv_sec = hang_harness_loader_lock_ms / 1000,
+                            .tv_nsec = (long)(hang_harness_loader_lock_ms % 1000) * 1000000L};
+    while (nanosleep(&hold, &hold) != 0) {
+    }
+    return 1;
+}
+
+void hang_harness_in_loader_lock(uint32_t ms) {
+    hang_harness_loader_lock_ms = ms;
+    dl_iterate_phdr(hang_harness_loader_lock_callback, NULL);
+}

@@ -6,6 +6,7 @@ import AftermathSymbolication
 import HarnessSupport
 import CSignalShim
 import Dispatch
+import CHarnessFaults
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -97,6 +98,19 @@ enum Child {
             finish(expecting: 1)
         case "first":
             Blocking.hangHarnessWaitOnSemaphore(seconds: 1.5)
+            finish(expecting: 1)
+        case "loaderlock":
+            // The process's first hang, inside the loader's lock: libunwind (loaded at its first
+            // use) cannot be loaded for the capture. Once the lock is free it is, for later ones.
+            emit("BLOCKING")
+            hang_harness_in_loader_lock(1000)
+            var loaded = false
+            for _ in 0..<100 where !loaded {
+                let maps = (try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8)) ?? ""
+                loaded = maps.contains("/libunwind.so.8")
+                if !loaded { usleep(10_000) }
+            }
+            emit(loaded ? "LIBUNWIND loaded" : "LIBUNWIND missing")
             finish(expecting: 1)
         case "asyncblock":
             Blocking.hangHarnessWaitOnSemaphore(seconds: 1.0)

@@ -155,6 +155,20 @@ let scenarios: [Scenario] = [
         name: "urgowner", summary: "app owns SIGURG, busy loop 1 s",
         run: live("urgowner", "hangHarnessBusyLoop", state: "running")),
     Scenario(
+        name: "loaderlock", summary: "first hang inside the loader's lock (dl_iterate_phdr), 1 s",
+        run: {
+            // The capture cannot wait for libunwind (its load waits for that lock): frame
+            // pointers within its bounded wait, the watchdog never blocked; libunwind loaded after.
+            let dir = Parent.makeDirectory("loaderlock")
+            let outcome = Parent.runChild(["child", "loaderlock", dir])
+            var (seen, failures) = Scenario.checkHang(
+                outcome, function: "hang_harness_loader_lock_callback", durationMs: 900...1100,
+                unfinished: false, state: "sleeping", otherThread: nil)
+            if !outcome.lines.contains("LIBUNWIND loaded") { failures.append("libunwind not loaded after the hang") }
+            if !Parent.hangFiles(dir).isEmpty { failures.append("hang file not deleted after export") }
+            return (seen, failures)
+        }),
+    Scenario(
         name: "first", summary: "first main-queue job after start, 1.5 s, x5",
         run: {
             var seen: [String] = [], failures: [String] = []

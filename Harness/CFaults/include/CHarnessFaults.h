@@ -143,4 +143,8 @@ void aft_test_hostile_async_fault(void);
 /* The process's malloc arenas (glibc's malloc_info), -1 when they cannot be read. */
 int aft_test_malloc_arenas(void);
 
+/* The calling thread blocks ms inside dl_iterate_phdr's callback, holding the loader's lock
+ * (a first hang's capture cannot load libunwind meanwhile). */
+void hang_harness_in_loader_lock(uint32_t ms);
+
 #endif /* CHARNESSFAULTS_H */
