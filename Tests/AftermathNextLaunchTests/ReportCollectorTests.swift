@@ -65,7 +65,7 @@ struct ReportCollectorTests {
         #expect(refused.exported == 0 && refused.exportError != nil)
         #expect(FileManager.default.fileExists(atPath: dir.crashes + "/a.crash"))
         let accepted = collector.deliver(to: exporter, resource: Resource())
-        #expect(accepted.exported == 1)
+        #expect(accepted.exported == 1, "\(accepted.exportError ?? "no error"), rejected \(accepted.rejected)")
         #expect(!FileManager.default.fileExists(atPath: dir.crashes + "/a.crash"))
         #expect(exporter.records.count == 1)
         let again = collector.deliver(to: exporter, resource: Resource())

@@ -158,7 +158,7 @@ struct HandledErrorTests {
         #expect(refused.exportError != nil)
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.errors).count == 1)
         let accepted = ReportCollector(directory: directory).deliver(to: exporter, resource: Resource(attributes: []))
-        #expect(accepted.exported == 1)
+        #expect(accepted.exported == 1, "\(accepted.exportError ?? "no error"), rejected \(accepted.rejected)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.errors).isEmpty)
     }
     #endif
