@@ -222,3 +222,18 @@ void hang_harness_in_loader_lock(uint32_t ms) {
     hang_harness_loader_lock_ms = ms;
     dl_iterate_phdr(hang_harness_loader_lock_callback, NULL);
 }
+
+/* ---- a child that inherits every descriptor ---- */
+#include <sys/types.h>
+#include <unistd.h>
+
+int aft_test_fork_sleeper(uint32_t ms) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct timespec left = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+        while (nanosleep(&left, &left) != 0) {
+        }
+        _exit(0);
+    }
+    return (int)pid;
+}

@@ -11,6 +11,40 @@ import Testing
 /// start() called twice, deliveries that overlap, and values longer than their file fields.
 @Suite("Start and delivery")
 struct StartAndDeliveryTests {
+    /// Refuses its export after forking a child that sleeps (as an app that starts a process
+    /// while Aftermath delivers): the child holds a copy of every descriptor for a while.
+    final class ForkingRefusingExporter: LogExporter, @unchecked Sendable {
+        let lock = NSLock()
+        var child: pid_t = -1
+        func export(_ batch: LogBatch) throws {
+            let pid = aft_test_fork_sleeper(600)
+            lock.withLock { child = pid }
+            throw ExportError("refused after a fork")
+        }
+    }
+
+    @Test(
+        "A child forked during a delivery does not hold the next delivery back (the lock is the process's, not its descriptor's)"
+    )
+    func forkedChildDoesNotHoldTheDeliveryLock() throws {
+        let dir = try TestSupport.reportsDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir.root) }
+        try TestSupport.write(try TestSupport.fixture("v1/sigsegv-null-depth12.crash"), to: dir.crashes + "/a.crash")
+        let forking = ForkingRefusingExporter()
+        let refused = ReportCollector(directory: dir).deliver(to: forking, resource: Resource())
+        #expect(refused.exported == 0 && refused.exportError != nil)
+        let child = forking.lock.withLock { forking.child }
+        #expect(child > 0)
+        defer {
+            var status: Int32 = 0
+            if child > 0 { waitpid(child, &status, 0) }
+        }
+        let exporter = InMemoryExporter()
+        let accepted = ReportCollector(directory: dir).deliver(to: exporter, resource: Resource())
+        #expect(accepted.exported == 1, "\(accepted.exportError ?? "no error")")
+        #expect(kill(child, 0) == 0, "the child still lives during the second delivery")
+    }
+
     /// An exporter that takes its time and counts what it was given.
     final class SlowCountingExporter: LogExporter, @unchecked Sendable {
         let lock = NSLock()

@@ -147,4 +147,8 @@ int aft_test_malloc_arenas(void);
  * (a first hang's capture cannot load libunwind meanwhile). */
 void hang_harness_in_loader_lock(uint32_t ms);
 
+/* Forks a child that only sleeps ms (holding a copy of every descriptor), then exits; its pid,
+ * or -1. */
+int aft_test_fork_sleeper(uint32_t ms);
+
 #endif /* CHARNESSFAULTS_H */

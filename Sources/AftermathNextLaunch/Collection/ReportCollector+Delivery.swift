@@ -59,7 +59,11 @@ extension ReportCollector {
             case .failure(let error): return Delivery(exported: 0, rejected: [], exportError: error.description)
             }
             defer { close(lock) }
-            guard flock(lock, LOCK_EX | LOCK_NB) == 0 else {
+            // A record lock (fcntl), not flock: it is the process's, so a child forked meanwhile
+            // (an app starting a process, a test runner) holds none with the descriptor it
+            // inherits, and never makes the next delivery of this process look like another's.
+            // Deliveries within the process are one at a time already (deliveryInProcess).
+            guard Self.lockWholeFile(lock) else {
                 return Delivery(exported: 0, rejected: [], exportError: "another process is delivering these reports")
             }
             // A crash of this process in progress: it dies before an export would finish; the
@@ -127,5 +131,16 @@ extension ReportCollector {
             deliverAttachments(to: attachmentExporter, &delivery)
             return delivery
         }
+    }
+
+    /// Takes an exclusive record lock on the whole of fd's file without waiting; false when
+    /// another process holds one.
+    static func lockWholeFile(_ fd: Int32) -> Bool {
+        var region = flock()
+        region.l_type = Int16(F_WRLCK)
+        region.l_whence = Int16(SEEK_SET)
+        region.l_start = 0
+        region.l_len = 0  // to the end, whatever it becomes
+        return fcntl(fd, F_SETLK, &region) == 0
     }
 }
