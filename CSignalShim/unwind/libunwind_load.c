@@ -23,6 +23,17 @@ enum { AFT_LIBUNWIND_UNTRIED = 0, AFT_LIBUNWIND_LOADED = 1, AFT_LIBUNWIND_FAILED
 static aft_libunwind aft_g_libunwind_table;
 static _Atomic uint32_t aft_g_libunwind_state; /* futex word: AFT_LIBUNWIND_* */
 static pthread_mutex_t aft_g_libunwind_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t aft_g_libunwind_atfork_once = PTHREAD_ONCE_INIT;
+
+/* A child forked while another thread loaded: that thread is not in the child. */
+static void aft_libunwind_after_fork_in_child(void) {
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    aft_g_libunwind_lock = fresh;
+}
+
+static void aft_libunwind_register_atfork(void) {
+    pthread_atfork(NULL, NULL, aft_libunwind_after_fork_in_child);
+}
 
 const aft_libunwind *aft_async_libunwind(void) {
     return atomic_load(&aft_g_libunwind_state) == AFT_LIBUNWIND_LOADED ? &aft_g_libunwind_table
@@ -44,6 +55,7 @@ static int aft_libunwind_fill(void *handle, aft_libunwind *t) {
 const aft_libunwind *aft_libunwind_load(void) {
     uint32_t state = atomic_load(&aft_g_libunwind_state);
     if (state != AFT_LIBUNWIND_UNTRIED) return aft_async_libunwind();
+    pthread_once(&aft_g_libunwind_atfork_once, aft_libunwind_register_atfork);
     pthread_mutex_lock(&aft_g_libunwind_lock);
     if (atomic_load(&aft_g_libunwind_state) == AFT_LIBUNWIND_UNTRIED) {
         /* The runtime package's name (Debian: libunwind8), else the development link. */
