@@ -220,9 +220,14 @@ static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, int captu
             return;
         }
         if ((blocked >> (capture - 1)) & 1u) {
-            /* Running, /proc has no sp or pc for it: SIGPROF where it can take that one (a
-             * libdispatch worker, spinning in a job of the pool's) and nobody else uses it. */
-            int signo = !(parsed && nr >= 0) ? aft_async_pick_signal(c, blocked, 0) : 0;
+            /* SIGPROF where it can take that one and nobody else uses it: a libdispatch worker
+             * that never ran a probe blocks the capture signal, spinning in a job of the pool's
+             * (/proc has no sp or pc for it) or waiting on a futex (a semaphore of a starved
+             * pool). /proc's sp and pc alone would not do for the waiter: the walk from them
+             * stops at the first async frame, short of swift_job_run, and its task's async
+             * callers are read from its registers and thread pointer, which only its answer
+             * gives. */
+            int signo = aft_async_pick_signal(c, blocked, 0);
             if (signo <= 0) {
                 aft_async_from_syscall_file(c, r, AFT_THREAD_WHY_BLOCKS_SIGNAL);
                 return;
