@@ -247,6 +247,33 @@ static void aft_async_emit_stacks(aft_writer *w, const aft_thread_capture *c, ui
     }
 }
 
+static const uint8_t aft_g_zeros[4096];
+
+/* A reserve sized at install (reserve.c) is longer than a small report: the report is made as
+ * long as the file with a padding section of zeros, which costs far less than shrinking the
+ * file (a truncation of cached pages). 0 when it cannot be (a file-size limit, a size beyond
+ * what a reserve is given): the caller shrinks the file instead. */
+static int aft_async_pad_to_size(aft_writer *w, uint64_t limit) {
+    struct stat st;
+    if (fstat(w->fd, &st) != 0) return 0;
+    uint64_t used = sizeof(aft_file_header) + w->body_size;
+    if ((uint64_t)st.st_size <= used) return 1;
+    uint64_t gap = (uint64_t)st.st_size - used;
+    if (gap < sizeof(aft_section_header)) gap += sizeof(aft_g_zeros); /* past it: a section */
+    if (gap > AFT_RESERVE_SIZED_MAX || (limit != UINT64_MAX && used + gap > limit)) return 0;
+    aft_section_header sh = {.type = AFT_SECTION_PADDING,
+                             .entry_size = 1,
+                             .count = (uint32_t)(gap - sizeof(sh)),
+                             .flags = 0};
+    aft_async_emit(w, &sh, sizeof(sh));
+    for (uint64_t left = gap - sizeof(sh); left > 0 && !w->error;) {
+        size_t n = left < sizeof(aft_g_zeros) ? (size_t)left : sizeof(aft_g_zeros);
+        aft_async_emit_kept(w, aft_g_zeros, n);
+        left -= n;
+    }
+    return 1;
+}
+
 void aft_async_id_file_name(char *out, size_t capacity, const uint8_t id[AFT_ID_SIZE],
                             const char *suffix) {
     static const char hex[] = "0123456789abcdef";
@@ -366,6 +393,7 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
                  aft_async_space_for(fd, at, first))
             aft_async_emit_stacks(&w, c, 1);
     }
+    int padded = fd == reserved ? aft_async_pad_to_size(&w, limit) : 1;
     aft_async_flush(&w);
 
     if (!w.error) {
@@ -377,6 +405,7 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
     if (!w.error && fd == reserved) {
         /* The reserve allocated at start beyond the report goes back to the file system. */
         off_t end = (off_t)(sizeof(header) + w.body_size);
+        if (!padded && ftruncate(fd, end) != 0) w.error = errno;
         syscall(SYS_fallocate, (long)fd, (long)(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE),
                 (long)end, (long)(1 << 30));
     }

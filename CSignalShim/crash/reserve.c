@@ -15,14 +15,27 @@
 #include "shim_internal.h"
 #include "threads_internal.h"
 
-int aft_take_empty_file(int dir_fd, const char *name) {
+/* Whether fd's first bytes are zero: nothing was written to it (every writer writes its
+ * header first). */
+static int aft_header_unwritten(int fd) {
+    uint8_t header[sizeof(aft_file_header)];
+    if (pread(fd, header, sizeof(header), 0) != (ssize_t)sizeof(header)) return 0;
+    for (size_t i = 0; i < sizeof(header); i++)
+        if (header[i] != 0) return 0;
+    return 1;
+}
+
+int aft_take_empty_file(int dir_fd, const char *name, int sized) {
     int fd = openat(dir_fd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) return -1;
     struct stat st;
     /* Locked first: a live run holds the lock from before the name is visible, and no other
-     * launch can take it meanwhile. Then empty, ours, one link. */
+     * launch can take it meanwhile. Then empty (or, where sized, never written), ours, one
+     * link. */
     if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-        st.st_size == 0 && st.st_uid == geteuid() && st.st_nlink == 1 && fchmod(fd, 0600) == 0)
+        (st.st_size == 0 ||
+         (sized && st.st_size <= AFT_RESERVE_SIZED_MAX && aft_header_unwritten(fd))) &&
+        st.st_uid == geteuid() && st.st_nlink == 1 && fchmod(fd, 0600) == 0)
         return fd;
     close(fd);
     return -1;
@@ -52,7 +65,7 @@ static int aft_reserve_take_dead(int dir_fd, const char *name) {
         examined++;
         /* Locked: its run is dead. A live run's, a written one, or one a collector removed
          * meanwhile is left. */
-        int fd = aft_take_empty_file(dir_fd, e->d_name);
+        int fd = aft_take_empty_file(dir_fd, e->d_name, 1);
         if (fd < 0) continue;
         if (renameat(dir_fd, e->d_name, dir_fd, name) == 0)
             taken = fd;
@@ -85,13 +98,27 @@ int aft_reserve_open(int dir_fd, const uint8_t report_id[AFT_ID_SIZE]) {
 }
 
 /* Allocates the disk space a crash file needs, so a disk that fills up later still takes the
- * report: the deepest stack, the images seen now and as many again loaded later. The file
- * keeps its size 0 (FALLOC_FL_KEEP_SIZE): an empty reserve still tells a dead run without a
- * crash. The writer gives back what the report did not use. Where the file system cannot
- * (EOPNOTSUPP) or the disk is already full, the crash is written as before. */
+ * report: the deepest stack, the images seen now and as many again loaded later. The writer
+ * gives back what the report did not use. Where the file system cannot (EOPNOTSUPP) or the disk
+ * is already full, the crash is written as before.
+ * A typical report's first bytes (its records, the images seen now, the crashing thread's
+ * stack) are the file's size from now on, allocated unwritten: zeros, without a byte written
+ * to disk, which aft_reserve_cache then brings into the page cache. A crash's write into pages
+ * that are there costs about half of one that makes them (the kernel's page allocation and the
+ * file system's delayed allocation of each), and the writer fills what its report leaves of
+ * that size with a padding section. The rest of the space is kept beyond the file's size
+ * (FALLOC_FL_KEEP_SIZE). A reserve whose header is still zero tells a dead run without a
+ * crash. */
 uint64_t aft_reserve_crash_space(int fd, uint32_t image_count) {
     aft_g_state.reserve_holds_stacks = 0;
+    aft_g_state.reserve_cached_bytes = 0;
     if (fd < 0) return 0;
+    uint64_t typical = sizeof(aft_file_header) + 5 * sizeof(aft_section_header) +
+                       sizeof(aft_context) + sizeof(aft_crash_info) + 64 * sizeof(uint64_t) +
+                       (uint64_t)image_count * sizeof(aft_image) + 3 * sizeof(aft_section_header) +
+                       sizeof(aft_threads_info) + 4 * sizeof(aft_thread) + 8192;
+    typical = (typical + 4095) & ~(uint64_t)4095;
+    if (typical > AFT_RESERVE_SIZED_MAX) typical = AFT_RESERVE_SIZED_MAX;
     uint64_t images = (uint64_t)image_count * 2 + 16;
     if (images > AFT_MAX_IMAGES) images = AFT_MAX_IMAGES;
     uint64_t size = sizeof(aft_file_header) + 4 * sizeof(aft_section_header) + sizeof(aft_context) +
@@ -103,9 +130,26 @@ uint64_t aft_reserve_crash_space(int fd, uint32_t image_count) {
         4 * sizeof(aft_section_header) + sizeof(aft_threads_info) +
         AFT_STACK_EARLY_THREADS * (sizeof(aft_thread) + AFT_THREAD_MAX_FRAMES * sizeof(uint64_t)) +
         AFT_THREADS_RESERVED_STACK_BYTES;
+    uint64_t reserved = 0;
     if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)(size + threads)) == 0) {
         aft_g_state.reserve_holds_stacks = 1;
-        return size + threads;
+        reserved = size + threads;
+    } else if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)size) == 0) {
+        reserved = size;
     }
-    return fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)size) == 0 ? size : 0;
+    /* Sized inside the space just allocated: no new blocks, the size alone changes. Never past
+     * a file-size limit (ulimit -f): that truncation would end the process by SIGXFSZ. */
+    struct stat st;
+    if (reserved >= typical && aft_async_file_size_limit() >= typical && fstat(fd, &st) == 0) {
+        if ((uint64_t)st.st_size < typical && ftruncate(fd, (off_t)typical) == 0)
+            st.st_size = (off_t)typical;
+        if ((uint64_t)st.st_size >= typical)
+            aft_g_state.reserve_cached_bytes = (uint64_t)st.st_size;
+    }
+    return reserved;
+}
+
+void aft_reserve_cache(int fd) {
+    uint64_t bytes = aft_g_state.reserve_cached_bytes;
+    if (fd >= 0 && bytes > 0) (void)posix_fadvise(fd, 0, (off_t)bytes, POSIX_FADV_WILLNEED);
 }

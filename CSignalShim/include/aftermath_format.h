@@ -61,6 +61,13 @@
 /* (hang files) one aft_hang_target: which watched target hung; a file without it is a main
  * thread's hang */
 #define AFT_SECTION_HANG_TARGET 10u
+/* entry_size 1: zero bytes that fill a crash file to the size its reserve already had (the
+ * reserve's first pages are sized and cached at start, so the crash writes into them); read
+ * as nothing */
+#define AFT_SECTION_PADDING 12u
+/* The most a crash reserve is sized to at start. An unlocked `.crash.tmp` of at most this size
+ * whose header is all zero was never written: a run that ended without a crash. */
+#define AFT_RESERVE_SIZED_MAX (64u * 1024u)
 
 /* Section flags */
 #define AFT_SECTION_TRUNCATED 0x1u /* more entries existed than the capacity */

@@ -81,7 +81,7 @@ int aft_run_prepare_with(const aft_run_options *o, aft_run_file *file, int defer
     return 0;
 }
 
-int aft_run_take_spare(int dir_fd) { return aft_take_empty_file(dir_fd, AFT_RUN_SPARE_NAME); }
+int aft_run_take_spare(int dir_fd) { return aft_take_empty_file(dir_fd, AFT_RUN_SPARE_NAME, 0); }
 
 void aft_run_make_spare(const char *runs_directory) {
     int dir = open(runs_directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

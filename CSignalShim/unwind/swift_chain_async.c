@@ -11,6 +11,7 @@
 
 #include "shim_internal.h"
 #include "swift_async_internal.h"
+#include "threads_internal.h"
 
 /* An address an async context may have: 16-byte aligned, in the user half, past page 0. */
 static int aft_async_swift_plausible(uint64_t context) {
@@ -96,13 +97,13 @@ static uint32_t aft_async_swift_join(uint64_t candidate, uint64_t (*chain)[2], u
     return n;
 }
 
-uint32_t aft_async_swift_chain(uint64_t tid, uint64_t tp, uint64_t context_register, uint64_t fp,
-                               aft_swift_async_link *out, uint32_t room, uint64_t (*scratch)[2]) {
+/* The chain of a thread that runs task (its word in the runtime's thread-local). */
+static uint32_t aft_async_swift_chain_of_task(uint64_t tid, uint64_t task,
+                                              uint64_t context_register, uint64_t fp,
+                                              aft_swift_async_link *out, uint32_t room,
+                                              uint64_t (*scratch)[2]) {
     const aft_swift_async_state *s = &aft_g_swift_async;
-    if (!atomic_load(&s->ready) || tp == 0 || room == 0) return 0;
-    uint64_t task = 0;
-    if (aft_async_read_memory(tp + (uint64_t)s->tls_offset, &task, sizeof(task)) != 0 || task == 0)
-        return 0; /* not in a task */
+    if (task == 0 || room == 0) return 0; /* not in a task */
     int root = 0;
     uint32_t n = aft_async_swift_task_chain(task, scratch, &root);
     if (n == 0) return 0;
@@ -172,16 +173,41 @@ void aft_async_swift_chain_of_record(aft_swift_async_store *s, const aft_thread 
                                       s->links + s->count, room, s->scratch);
 }
 
+uint32_t aft_async_swift_chain(uint64_t tid, uint64_t tp, uint64_t context_register, uint64_t fp,
+                               aft_swift_async_link *out, uint32_t room, uint64_t (*scratch)[2]) {
+    const aft_swift_async_state *s = &aft_g_swift_async;
+    if (!atomic_load(&s->ready) || tp == 0 || room == 0) return 0;
+    uint64_t task = 0;
+    if (aft_async_read_memory(tp + (uint64_t)s->tls_offset, &task, sizeof(task)) != 0) return 0;
+    return aft_async_swift_chain_of_task(tid, task, context_register, fp, out, room, scratch);
+}
+
 uint32_t aft_async_swift_chain_here(const void *ucontext, aft_swift_async_link *out, uint32_t room,
                                     uint64_t (*scratch)[2]) {
-    if (ucontext == NULL) return 0;
+    const aft_swift_async_state *s = &aft_g_swift_async;
+    uint64_t tp = aft_async_arch_thread_pointer();
+    if (ucontext == NULL || !atomic_load(&s->ready) || tp == 0 || room == 0) return 0;
+    /* A word in the calling thread's own static TLS is mapped as long as the thread lives:
+     * read as is (a guarded read through /proc/self/mem costs more than the rest of a crash's
+     * first steps). A word in TLS allocated on demand lies elsewhere in each thread: guarded. */
+    int64_t at = s->tls_offset, size = (int64_t)aft_g_static_tls_size;
+#if defined(__x86_64__)
+    int in_static = at < 0 && -at >= 8 && -at <= size; /* below the thread pointer */
+#else
+    int in_static = at >= 16 && at + 8 <= size; /* above the thread control block */
+#endif
+    uint64_t task = 0;
+    if (in_static)
+        task = *(const volatile uint64_t *)(uintptr_t)(tp + (uint64_t)at);
+    else if (aft_async_read_memory(tp + (uint64_t)at, &task, sizeof(task)) != 0)
+        return 0;
+    if (task == 0) return 0;
     aft_crash_info regs;
     aft_async_memset(&regs, 0, sizeof(regs));
     aft_async_arch_registers(ucontext, &regs);
     uint64_t context = 0, fp = 0;
     aft_async_arch_swift_registers(regs.registers, regs.register_count, &context, &fp);
-    return aft_async_swift_chain(aft_async_gettid(), aft_async_arch_thread_pointer(), context, fp,
-                                 out, room, scratch);
+    return aft_async_swift_chain_of_task(aft_async_gettid(), task, context, fp, out, room, scratch);
 }
 
 int aft_async_swift_store_has(const aft_swift_async_store *s, uint64_t tid) {

@@ -108,10 +108,24 @@ struct ReportCollectorTests {
         // flock locks belong to the open file description: a second open in this process
         // conflicts like another process would.
         try TestSupport.write([], to: dir.crashes + "/dead.crash.tmp")
+        // Sized at start, never written: zeros to its size.
+        try TestSupport.write([UInt8](repeating: 0, count: 36 * 1024), to: dir.crashes + "/sized.crash.tmp")
         let collection = ReportCollector(directory: dir).collect()
         #expect(collection.reports.isEmpty && collection.rejected.isEmpty)
         #expect(FileManager.default.fileExists(atPath: live))
         #expect(!FileManager.default.fileExists(atPath: dir.crashes + "/dead.crash.tmp"))
+        #expect(!FileManager.default.fileExists(atPath: dir.crashes + "/sized.crash.tmp"))
+    }
+
+    @Test("A sized reserve with bytes in its header is a dead handler's: salvaged or set aside, never removed unread")
+    func sizedReserveWritten() throws {
+        let dir = try TestSupport.reportsDirectory()
+        var bytes = [UInt8](repeating: 0, count: 36 * 1024)
+        bytes.replaceSubrange(0..<4, with: Array("AFTM".utf8))
+        try TestSupport.write(bytes, to: dir.crashes + "/torn.crash.tmp")
+        let collection = ReportCollector(directory: dir).collect(moveRejected: false)
+        #expect(collection.rejected.map { ($0.path as NSString).lastPathComponent } == ["torn.crash.tmp"])
+        #expect(FileManager.default.fileExists(atPath: dir.crashes + "/torn.crash.tmp"))
     }
 
     @Test("A read-only reports directory: collection still works, nothing crashes")

@@ -183,6 +183,22 @@ struct FileSizeLimitTests {
         #expect(named.isEmpty, "delivered and removed")
     }
 
+    @Test("ulimit -f 8 set after start, below the size the crash file was given: a whole report that fits")
+    func limitAfterStart() async throws {
+        let directory: String = TestSupport.childDirectory("fsize-after")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
+            ExitStatusTests.childStart(directory)
+            aft_install_complete()  // the reserve sized and cached, as a running app has it
+            FileSizeLimitTests.limitFileSize(8 * 1024)
+            UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
+        }
+        let (_, crash) = try HostileEnvironmentTests.onlyCrash(directory, allImages: false)
+        #expect(!crash.isPartial, "committed at its own size, not the reserve's")
+        #expect(crash.frames.count > 3)
+        #expect(crash.imagesTruncated, "the images that did not fit are said to be missing")
+    }
+
     @Test("ulimit -f 0: start, a recorded error and a crash never end the app by SIGXFSZ")
     func zeroLimit() async throws {
         let directory: String = TestSupport.childDirectory("fsize-0")

@@ -300,8 +300,9 @@ package struct ReportCollector: Sendable {
 
     /// Every run reserves its crash file at start and holds a lock on it while alive. A
     /// locked reserve belongs to a running process (this one too: flock locks taken through
-    /// two opens conflict within a process); an empty unlocked one to a run that did not
-    /// crash; a non-empty unlocked one to a handler that died while writing.
+    /// two opens conflict within a process); an unlocked one that is empty, or sized at start
+    /// but with its header still zero, to a run that did not crash (every writer writes the
+    /// header first); any other unlocked one to a handler that died while writing, or wrote.
     package func reserveState(_ path: String) -> ReserveState {
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { return .writtenByDeadRun }  // decoding will say why
@@ -309,7 +310,14 @@ package struct ReportCollector: Sendable {
         if flock(fd, LOCK_EX | LOCK_NB) != 0 { return .heldByLiveRun }
         var st = stat()
         guard fstat(fd, &st) == 0 else { return .writtenByDeadRun }
-        return st.st_size == 0 ? .emptyOfDeadRun : .writtenByDeadRun
+        if st.st_size == 0 { return .emptyOfDeadRun }
+        let headerSize = MemoryLayout<aft_file_header>.size
+        guard st.st_size <= off_t(AFT_RESERVE_SIZED_MAX), st.st_size >= off_t(headerSize) else {
+            return .writtenByDeadRun
+        }
+        var header = [UInt8](repeating: 1, count: headerSize)
+        let got = header.withUnsafeMutableBytes { pread(fd, $0.baseAddress, headerSize, 0) }
+        return got == headerSize && header.allSatisfy({ $0 == 0 }) ? .emptyOfDeadRun : .writtenByDeadRun
     }
 
     /// Rejected files kept in rejected/ at most (each with its reason).
