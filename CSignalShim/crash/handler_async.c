@@ -48,6 +48,11 @@ static int aft_async_signal_index(int signo) {
     return -1;
 }
 
+int aft_async_crash_stacks_fit(void) {
+    return aft_g_state.reserved_fd >= 0 && aft_g_state.reserve_holds_stacks &&
+           aft_async_file_size_limit() >= aft_g_state.reserved_bytes;
+}
+
 /* The calling thread's name: prctl(PR_GET_NAME) is one syscall, no file to open. */
 static void aft_async_thread_name(char *out) {
     char buf[AFT_THREAD_NAME + 1];
@@ -90,8 +95,7 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
     if (!aft_g_known_link_map.valid)
         images_read = aft_async_crash_read_images(
             &aft_g_crash_scratch, aft_g_state.context.executable_path, &images_truncated);
-    int stacks_in_file = aft_g_state.reserved_fd >= 0 && aft_g_state.reserve_holds_stacks &&
-                         aft_async_file_size_limit() >= aft_g_state.reserved_bytes &&
+    int stacks_in_file = aft_async_crash_stacks_fit() &&
                          !(&aft_g_test_unwind_in_handler != NULL && aft_g_test_unwind_in_handler);
     int deferred = ucontext != NULL && stacks_in_file &&
                    aft_async_pc_in_known_image(aft_async_arch_code_address(ci->pc));

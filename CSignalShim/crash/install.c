@@ -231,9 +231,7 @@ static void aft_install_complete_images(void) {
      * deadline while it is cold (AFT_UNWIND_COLD_BUDGET_NS): the first pauses about 0.6-1.0 ms,
      * once. Except where a crash's stacks will not be in its file (no reserve that holds them,
      * a file-size limit below it): its handler unwinds them itself, with libunwind loaded now. */
-    if (!(aft_g_state.reserved_fd >= 0 && aft_g_state.reserve_holds_stacks &&
-          aft_async_file_size_limit() >= aft_g_state.reserved_bytes))
-        (void)aft_libunwind_load();
+    if (!aft_async_crash_stacks_fit()) (void)aft_libunwind_load();
     aft_g_completed_generation = aft_g_install_generation;
     pthread_mutex_unlock(&aft_g_completion_lock);
 }

@@ -114,6 +114,10 @@ void aft_async_hold_file_size_signal(aft_file_size_hold *hold);
 void aft_async_release_file_size_signal(const aft_file_size_hold *hold);
 /* The file-size limit in bytes; UINT64_MAX when there is none. */
 uint64_t aft_async_file_size_limit(void);
+/* Whether a crash's stacks will be in its file: the reserve made at start is there and holds
+ * them, and no file-size limit cuts the file below it. Then the next launch unwinds them;
+ * else the handler does. */
+int aft_async_crash_stacks_fit(void);
 /* Writes the decimal form of v into buf; returns its length. buf needs 21 bytes. */
 size_t aft_async_u64_to_dec(uint64_t v, char *buf);
 

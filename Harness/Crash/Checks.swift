@@ -252,14 +252,17 @@ struct Checks {
     }
 
     /// The crash left exactly one committed file, named by its app.crash.id, and the next launch
-    /// removed it after the exporter acknowledged the record. A run's empty reserve
-    /// (`<id>.crash.tmp`, created at start so the handler need not create a file) may remain:
-    /// the next launch leaves its own, which the launch after it removes.
+    /// removed it after the exporter acknowledged the record. A run's unwritten reserve
+    /// (`<id>.crash.tmp`, created and sized at start so the handler need not create a file)
+    /// may remain: the next launch leaves its own, which the launch after it removes.
     func pending() -> CheckResult {
         let before = evidence.crashFilesAfterCrash, after = evidence.crashFilesAfterNextLaunch
         let crashID = attribute("app.crash.id")?.replacingOccurrences(of: "-", with: "")
         let leftovers = after.filter { name in
-            let isEmptyReserve = name.hasSuffix(".crash.tmp") && Self.fileSize(evidence.crashesDirectory, name) == 0
+            let path = (evidence.crashesDirectory as NSString).appendingPathComponent(name)
+            let isEmptyReserve =
+                name.hasSuffix(".crash.tmp")
+                && ReportCollector.reserveState(path) == .emptyOfDeadRun
             return !isEmptyReserve || (crashID.map { name.hasPrefix($0) } ?? false)
         }
         let cell = "\(before.count)→\(leftovers.count)"
@@ -282,11 +285,5 @@ struct Checks {
         }
         if problems.isEmpty { return .pass(.pending, cell) }
         return .fail(.pending, cell, problems.joined(separator: "; "))
-    }
-
-    static func fileSize(_ directory: String, _ name: String) -> Int64? {
-        var st = stat()
-        guard lstat((directory as NSString).appendingPathComponent(name), &st) == 0 else { return nil }
-        return Int64(st.st_size)
     }
 }

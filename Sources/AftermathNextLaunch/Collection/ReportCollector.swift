@@ -128,7 +128,7 @@ package struct ReportCollector: Sendable {
             &pass, in: directory.crashes, suffix: ".crash", what: "crash",
             limit: limits.maxPendingCrashes,
             tmpIsDead: { path in
-                switch reserveState(path) {
+                switch Self.reserveState(path) {
                 case .heldByLiveRun: return false
                 case .emptyOfDeadRun:
                     if moveRejected { unlink(path) }  // that run ended without crashing
@@ -303,7 +303,7 @@ package struct ReportCollector: Sendable {
     /// two opens conflict within a process); an unlocked one that is empty, or sized at start
     /// but with its header still zero, to a run that did not crash (every writer writes the
     /// header first); any other unlocked one to a handler that died while writing, or wrote.
-    package func reserveState(_ path: String) -> ReserveState {
+    package static func reserveState(_ path: String) -> ReserveState {
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { return .writtenByDeadRun }  // decoding will say why
         defer { close(fd) }
