@@ -229,21 +229,55 @@ static void aft_async_emit_swift_async(aft_writer *w, const aft_report_spec *spe
         aft_async_emit_kept(w, c->swift_async.links, (size_t)others * sizeof(aft_swift_async_link));
 }
 
+/* The crashing thread's stack, left where it is by the capture: written by pwrite from there,
+ * so that the kernel reads it and says how much of it could be read (where a read here could
+ * fault, in a handler that has the fault's signal blocked), then its CRC taken from the same
+ * bytes, now known readable. 0 when it could not all be written so: the caller copies it. */
+static int aft_async_emit_stack_in_place(aft_writer *w, const aft_thread *r) {
+    aft_async_flush(w);
+    if (w->error) return 1;
+    aft_memory_header m = {.thread_id = r->thread_id, .start = r->stack_start, .size = r->stack_size};
+    aft_section_header sh = {.type = AFT_SECTION_STACK_MEMORY,
+                             .entry_size = 1,
+                             .count = (uint32_t)(sizeof(m) + r->stack_size),
+                             .flags = 0};
+    const uint8_t *bytes = (const uint8_t *)(uintptr_t)r->stack_start;
+    uint64_t at = sizeof(aft_file_header) + w->body_size + sizeof(sh) + sizeof(m);
+    ssize_t n;
+    do {
+        n = pwrite(w->fd, bytes, (size_t)r->stack_size, (off_t)at);
+    } while (n < 0 && errno == EINTR);
+    if (n != (ssize_t)r->stack_size) return 0;
+    aft_async_emit(w, &sh, sizeof(sh));
+    aft_async_emit(w, &m, sizeof(m));
+    aft_async_flush(w); /* the two headers, in front of the bytes */
+    if (w->error) return 1;
+    w->crc = aft_async_crc32(w->crc, bytes, (size_t)r->stack_size);
+    w->body_size += r->stack_size;
+    if (lseek(w->fd, (off_t)r->stack_size, SEEK_CUR) < 0) w->error = errno;
+    return 1;
+}
+
 /* One STACK_MEMORY section per thread whose stack was kept, in record order, for the first
  * `count` records. */
-static void aft_async_emit_stacks(aft_writer *w, const aft_thread_capture *c, uint32_t count) {
+static void aft_async_emit_stacks(aft_writer *w, aft_thread_capture *c, uint32_t count) {
     for (uint32_t i = 0; i < count && i < c->info.recorded; i++) {
         const aft_thread *r = &c->records[i];
         if (r->stack_size == 0) continue;
-        aft_memory_header m = {
-            .thread_id = r->thread_id, .start = r->stack_start, .size = r->stack_size};
+        uint64_t start = r->stack_start, size = r->stack_size;
+        if (i == 0 && c->stack_in_place) {
+            if (aft_async_emit_stack_in_place(w, r)) continue;
+            size = aft_async_copy_stack_late(c, 0, &start); /* not all readable: what is */
+            if (size == 0) continue;
+        }
+        aft_memory_header m = {.thread_id = r->thread_id, .start = start, .size = size};
         aft_section_header sh = {.type = AFT_SECTION_STACK_MEMORY,
                                  .entry_size = 1,
-                                 .count = (uint32_t)(sizeof(m) + r->stack_size),
+                                 .count = (uint32_t)(sizeof(m) + size),
                                  .flags = 0};
         aft_async_emit(w, &sh, sizeof(sh));
         aft_async_emit(w, &m, sizeof(m));
-        aft_async_emit_kept(w, c->arena + c->stack_offsets[i], (size_t)r->stack_size);
+        aft_async_emit_kept(w, c->arena + c->stack_offsets[i], (size_t)size);
     }
 }
 
@@ -381,7 +415,7 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
     }
     /* The stacks last, where they still fit once the images are written; else the crashing
      * thread's alone, which the next launch unwinds (the threads' records are written). */
-    const aft_thread_capture *c = spec->threads;
+    aft_thread_capture *c = spec->threads;
     if (with_stacks >= 0 && c != NULL) {
         uint64_t at = sizeof(header) + w.body_size;
         uint32_t all = with_stacks == 1 ? c->info.recorded : 0;

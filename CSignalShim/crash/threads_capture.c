@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -182,7 +183,16 @@ static int aft_borrow_sigprof(void) {
 /* The thread that installed: aft_install gave it its alternate stack. */
 static _Atomic uint64_t aft_g_installer_tid;
 
-void aft_threads_note_installer(void) { atomic_store(&aft_g_installer_tid, aft_async_gettid()); }
+void aft_threads_note_installer(void) {
+    atomic_store(&aft_g_installer_tid, aft_async_gettid());
+    /* The kernel puts the program's name last on the main thread's stack, followed by a null
+     * pointer: the stack ends at the page boundary above. */
+    const char *name = (const char *)(uintptr_t)getauxval(AT_EXECFN);
+    if (name != NULL && aft_g_main_stack_end == 0) {
+        uint64_t top = (uint64_t)(uintptr_t)name + strlen(name) + 1 + sizeof(void *);
+        aft_g_main_stack_end = (top + 4095u) & ~(uint64_t)4095u;
+    }
+}
 
 int aft_threads_alternate_stack_asked(uint64_t tid) {
     const aft_altstack_requests *q = &aft_g_altstack_requests;

@@ -29,6 +29,7 @@ aft_thread_capture aft_g_hang_threads;
 _Atomic int aft_g_thread_capture_signal;
 _Atomic uint64_t aft_g_run_updater_tid;
 uint64_t aft_g_static_tls_size;
+uint64_t aft_g_main_stack_end;
 
 /* ---- the crashing thread's side ---- */
 
@@ -222,12 +223,15 @@ static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, int captu
         if ((blocked >> (capture - 1)) & 1u) {
             /* SIGPROF where it can take that one and nobody else uses it: a libdispatch worker
              * that never ran a probe blocks the capture signal, spinning in a job of the pool's
-             * (/proc has no sp or pc for it) or waiting on a futex (a semaphore of a starved
-             * pool). /proc's sp and pc alone would not do for the waiter: the walk from them
-             * stops at the first async frame, short of swift_job_run, and its task's async
-             * callers are read from its registers and thread pointer, which only its answer
-             * gives. */
-            int signo = aft_async_pick_signal(c, blocked, 0);
+             * (/proc has no sp or pc for it) or, in the pool's own hang, waiting on a futex (a
+             * semaphore of a starved pool). /proc's sp and pc alone would not do for that
+             * waiter: the walk from them stops at the first async frame, short of
+             * swift_job_run, and its task's async callers are read from its registers and
+             * thread pointer, which only its answer gives. Another hang's capture leaves
+             * waiters to /proc: pausing every idle worker of a loaded machine for answers would
+             * hold the watchdog past the next hang. */
+            int signo =
+                !(parsed && nr >= 0) || c->for_pool ? aft_async_pick_signal(c, blocked, 0) : 0;
             if (signo <= 0) {
                 aft_async_from_syscall_file(c, r, AFT_THREAD_WHY_BLOCKS_SIGNAL);
                 return;

@@ -146,6 +146,7 @@ static void aft_async_capture_open(aft_thread_capture *c, uint64_t self_tid) {
     c->swift_async.count = 0;
     c->sigprof_borrowed = 0;
     c->sigprof_left_pending = 0;
+    c->stack_in_place = 0;
     atomic_store(&c->answered, 0);
     atomic_store(&c->left, 0);
     atomic_store(&c->count, 0);
@@ -248,9 +249,10 @@ void aft_async_threads_capture(const aft_crash_info *ci, const void *ucontext,
     aft_async_capture_run(c, begin);
 }
 
-void aft_async_threads_capture_for_hang(uint64_t watched_tid) {
+void aft_async_threads_capture_for_hang(uint64_t watched_tid, int pool) {
     aft_thread_capture *c = &aft_g_hang_threads;
     c->for_hang = 1;
+    c->for_pool = pool;
     c->unwind_slot = AFT_UNWIND_SLOT_CAPTURE;
     uint64_t begin = aft_async_now_ns(CLOCK_MONOTONIC);
     c->skip_tid = watched_tid;

@@ -32,6 +32,23 @@ static uint64_t aft_async_read_prefix(uint64_t address, uint8_t *out, uint64_t s
     return got;
 }
 
+/* The readable prefix of a stack from *start, at most cap bytes, into out; a start in a guard
+ * page (a stack overflow) moves up a page at a time, twice at most. */
+static uint64_t aft_async_read_stack(uint64_t *start, uint8_t *out, uint64_t cap) {
+    uint64_t got = 0;
+    for (int attempt = 0; attempt < 3 && got == 0; attempt++) {
+        got = aft_async_read_prefix(*start, out, cap);
+        if (got == 0) *start = (*start + 4096) & ~4095ull;
+    }
+    return got;
+}
+
+uint64_t aft_async_copy_stack_late(aft_thread_capture *c, uint32_t index, uint64_t *start) {
+    const aft_thread *r = &c->records[index];
+    *start = r->stack_start;
+    return aft_async_read_stack(start, c->arena + c->stack_offsets[index], r->stack_size);
+}
+
 /* The writable mappings, "start-end rw..." at each line's start of /proc/self/maps, parsed as
  * the bytes come (a line may span two reads). */
 static void aft_async_read_mappings(aft_thread_capture *c) {
@@ -109,7 +126,8 @@ void aft_async_copy_stack(aft_thread_capture *c, uint32_t index, uint64_t *used)
      * with a page to spare for glibc's thread descriptor above the last frame; on arm64 the TLS
      * is above the thread pointer. Else at the end of the stack's own mapping: the next one up
      * is another thread's guard page and stack, which /proc/self/mem would read as well. The
-     * main thread's stack has no neighbour above: a read stops at its end by itself. */
+     * main thread's stack ends where start found it; unknown, it has no neighbour above: a read
+     * stops at its end by itself. */
     uint64_t tp = r->thread_pointer;
     if (tp == 0) tp = aft_async_known_thread_pointer(r->thread_id); /* known by /proc alone */
 #if defined(__x86_64__)
@@ -118,6 +136,7 @@ void aft_async_copy_stack(aft_thread_capture *c, uint32_t index, uint64_t *used)
 #else
     uint64_t end = tp;
 #endif
+    if ((r->flags & AFT_THREAD_MAIN) && aft_g_main_stack_end != 0) end = aft_g_main_stack_end;
     if (end <= start || end - start > (1u << 24)) end = 0; /* not above this stack */
     if (end == 0 && !(r->flags & AFT_THREAD_MAIN)) {
         if (!c->mappings_read) {
@@ -128,12 +147,25 @@ void aft_async_copy_stack(aft_thread_capture *c, uint32_t index, uint64_t *used)
     }
     uint64_t whole = cap;
     if (end > start && end - start < cap) cap = end - start;
-    uint8_t *out = c->arena + *used;
-    uint64_t got = 0;
-    for (int attempt = 0; attempt < 3 && got == 0; attempt++) {
-        got = aft_async_read_prefix(start, out, cap);
-        if (got == 0) start = (start + 4096) & ~4095ull;
+    if (index == 0 && (r->flags & AFT_THREAD_MAIN) && end == aft_g_main_stack_end && end > start) {
+        /* A crashing main thread's stack does not change while the handler runs (the thread is
+         * in it, or on its alternate stack, below its red zone): left where it is, for the
+         * writer to write from there, where a copy would read it through /proc/self/mem into
+         * arena pages touched for the first time (about 40 µs of a crash's 200 at 12 KiB). Its
+         * slot in the arena is kept for the copy the writer makes should it not all be
+         * readable. Another thread's is copied: its extent reaches into its static TLS and
+         * thread descriptor, where the kernel keeps writing (the rseq area's cpu id), so that
+         * bytes taken twice, once written and once summed, could differ. */
+        r->stack_start = start;
+        r->stack_size = cap;
+        if (cap == whole && end > start + cap) r->flags |= AFT_THREAD_STACK_TRUNCATED;
+        c->stack_offsets[index] = *used;
+        *used += (cap + 15) & ~15ull;
+        c->stack_in_place = 1;
+        return;
     }
+    uint8_t *out = c->arena + *used;
+    uint64_t got = aft_async_read_stack(&start, out, cap);
     if (got == 0) return;
     if (got == cap && cap == whole && (end == 0 || end > start + cap)) {
         uint8_t probe;

@@ -66,7 +66,7 @@ uint32_t aft_async_pool_hang(aft_watchdog *w, aft_hang_info *h) {
     /* Not while a late capture handler still runs: it has the capture slot's window. */
     if ((atomic_load(&w->capture_state) & 0xffu) == AFT_CAPTURE_RUNNING) return 0;
     aft_async_unwind_warm_up(); /* a process's first hang: nothing paused meanwhile */
-    aft_async_threads_capture_for_hang(0);
+    aft_async_threads_capture_for_hang(0, 1);
     aft_async_threads_release_capture(&aft_g_hang_threads, 1);
     int32_t lead = aft_async_pool_classify(w, &aft_g_hang_threads);
     if (lead < 0) return 0;

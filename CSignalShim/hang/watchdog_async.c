@@ -244,7 +244,7 @@ int aft_async_watchdog_begin_hang(aft_watchdog *w, aft_watch_target *t, uint64_t
 
     const uint64_t *frames = w->scan_frames;
     uint32_t frame_count = 0, truncated = 0;
-    const aft_thread_capture *threads = NULL;
+    aft_thread_capture *threads = NULL;
     if (t->kind == AFT_HANG_KIND_CONCURRENCY_POOL) {
         frame_count = aft_async_pool_hang(w, h);
         frames = w->pool_frames;
@@ -303,7 +303,7 @@ int aft_async_watchdog_begin_hang(aft_watchdog *w, aft_watch_target *t, uint64_t
          * run, has the capture slot's helper and window. Released at once: the records are
          * final, and nothing else of theirs is kept. */
         if ((atomic_load(&w->capture_state) & 0xffu) != AFT_CAPTURE_RUNNING) {
-            aft_async_threads_capture_for_hang(tid);
+            aft_async_threads_capture_for_hang(tid, 0);
             aft_async_threads_release_capture(&aft_g_hang_threads, 1);
             (void)aft_async_pool_classify(w, &aft_g_hang_threads); /* marks Swift jobs */
             threads = &aft_g_hang_threads;

@@ -43,7 +43,7 @@ typedef struct aft_report_spec {
     uint64_t link_count, link_hash;
     /* Every thread of the process (crash files): its summary, records, frames and stack
      * memory are written after the frames; NULL: none. */
-    const struct aft_thread_capture *threads;
+    struct aft_thread_capture *threads;
     /* The Swift async callers of the crashing or hung thread, before the threads' own. */
     const aft_swift_async_link *swift_async;
     uint32_t swift_async_count;

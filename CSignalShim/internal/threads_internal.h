@@ -73,6 +73,7 @@ typedef struct aft_thread_capture {
     /* Set by the capturer before it opens the capture. */
     int for_hang;         /* a hang's: leaves threads a handler would wake alone, SIGPROF only
                              where nobody uses it, no stack memory, the capturer not recorded */
+    int for_pool;         /* the concurrency pool's hang: its workers' answers are the record */
     uint32_t unwind_slot; /* the unwinding helper's slot (AFT_UNWIND_SLOT_*) */
     uint64_t skip_tid;    /* a thread not to record (a hang's watched thread: its own stack) */
     int spare_sleepers;   /* a crash the app may live through: sleeping threads not signalled */
@@ -100,7 +101,9 @@ typedef struct aft_thread_capture {
     aft_stack_window window;                    /* a hang's frame-pointer walks */
     aft_swift_async_store swift_async;          /* the threads' Swift async callers */
     uint32_t mapping_count;
-    int mappings_read; /* read once per capture, when a stack needs them */
+    int mappings_read;  /* read once per capture, when a stack needs them */
+    int stack_in_place; /* record 0's stack is not in the arena: the writer writes it from where
+                           it is (its extent is the record's, its slot in the arena kept) */
     int sigprof_borrowed;
     int sigprof_left_pending; /* a thread that blocks SIGPROF was sent it: it stays ours */
     uint32_t waking;          /* slots waited for out of uninterruptible sleep */
@@ -147,6 +150,9 @@ extern _Atomic uint64_t aft_g_run_updater_tid;
 /* glibc's static TLS size (its TCB included), read at start; 0: unknown. A thread's stack ends
  * below its static TLS: on x86-64 at its thread pointer less that size. */
 extern uint64_t aft_g_static_tls_size;
+/* The end of the main thread's stack (the page above the program's name, the last string the
+ * kernel put there), read at start; 0: unknown. */
+extern uint64_t aft_g_main_stack_end;
 /* The thread pointers of the threads created after install (threads.c registers each at its
  * start and forgets it at its end): where a thread known only by /proc keeps its stack's top,
  * without a read of /proc/self/maps. */
@@ -186,8 +192,12 @@ void aft_async_threads_collect(aft_thread_capture *c, int capture, uint64_t firs
 ssize_t aft_async_task_file(aft_thread_capture *c, uint64_t tid, const char *leaf);
 void aft_async_from_syscall_file(aft_thread_capture *c, aft_thread *r, uint32_t why);
 /* Copies record index's stack memory into the arena (threads_stack_async.c); *used counts the
- * arena's bytes taken. Whether that thread's frames can be left to the next launch. */
+ * arena's bytes taken. The crashing thread's (index 0) is left where it is when its extent is
+ * known (stack_in_place): the writer writes it from there, or copies it then with
+ * aft_async_copy_stack_late (its bytes, 0 when none could be read; the start they were read
+ * from). Whether that thread's frames can be left to the next launch. */
 void aft_async_copy_stack(aft_thread_capture *c, uint32_t index, uint64_t *used);
+uint64_t aft_async_copy_stack_late(aft_thread_capture *c, uint32_t index, uint64_t *start);
 int aft_async_thread_unwind_deferrable(const aft_thread_capture *c, uint32_t index);
 /* The signal a thread with this blocked mask can take: the capture signal, else SIGPROF,
  * borrowed for a crash's capture (threads_park_async.c), else 0. */
@@ -201,7 +211,7 @@ int aft_async_threads_send(aft_thread_capture *c, uint32_t i, int signo, uint64_
  * the watched one (whose stack the hang holds) and the watchdog, into aft_g_hang_threads.
  * Threads sleeping in a call a handler would cut short (nanosleep, poll, epoll_wait, ...) are
  * not signalled: /proc's sp and pc, so that the app sees no EINTR. */
-void aft_async_threads_capture_for_hang(uint64_t watched_tid);
+void aft_async_threads_capture_for_hang(uint64_t watched_tid, int pool);
 /* Lets the paused threads of a capture go (aft_async_threads_release is the crash's); with
  * wait, until they have left our handler (20 ms at most). */
 void aft_async_threads_release_capture(aft_thread_capture *c, int wait);
@@ -229,7 +239,8 @@ void aft_threads_read_tls_size(void);
  * through the capture signal; threads in a sleep a handler would cut short are asked later. */
 void aft_threads_give_alternate_stacks(void);
 /* Remembers the calling thread as the one whose alternate stack the install set up: the pass
- * above does not ask it again (a signal to the app's thread at every launch). */
+ * above does not ask it again (a signal to the app's thread at every launch). Reads the main
+ * thread's stack end. */
 void aft_threads_note_installer(void);
 
 #endif
