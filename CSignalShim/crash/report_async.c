@@ -236,7 +236,8 @@ static void aft_async_emit_swift_async(aft_writer *w, const aft_report_spec *spe
 static int aft_async_emit_stack_in_place(aft_writer *w, const aft_thread *r) {
     aft_async_flush(w);
     if (w->error) return 1;
-    aft_memory_header m = {.thread_id = r->thread_id, .start = r->stack_start, .size = r->stack_size};
+    aft_memory_header m = {
+        .thread_id = r->thread_id, .start = r->stack_start, .size = r->stack_size};
     aft_section_header sh = {.type = AFT_SECTION_STACK_MEMORY,
                              .entry_size = 1,
                              .count = (uint32_t)(sizeof(m) + r->stack_size),
