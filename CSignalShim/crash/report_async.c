@@ -243,19 +243,21 @@ static int aft_async_emit_stack_in_place(aft_writer *w, const aft_thread *r) {
                              .count = (uint32_t)(sizeof(m) + r->stack_size),
                              .flags = 0};
     const uint8_t *bytes = (const uint8_t *)(uintptr_t)r->stack_start;
-    uint64_t at = sizeof(aft_file_header) + w->body_size + sizeof(sh) + sizeof(m);
+    struct iovec pieces[3] = {
+        {&sh, sizeof(sh)}, {&m, sizeof(m)}, {(void *)(uintptr_t)bytes, r->stack_size}};
+    size_t total = sizeof(sh) + sizeof(m) + (size_t)r->stack_size;
+    /* At the file's offset, which pwritev leaves where it is: a copy made instead overwrites. */
+    off_t at = (off_t)(sizeof(aft_file_header) + w->body_size);
     ssize_t n;
     do {
-        n = pwrite(w->fd, bytes, (size_t)r->stack_size, (off_t)at);
+        n = (ssize_t)syscall(SYS_pwritev, (long)w->fd, (long)pieces, 3L, (long)at, 0L);
     } while (n < 0 && errno == EINTR);
-    if (n != (ssize_t)r->stack_size) return 0;
-    aft_async_emit(w, &sh, sizeof(sh));
-    aft_async_emit(w, &m, sizeof(m));
-    aft_async_flush(w); /* the two headers, in front of the bytes */
-    if (w->error) return 1;
+    if (n != (ssize_t)total) return 0;
+    w->crc = aft_async_crc32(w->crc, &sh, sizeof(sh));
+    w->crc = aft_async_crc32(w->crc, &m, sizeof(m));
     w->crc = aft_async_crc32(w->crc, bytes, (size_t)r->stack_size);
-    w->body_size += r->stack_size;
-    if (lseek(w->fd, (off_t)r->stack_size, SEEK_CUR) < 0) w->error = errno;
+    w->body_size += total;
+    if (lseek(w->fd, (off_t)total, SEEK_CUR) < 0) w->error = errno;
     return 1;
 }
 
