@@ -191,6 +191,7 @@ void aft_threads_note_installer(void) {
     if (name != NULL && aft_g_main_stack_end == 0) {
         uint64_t top = (uint64_t)(uintptr_t)name + strlen(name) + 1 + sizeof(void *);
         aft_g_main_stack_end = (top + 4095u) & ~(uint64_t)4095u;
+        aft_g_main_stack_pid = (uint64_t)getpid();
     }
 }
 

@@ -30,6 +30,7 @@ _Atomic int aft_g_thread_capture_signal;
 _Atomic uint64_t aft_g_run_updater_tid;
 uint64_t aft_g_static_tls_size;
 uint64_t aft_g_main_stack_end;
+uint64_t aft_g_main_stack_pid;
 
 /* ---- the crashing thread's side ---- */
 

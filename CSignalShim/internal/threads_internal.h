@@ -151,8 +151,10 @@ extern _Atomic uint64_t aft_g_run_updater_tid;
  * below its static TLS: on x86-64 at its thread pointer less that size. */
 extern uint64_t aft_g_static_tls_size;
 /* The end of the main thread's stack (the page above the program's name, the last string the
- * kernel put there), read at start; 0: unknown. */
+ * kernel put there), read at start; 0: unknown. The process it was read in: a child forked by
+ * another thread has that thread's stack for its main thread's. */
 extern uint64_t aft_g_main_stack_end;
+extern uint64_t aft_g_main_stack_pid;
 /* The thread pointers of the threads created after install (threads.c registers each at its
  * start and forgets it at its end): where a thread known only by /proc keeps its stack's top,
  * without a read of /proc/self/maps. */
