@@ -153,7 +153,17 @@ struct UnwindHelperTests {
         }
         guard libunwindMapped(), aft_libunwind_used() != 0 else { return 17 }  // loaded for the hang
         for _ in 0..<200 where residentHelper() == nil { usleep(10_000) }
-        return residentHelper() != nil ? 0 : 14
+        guard let helper = residentHelper() else { return 14 }
+        // At the app's priority: a hung thread's capture waits on it.
+        return niceness("/proc/\(helper)/stat") == niceness("/proc/self/stat") ? 0 : 18
+    }
+
+    /// The nice value of a /proc stat file (its 19th field).
+    static func niceness(_ path: String) -> Int? {
+        guard let stat = try? String(contentsOfFile: path, encoding: .utf8), let close = stat.lastIndex(of: ")")
+        else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        return fields.count > 16 ? Int(fields[16]) : nil
     }
 
     /// Whether this process has libunwind mapped (loaded at its first use, never linked).

@@ -99,11 +99,12 @@ enum HangMonitor {
             guard let schedule = schedules.withLock({ $0[target] }) else { return }
             schedule { aft_watch_ping_ran(target) }
         case UInt32(AFT_WATCHDOG_EVENT_HANG_FINISHED):
-            reportQueue.async {
-                // A process that hung once may again: later captures get the resident helper.
-                aft_unwind_resident_start()
-                reportFinishedHangs()
-            }
+            // A process that hung once may again: later captures get the resident helper,
+            // started here on the pinger, at the app's priority. Started from the report queue
+            // (utility QoS), it and its thread ran at nice 2, so that a hung thread's capture
+            // waiting on it yielded to every other thread on its CPU.
+            aft_unwind_resident_start()
+            reportQueue.async { reportFinishedHangs() }
         default:
             break
         }
