@@ -22,6 +22,7 @@
 #include "CSignalShim.h"
 #include "libunwind_local.h"
 #include "shim_internal.h"
+#include "reserve_internal.h"
 #include "swift_async_internal.h"
 #include "threads_internal.h"
 #include "unwind_internal.h"

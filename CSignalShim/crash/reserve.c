@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "shim_internal.h"
+#include "reserve_internal.h"
 #include "threads_internal.h"
 
 /* Whether fd's first bytes are zero: nothing was written to it (every writer writes its

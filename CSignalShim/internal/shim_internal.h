@@ -169,23 +169,6 @@ uint32_t aft_async_crash_read_images(aft_maps_scratch *scratch, const char *main
                                      uint32_t *truncated);
 extern _Atomic uint32_t aft_g_crash_image_count;
 int aft_async_pc_in_known_image(uint64_t pc);
-/* Normal time (reserve.c): allocates the crash file's space (fd unwritten) for a report with
- * images for image_count objects, and every thread's where the disk has it; the bytes reserved
- * (0: none). Sets aft_g_state.reserve_holds_stacks and reserve_cached_bytes: the file's size
- * becomes that of a typical report, its bytes still zero (allocated unwritten, no data write),
- * the rest of the space beyond its size. */
-uint64_t aft_reserve_crash_space(int fd, uint32_t image_count);
-/* Normal time, off start's caller: the reserve's sized part read into the page cache (zero
- * pages, no disk read), so that the crash writes into pages that are there. */
-void aft_reserve_cache(int fd);
-/* Normal time (reserve.c): the crash file for report_id, `<id>.crash.tmp` in dir_fd, open and
- * locked: a dead run's empty reserve renamed, or a new one; -1 when none could be made. */
-int aft_reserve_open(int dir_fd, const uint8_t report_id[AFT_ID_SIZE]);
-/* dir_fd/name opened (no link followed, never blocking) and locked when it is an empty regular
- * file of ours with one link, made 0600: a file left to be taken over (a dead run's crash
- * reserve, a spare run file). sized: a file of at most AFT_RESERVE_SIZED_MAX bytes whose header
- * is still zero counts as empty too (a crash reserve, sized at install). -1 otherwise. */
-int aft_take_empty_file(int dir_fd, const char *name, int sized);
 /* The link map's signature when aft_g_known_images was read (valid == 0: do not trust it). */
 typedef struct aft_link_map_snapshot {
     uint64_t count, hash;

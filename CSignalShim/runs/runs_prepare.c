@@ -17,6 +17,7 @@
 
 #include "CSignalShim.h"
 #include "runs_internal.h"
+#include "reserve_internal.h"
 #include "shim_internal.h"
 
 void aft_run_read_baseline(const char *proc_root, const char *sys_root, aft_run_info *info) {

@@ -74,8 +74,9 @@ struct AsyncSafetyTests {
         let objects = Self.asyncObjects()
         let names = Set(objects.map { ($0 as NSString).lastPathComponent })
         for required in [
-            "handler_async.c.o", "report_async.c.o", "images_async.c.o", "unwind_async.c.o", "safe_io_async.c.o",
-            "unwind_walk_async.c.o", "unwind_resident_async.c.o", "threads_park_async.c.o",
+            "handler_async.c.o", "report_async.c.o", "report_sections_async.c.o", "images_async.c.o",
+            "unwind_async.c.o", "safe_io_async.c.o", "unwind_walk_async.c.o", "unwind_resident_async.c.o",
+            "threads_park_async.c.o",
         ] {
             #expect(names.contains(required), "\(required) not found under .build: the check would prove nothing")
         }
