@@ -20,14 +20,13 @@
 #include "runs_internal.h"
 #include "threads_internal.h"
 
-static _Atomic uint64_t aft_g_crashing_tid;
-static _Atomic int aft_g_crash_written;
-static _Atomic int aft_g_writing;      /* the first crashing thread is inside the writer */
-static _Atomic int aft_g_crash_signal; /* the signal of the crash written */
-static _Atomic int aft_g_crash_rounds; /* times that crash came back to this handler */
-static sigjmp_buf aft_g_writer_jump;   /* where a fault inside the writer comes back to */
-static sigjmp_buf aft_g_capture_jump;  /* and one inside the capture of the other threads */
-static _Atomic int aft_g_capturing;
+/* The crash: its thread, whether it is written and by whom (aft_g_writing), its signal, the
+ * times it came back to this handler, where a fault in the writer or in the capture of the
+ * other threads comes back to. */
+AFT_SMALL_STATE static _Atomic uint64_t aft_g_crashing_tid;
+AFT_SMALL_STATE static _Atomic int aft_g_crash_written, aft_g_writing, aft_g_crash_signal;
+AFT_SMALL_STATE static _Atomic int aft_g_crash_rounds, aft_g_capturing;
+AFT_SMALL_STATE static sigjmp_buf aft_g_writer_jump, aft_g_capture_jump;
 
 static int aft_async_is_function(const struct sigaction *a);
 static struct sigaction aft_async_previous(int signo, int original);
@@ -38,7 +37,7 @@ int aft_async_crash_in_progress(void) { return atomic_load(&aft_g_crashing_tid) 
 int aft_crash_in_progress(void) { return aft_async_crash_in_progress(); }
 
 static volatile int aft_g_release_waits = 1; /* see aft_async_write_crash */
-static aft_crash_info aft_g_crash_info;
+AFT_SMALL_STATE static aft_crash_info aft_g_crash_info;
 static aft_maps_scratch aft_g_crash_scratch;
 static aft_swift_async_link aft_g_crash_swift_async[AFT_SWIFT_ASYNC_MAX_LINKS];
 

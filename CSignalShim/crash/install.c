@@ -35,7 +35,7 @@ const int aft_g_signals[AFT_SIGNAL_COUNT] = {SIGSEGV, SIGBUS,  SIGILL, SIGTRAP,
 uint64_t aft_g_frames[AFT_MAX_FRAMES + AFT_UNWIND_SLACK];
 aft_image aft_g_images[AFT_MAX_IMAGES];
 aft_image aft_g_known_images[AFT_MAX_IMAGES];
-_Atomic uint32_t aft_g_known_image_count;
+AFT_SMALL_STATE _Atomic uint32_t aft_g_known_image_count;
 aft_link_map_snapshot aft_g_known_link_map;
 
 static uint32_t aft_g_alt_stack_size = AFT_MIN_ALT_STACK;
@@ -110,7 +110,7 @@ typedef struct aft_images_scratch {
 /* /proc/self/maps, opened by aft_install and read by the completion: an app that loses /proc
  * after start (a sandbox, an unmounted /proc) still gets its images read. */
 static int aft_g_maps_fd = -1;
-static uint64_t aft_g_maps_ino;
+AFT_SMALL_STATE static uint64_t aft_g_maps_ino;
 
 /* The inode of fd when it is an open regular file, else 0. */
 static uint64_t aft_regular_file_inode(int fd) {
@@ -202,7 +202,7 @@ static void aft_after_fork_in_child(void) {
                            aft_g_state.context.report_id, ".crash");
 }
 
-static pthread_once_t aft_g_atfork_once = PTHREAD_ONCE_INIT;
+AFT_SMALL_STATE static pthread_once_t aft_g_atfork_once = PTHREAD_ONCE_INIT;
 static void aft_register_atfork(void) { pthread_atfork(NULL, NULL, aft_after_fork_in_child); }
 
 /* ---- what start leaves to a thread of its own ---- */
@@ -211,8 +211,8 @@ static void aft_register_atfork(void) { pthread_atfork(NULL, NULL, aft_after_for
  * caller that needs it: every image's build id and the link map's signature (until then a
  * crash reads /proc/self/maps itself) and the unwinding helpers' first pages. The resident
  * unwinding helper waits for the first hang (aft_unwind_resident_start). */
-static pthread_mutex_t aft_g_completion_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t aft_g_install_generation, aft_g_completed_generation;
+AFT_SMALL_STATE static pthread_mutex_t aft_g_completion_lock = PTHREAD_MUTEX_INITIALIZER;
+AFT_SMALL_STATE static uint64_t aft_g_install_generation, aft_g_completed_generation;
 
 /* Everything but the alternate stacks: what a caller that needs the images waits for. */
 static void aft_install_complete_images(void) {
@@ -237,14 +237,14 @@ static void aft_install_complete_images(void) {
     pthread_mutex_unlock(&aft_g_completion_lock);
 }
 
-static pthread_mutex_t aft_g_altstack_lock = PTHREAD_MUTEX_INITIALIZER;
+AFT_SMALL_STATE static pthread_mutex_t aft_g_altstack_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void aft_install_complete(void) {
     aft_install_complete_images();
     /* Threads that existed before start get an alternate stack, as later ones do (under a lock
      * of its own: it may wait on threads for a second; once per process). Every caller returns
      * once they have it. */
-    static int given;
+    AFT_SMALL_STATE static int given;
     pthread_mutex_lock(&aft_g_altstack_lock);
     if (!given) {
         aft_threads_give_alternate_stacks();

@@ -30,10 +30,10 @@ typedef int (*aft_pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *
 extern int __interceptor_pthread_create(pthread_t *, const pthread_attr_t *, void *(*)(void *),
                                         void *) __attribute__((weak));
 
-_Atomic int aft_g_thread_stacks_enabled;
-static _Atomic(aft_pthread_create_fn) aft_real_pthread_create;
-static pthread_key_t aft_stack_key;
-static pthread_once_t aft_stack_key_once = PTHREAD_ONCE_INIT;
+AFT_SMALL_STATE _Atomic int aft_g_thread_stacks_enabled;
+AFT_SMALL_STATE static _Atomic(aft_pthread_create_fn) aft_real_pthread_create;
+AFT_SMALL_STATE static pthread_key_t aft_stack_key;
+AFT_SMALL_STATE static pthread_once_t aft_stack_key_once = PTHREAD_ONCE_INIT;
 
 typedef struct aft_thread_start {
     void *(*start)(void *);
@@ -83,8 +83,8 @@ static void aft_make_stack_key(void) { pthread_key_create(&aft_stack_key, aft_re
  * frees nothing (its first free or malloc would give it a malloc arena of its own, 4 KiB dirty
  * and a 128 MiB reservation, which Aftermath's C threads never need). malloc past them. */
 #define AFT_START_SLOTS 64u
-static aft_thread_start aft_g_start_slots[AFT_START_SLOTS];
-static _Atomic int aft_g_start_slot_used[AFT_START_SLOTS];
+AFT_SMALL_STATE static aft_thread_start aft_g_start_slots[AFT_START_SLOTS];
+AFT_SMALL_STATE static _Atomic int aft_g_start_slot_used[AFT_START_SLOTS];
 
 static aft_thread_start *aft_start_box(void) {
     for (uint32_t i = 0; i < AFT_START_SLOTS; i++) {
@@ -134,8 +134,8 @@ static aft_pthread_create_fn aft_resolve_pthread_create(void) {
     return real;
 }
 
-_Atomic int aft_g_pthread_create_seen;
-_Atomic int aft_g_dispatch_thread_seen;
+AFT_SMALL_STATE _Atomic int aft_g_pthread_create_seen;
+AFT_SMALL_STATE _Atomic int aft_g_dispatch_thread_seen;
 
 /* Notes the first thread libdispatch starts (a worker of its root queues, which the Swift
  * concurrency pool runs on): until one exists there is no pool to watch, and its probe waits.

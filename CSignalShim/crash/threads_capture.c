@@ -155,7 +155,7 @@ static void aft_await_altstack(aft_altstack_request *r) {
     }
 }
 
-static int aft_g_sigprof_borrowed;
+AFT_SMALL_STATE static int aft_g_sigprof_borrowed;
 
 static void aft_sigprof_for_requests(int signo, siginfo_t *info, void *ucontext) {
     int saved = errno;
@@ -181,7 +181,7 @@ static int aft_borrow_sigprof(void) {
 }
 
 /* The thread that installed: aft_install gave it its alternate stack. */
-static _Atomic uint64_t aft_g_installer_tid;
+AFT_SMALL_STATE static _Atomic uint64_t aft_g_installer_tid;
 
 void aft_threads_note_installer(void) {
     atomic_store(&aft_g_installer_tid, aft_async_gettid());

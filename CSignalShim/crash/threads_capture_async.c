@@ -26,11 +26,11 @@
  * is marked a hang's by aft_async_threads_capture_for_hang. */
 aft_thread_capture aft_g_threads;
 aft_thread_capture aft_g_hang_threads;
-_Atomic int aft_g_thread_capture_signal;
-_Atomic uint64_t aft_g_run_updater_tid;
-uint64_t aft_g_static_tls_size;
-uint64_t aft_g_main_stack_end;
-uint64_t aft_g_main_stack_pid;
+AFT_SMALL_STATE _Atomic int aft_g_thread_capture_signal;
+AFT_SMALL_STATE _Atomic uint64_t aft_g_run_updater_tid;
+AFT_SMALL_STATE uint64_t aft_g_static_tls_size;
+AFT_SMALL_STATE uint64_t aft_g_main_stack_end;
+AFT_SMALL_STATE uint64_t aft_g_main_stack_pid;
 
 /* ---- the crashing thread's side ---- */
 

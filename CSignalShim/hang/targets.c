@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "CSignalShim.h"
+#include "shim_internal.h"
 #include "libunwind_local.h"
 #include "watchdog_internal.h"
 
@@ -248,8 +249,8 @@ void aft_work_end(int32_t unit) {
 
 /* ---- the pinger thread ---- */
 
-static pthread_t aft_g_pinger;
-static int aft_g_pinger_running;
+AFT_SMALL_STATE static pthread_t aft_g_pinger;
+AFT_SMALL_STATE static int aft_g_pinger_running;
 
 static void aft_pinger_wake(aft_watchdog *w) {
     atomic_fetch_add(&w->pinger_wake, 1);

@@ -21,20 +21,22 @@
 #include <unistd.h>
 
 #include "CSignalShim.h"
+#include "shim_internal.h"
 #include "watchdog_internal.h"
 
 /* Zero-initialized, so in .bss (its size would otherwise be in every app's binary): dir_fd is
  * set by aft_watchdog_start before anything reads it. */
 aft_watchdog aft_g_watchdog;
-uint64_t aft_g_heartbeat_beats;
-uint32_t aft_g_heartbeat_attention;
+AFT_SMALL_STATE uint64_t aft_g_heartbeat_beats;
+AFT_SMALL_STATE uint32_t aft_g_heartbeat_attention;
 
-static pthread_t aft_g_watchdog_thread;
-static int aft_g_watchdog_running;    /* started: directory, capture signal, first ping */
-static int aft_g_watchdog_has_thread; /* and its thread created */
+AFT_SMALL_STATE static pthread_t aft_g_watchdog_thread;
+/* started: directory, capture signal, first ping */
+AFT_SMALL_STATE static int aft_g_watchdog_running;
+AFT_SMALL_STATE static int aft_g_watchdog_has_thread; /* and its thread created */
 /* Guards the thread's creation (aft_watchdog_start_thread, from another thread than start's)
  * against its end. */
-static pthread_mutex_t aft_g_watchdog_thread_lock = PTHREAD_MUTEX_INITIALIZER;
+AFT_SMALL_STATE static pthread_mutex_t aft_g_watchdog_thread_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* A forked child has no watchdog thread (fork copies only the caller), and the lock may have
  * been held by a thread the child does not have. */
@@ -60,7 +62,7 @@ static void aft_watchdog_atfork_child(void) {
     if (aft_g_watchdog.dir_fd >= 0) close(aft_g_watchdog.dir_fd);
     aft_g_watchdog.dir_fd = -1;
 }
-static pthread_once_t aft_g_watchdog_atfork_once = PTHREAD_ONCE_INIT;
+AFT_SMALL_STATE static pthread_once_t aft_g_watchdog_atfork_once = PTHREAD_ONCE_INIT;
 static void aft_watchdog_register_atfork(void) {
     pthread_atfork(NULL, NULL, aft_watchdog_atfork_child);
 }

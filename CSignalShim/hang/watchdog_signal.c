@@ -17,7 +17,7 @@
 #include "watchdog_internal.h"
 
 /* The signal whose handler is ours (kept from one start to the next), 0: none. */
-static int aft_g_watchdog_handler_installed;
+AFT_SMALL_STATE static int aft_g_watchdog_handler_installed;
 
 /* The signal mask of Aftermath's own threads. */
 static void aft_thread_own_mask(sigset_t *mask) {

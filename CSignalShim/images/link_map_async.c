@@ -82,7 +82,7 @@ int aft_async_known_image_of(uint64_t pc) {
     return -1;
 }
 
-_Atomic uint32_t aft_g_crash_image_count;
+AFT_SMALL_STATE _Atomic uint32_t aft_g_crash_image_count;
 
 /* A crash before the install's completion (right after start) has no images read after start:
  * it reads them itself, from /proc/self/maps with their build ids from memory, into

@@ -46,6 +46,10 @@ void aft_install_complete(void);
 /* Gives the heap's free memory back to the system (malloc_trim): called once the delivery of
  * earlier reports, start's background work, is done. */
 void aft_release_free_memory(void);
+/* Gives back the calling thread's stack pages below its caller's frame (their contents are dead
+ * once the deep calls returned): for a thread about to end, whose stack glibc keeps cached with
+ * every page it touched. Nothing on the main thread. Returns the bytes released. */
+size_t aft_release_thread_stack_below(void);
 
 /* The context the handler writes (with the app build id read at install). */
 void aft_installed_context(aft_context *context);

@@ -14,6 +14,11 @@
 #include "aftermath_format.h"
 #include "CSignalShim.h"
 
+/* Marks CSignalShim's small mutable globals (flags, locks, ids, small records): they go to
+ * .data, side by side, instead of .bss, where the linker interleaves them with the capture's
+ * large arrays and each small one that start writes dirties a page of its own in every app. */
+#define AFT_SMALL_STATE __attribute__((section(".data.aftermath")))
+
 #define AFT_SIGNAL_COUNT 7
 #define AFT_FILE_NAME_CAPACITY 64
 

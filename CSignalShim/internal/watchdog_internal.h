@@ -113,10 +113,7 @@ typedef struct aft_watchdog {
     uint64_t job_run_start, job_run_end; /* swift_job_run, to tell the pool's workers */
     sigset_t app_mask;                   /* start's caller's: the pinger's while it calls out */
     char app_thread_name[16];
-    _Atomic uint32_t pool_width; /* set with the range, by the pinger thread */
-
-    /* Every target: the main one, the added ones, then units of work. */
-    aft_watch_target targets[AFT_WATCH_SLOTS];
+    _Atomic uint32_t pool_width;  /* set with the range, by the pinger thread */
     _Atomic uint32_t target_high; /* added targets: slots 1 .. target_high-1 may be in use */
     _Atomic uint32_t unit_high;   /* units: AFT_WATCH_MAX_TARGETS .. +unit_high-1 */
     _Atomic uint32_t unit_hint;
@@ -134,6 +131,17 @@ typedef struct aft_watchdog {
     _Atomic uint32_t finished_requests;
     _Atomic uint32_t libunwind_requests; /* load libunwind (a first hang's capture waits) */
     _Atomic uint32_t pinger_wake;
+
+    /* Counters (aft_watchdog_stats). */
+    _Atomic uint64_t wakeups, hangs, ignored, late_ticks, detection_latency_ns, detection_ns;
+    _Atomic uint64_t pings, idle_skips, rate_limited;
+    _Atomic uint64_t watchdog_tid, pinger_tid;
+    _Atomic uint32_t last_capture_method;
+    _Atomic uint64_t last_capture_pause_ns; /* for the stats: hang_info is the watchdog's own */
+
+    /* Every target: the main one, the added ones, then units of work. Last of what start and
+     * every ping write, so that those fields share the struct's first pages. */
+    aft_watch_target targets[AFT_WATCH_SLOTS];
 
     /* The signal handler's results (valid when capture_state is DONE). */
     uint64_t capture_frames[AFT_MAX_FRAMES + AFT_UNWIND_SLACK]; /* the unwinder needs the slack */
@@ -162,12 +170,6 @@ typedef struct aft_watchdog {
     aft_maps_scratch scratch;
     aft_image images[AFT_MAX_IMAGES];
 
-    /* Counters (aft_watchdog_stats). */
-    _Atomic uint64_t wakeups, hangs, ignored, late_ticks, detection_latency_ns, detection_ns;
-    _Atomic uint64_t pings, idle_skips, rate_limited;
-    _Atomic uint64_t watchdog_tid, pinger_tid;
-    _Atomic uint32_t last_capture_method;
-    _Atomic uint64_t last_capture_pause_ns; /* for the stats: hang_info is the watchdog's own */
 } aft_watchdog;
 
 extern aft_watchdog aft_g_watchdog;

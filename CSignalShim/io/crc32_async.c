@@ -16,7 +16,7 @@
 #include "crc32_tables.h"
 
 /* 1: PCLMULQDQ may be used; 0: unknown or absent (tables only). */
-_Atomic int aft_g_crc_clmul;
+AFT_SMALL_STATE _Atomic int aft_g_crc_clmul;
 
 /* The running CRC (not inverted) over size bytes, by table. */
 static uint32_t aft_async_crc32_tables(uint32_t crc, const uint8_t *p, size_t size) {

@@ -15,14 +15,14 @@
 #include "shim_internal.h"
 #include "runs_internal.h"
 
-_Atomic uint32_t aft_g_exports_in_flight;
-_Atomic uint32_t aft_g_exports_refused;
+AFT_SMALL_STATE _Atomic uint32_t aft_g_exports_in_flight;
+AFT_SMALL_STATE _Atomic uint32_t aft_g_exports_refused;
 
 /* The threads in a hand-off now, by tid (0: a free slot). A handler running on one of them
  * does not wait for it: that hand-off cannot go on while its thread is in the handler. One that
  * found no free slot is waited for wherever it runs. */
 #define AFT_EXPORT_SLOTS 8
-static _Atomic uint64_t aft_g_export_threads[AFT_EXPORT_SLOTS];
+AFT_SMALL_STATE static _Atomic uint64_t aft_g_export_threads[AFT_EXPORT_SLOTS];
 
 int aft_export_begin(void) {
     /* Counted first, then the refusals read (sequentially consistent, as the handlers mark the

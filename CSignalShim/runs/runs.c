@@ -27,26 +27,28 @@ aft_run_state aft_g_run = {.fd = -1};
 const int aft_g_run_signals[AFT_RUN_SIGNAL_COUNT] = {SIGTERM, SIGINT, SIGHUP};
 
 /* Normal-time state, guarded by aft_g_run_lock. */
-static pthread_mutex_t aft_g_run_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t aft_g_run_wake = PTHREAD_COND_INITIALIZER;
-static aft_run_info aft_g_run_info;
-static aft_run_live aft_g_run_live;
-static char aft_g_run_path[AFT_PATH_CAPACITY * 2];
-static char aft_g_run_dir[AFT_PATH_CAPACITY * 2]; /* where the next launch's spare goes */
-static _Atomic int aft_g_run_spare_made;          /* by the updater, else at exit */
-static char aft_g_run_proc[AFT_PATH_CAPACITY];
-static char aft_g_run_sys[AFT_PATH_CAPACITY];
-static pthread_t aft_g_run_thread;
-static int aft_g_run_thread_running;
-static int aft_g_run_thread_stop;
-static int aft_g_run_hooks_registered;
-static _Atomic int aft_g_run_exited; /* set by on_exit while the updater may run */
+AFT_SMALL_STATE static pthread_mutex_t aft_g_run_lock = PTHREAD_MUTEX_INITIALIZER;
+AFT_SMALL_STATE static pthread_cond_t aft_g_run_wake = PTHREAD_COND_INITIALIZER;
+AFT_SMALL_STATE static aft_run_info aft_g_run_info;
+AFT_SMALL_STATE static aft_run_live aft_g_run_live;
+AFT_SMALL_STATE static char aft_g_run_path[AFT_PATH_CAPACITY * 2];
+/* where the next launch's spare goes */
+AFT_SMALL_STATE static char aft_g_run_dir[AFT_PATH_CAPACITY * 2];
+AFT_SMALL_STATE static _Atomic int aft_g_run_spare_made; /* by the updater, else at exit */
+AFT_SMALL_STATE static char aft_g_run_proc[AFT_PATH_CAPACITY];
+AFT_SMALL_STATE static char aft_g_run_sys[AFT_PATH_CAPACITY];
+AFT_SMALL_STATE static pthread_t aft_g_run_thread;
+AFT_SMALL_STATE static int aft_g_run_thread_running;
+AFT_SMALL_STATE static int aft_g_run_thread_stop;
+AFT_SMALL_STATE static int aft_g_run_hooks_registered;
+AFT_SMALL_STATE static _Atomic int aft_g_run_exited; /* set by on_exit while the updater may run */
 /* The OOM and vmstat baseline is read by the updater thread, not by start (see aft_run_start). */
-static int aft_g_run_baseline_pending;
+AFT_SMALL_STATE static int aft_g_run_baseline_pending;
 /* Guards the updater thread's creation (by the caller of aft_run_start_updater, another thread
  * than start's) against its end. */
-static pthread_mutex_t aft_g_run_thread_lock = PTHREAD_MUTEX_INITIALIZER;
-static int aft_g_run_updater_pending; /* aft_run_start left it to aft_run_start_updater */
+AFT_SMALL_STATE static pthread_mutex_t aft_g_run_thread_lock = PTHREAD_MUTEX_INITIALIZER;
+/* aft_run_start left it to aft_run_start_updater */
+AFT_SMALL_STATE static int aft_g_run_updater_pending;
 
 static void aft_run_set_error(char *error, size_t capacity, const char *what, int err) {
     if (error && capacity > 0) snprintf(error, capacity, "%s: %s", what, strerror(err));

@@ -20,10 +20,10 @@
 
 enum { AFT_LIBUNWIND_UNTRIED = 0, AFT_LIBUNWIND_LOADED = 1, AFT_LIBUNWIND_FAILED = 2 };
 
-static aft_libunwind aft_g_libunwind_table;
-static _Atomic uint32_t aft_g_libunwind_state; /* futex word: AFT_LIBUNWIND_* */
-static pthread_mutex_t aft_g_libunwind_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t aft_g_libunwind_atfork_once = PTHREAD_ONCE_INIT;
+AFT_SMALL_STATE static aft_libunwind aft_g_libunwind_table;
+AFT_SMALL_STATE static _Atomic uint32_t aft_g_libunwind_state; /* futex word: AFT_LIBUNWIND_* */
+AFT_SMALL_STATE static pthread_mutex_t aft_g_libunwind_lock = PTHREAD_MUTEX_INITIALIZER;
+AFT_SMALL_STATE static pthread_once_t aft_g_libunwind_atfork_once = PTHREAD_ONCE_INIT;
 
 /* A child forked while another thread loaded: that thread is not in the child. */
 static void aft_libunwind_after_fork_in_child(void) {

@@ -37,8 +37,8 @@
 
 /* ---- the unwinding helper ---- */
 
-_Atomic int aft_g_libunwind_abandoned;
-_Atomic int aft_g_libunwind_warm;
+AFT_SMALL_STATE _Atomic int aft_g_libunwind_abandoned;
+AFT_SMALL_STATE _Atomic int aft_g_libunwind_warm;
 
 /* The helper's side: frames, then the done word. A shared (not private) futex: in the
  * copy-of-the-process mode the word is in a mapping the two processes share. */
@@ -195,7 +195,7 @@ static int aft_async_wait_helper(aft_unwind_shared *out, pid_t pid, uint64_t dea
 /* Starts libunwind's helper for slot from ucontext (NULL: from here); its pid, or -1. */
 static pid_t aft_async_helper_start(uint32_t slot_index, void *ucontext, uint32_t capacity,
                                     uint64_t deadline_ns) {
-    static unw_context_t own_contexts[AFT_UNWIND_SLOTS];
+    AFT_SMALL_STATE static unw_context_t own_contexts[AFT_UNWIND_SLOTS];
     if (slot_index >= AFT_UNWIND_SLOTS) return -1;
     aft_unwind_slot *slot = &aft_g_unwind_slots[slot_index];
     aft_unwind_shared *out = slot->shared;

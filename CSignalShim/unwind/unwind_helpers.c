@@ -27,7 +27,7 @@
 #define AFT_MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
 
-aft_unwind_slot aft_g_unwind_slots[AFT_UNWIND_SLOTS];
+AFT_SMALL_STATE aft_unwind_slot aft_g_unwind_slots[AFT_UNWIND_SLOTS];
 
 void aft_unwind_helpers_prepare(int in_forked_child) {
     long page = sysconf(_SC_PAGESIZE);
@@ -78,8 +78,9 @@ void aft_unwind_helpers_fault_in(void) {
 }
 
 /* ---- the resident unwinding helper and its donor thread ---- */
-static _Atomic int aft_g_resident_started;    /* once per process (again in a forked child) */
-static _Atomic uint32_t aft_g_resident_ready; /* futex word: the donor has tried */
+/* once per process (again in a forked child) */
+AFT_SMALL_STATE static _Atomic int aft_g_resident_started;
+AFT_SMALL_STATE static _Atomic uint32_t aft_g_resident_ready; /* futex word: the donor has tried */
 
 /* Waits until *word is non-zero, 1 s at most; returns it. */
 static uint32_t aft_wait_until_set(_Atomic uint32_t *word) {

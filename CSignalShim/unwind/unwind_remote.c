@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "CSignalShim.h"
+#include "shim_internal.h"
 
 /* libunwind's remote interface, loaded at its first use (dlopen): an app that never reads a
  * crash with deferred threads maps none of it. */
@@ -35,9 +36,9 @@ typedef struct aft_remote_libunwind {
                                int, void *);
 } aft_remote_libunwind;
 
-static aft_remote_libunwind aft_g_remote;
-static int aft_g_remote_loaded; /* 1 loaded, -1 cannot be */
-static pthread_once_t aft_g_remote_once = PTHREAD_ONCE_INIT;
+AFT_SMALL_STATE static aft_remote_libunwind aft_g_remote;
+AFT_SMALL_STATE static int aft_g_remote_loaded; /* 1 loaded, -1 cannot be */
+AFT_SMALL_STATE static pthread_once_t aft_g_remote_once = PTHREAD_ONCE_INIT;
 
 #define AFT_REMOTE_STR_(x) #x
 #define AFT_REMOTE_STR(x) AFT_REMOTE_STR_(x) /* after expansion: unw_step -> _Ux86_64_step */

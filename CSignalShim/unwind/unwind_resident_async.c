@@ -27,7 +27,7 @@
 #include "shim_internal.h"
 #include "unwind_internal.h"
 
-aft_unwind_resident aft_g_unwind_resident;
+AFT_SMALL_STATE aft_unwind_resident aft_g_unwind_resident;
 
 /* The resident's sandbox: it may only compute on the memory it shares with us and wait. Every
  * other system call fails with EPERM (libunwind then finds less, it does not fault). The

@@ -37,12 +37,15 @@ struct AsyncSafetyTests {
 
     /// Every compiled `*_async.c` object of CSignalShim under the package's build directory
     /// (SwiftPM keeps the source folders: CSignalShim.build/<folder>/<name>.c.o).
-    static func asyncObjects() -> [String] {
+    static func asyncObjects() -> [String] { shimObjects(suffix: "_async.c.o") }
+
+    /// Every compiled object of CSignalShim whose name ends in suffix, the newest build of each.
+    static func shimObjects(suffix: String = ".c.o") -> [String] {
         let build = root.appendingPathComponent(".build").path
         guard let walker = FileManager.default.enumerator(atPath: build) else { return [] }
         var out: [String: (String, Date)] = [:]
         while let item = walker.nextObject() as? String {
-            guard item.contains("CSignalShim.build/"), item.hasSuffix("_async.c.o") else { continue }
+            guard item.contains("CSignalShim.build/"), item.hasSuffix(suffix) else { continue }
             let path = build + "/" + item
             let name = (item as NSString).lastPathComponent
             let date =
@@ -53,18 +56,23 @@ struct AsyncSafetyTests {
         return out.values.map(\.0).sorted()
     }
 
-    static func undefinedSymbols(_ object: String) throws -> [String] {
+    /// What a tool (found on PATH) prints; throws when it fails.
+    static func output(of arguments: [String]) throws -> String {
         BrokenPipe.ignoreSIGPIPE()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["nm", "-u", object]
+        process.arguments = arguments
         let pipe = Pipe()
         process.standardOutput = pipe
         try process.run()
         let data = pipe.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else { throw CocoaError(.fileReadUnknown) }
-        return String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap {
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    static func undefinedSymbols(_ object: String) throws -> [String] {
+        try output(of: ["nm", "-u", object]).split(separator: "\n").compactMap {
             $0.split(separator: " ").last.map { String($0.split(separator: "@").first ?? $0) }
         }
     }

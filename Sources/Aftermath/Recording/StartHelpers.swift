@@ -1,4 +1,5 @@
 import Foundation
+import CSignalShim
 
 #if canImport(Glibc)
 import Glibc
@@ -54,6 +55,9 @@ enum StartHelpers {
                     close(fd)
                 }
                 box.body()
+                // glibc keeps the ended thread's stack for a later thread, with every page
+                // the body touched: the pages below this frame go back to the system.
+                _ = aft_release_thread_stack_below()
                 return nil
             }, box)
         if status != 0 { Unmanaged<Box>.fromOpaque(box).release() }
