@@ -223,7 +223,6 @@ static void aft_install_complete_images(void) {
     }
     aft_prepare_images(&aft_g_state.context);
     aft_reserve_cache(aft_g_state.reserved_fd);
-    aft_unwind_helpers_fault_in();
     aft_threads_read_tls_size();
     aft_swift_async_prepare();
     /* libunwind is neither loaded nor warmed up here: a process that never hangs or records an

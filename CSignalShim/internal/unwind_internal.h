@@ -33,8 +33,8 @@ void aft_async_unwind_helper_signals(int block_all, uint32_t stack_index);
 int aft_async_resident_take(aft_unwind_slot *slot, pid_t *pid);
 
 /* ---- normal time (unwind_helpers.c) ---- */
-/* At install's completion: the helpers' first pages faulted in, so a crash takes no page faults
- * there. */
+/* Once libunwind is loaded (a first hang, a recorded error): the helpers' answer pages faulted
+ * in, so a later capture takes no page fault there. */
 void aft_unwind_helpers_fault_in(void);
 /* In a forked child: the parent's resident helper serves the parent; the child has none. */
 void aft_unwind_resident_after_fork_in_child(void);

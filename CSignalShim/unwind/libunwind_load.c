@@ -13,6 +13,7 @@
 #include "CSignalShim.h"
 #include "libunwind_local.h"
 #include "shim_internal.h"
+#include "unwind_internal.h"
 #include "watchdog_internal.h"
 
 #define AFT_STR_(x) #x
@@ -63,6 +64,9 @@ const aft_libunwind *aft_libunwind_load(void) {
         if (handle == NULL) handle = dlopen("libunwind.so", RTLD_NOW | RTLD_LOCAL);
         int ok = handle != NULL && aft_libunwind_fill(handle, &aft_g_libunwind_table);
         if (!ok && handle != NULL) dlclose(handle);
+        /* The helpers' answer pages, faulted in by their first user rather than by every app
+         * at start: a crash's helper takes the fault itself. */
+        if (ok) aft_unwind_helpers_fault_in();
         /* Kept open for good when loaded: helpers that share our memory call into it. */
         atomic_store(&aft_g_libunwind_state, ok ? AFT_LIBUNWIND_LOADED : AFT_LIBUNWIND_FAILED);
         aft_async_futex_wake(&aft_g_libunwind_state);
