@@ -223,6 +223,10 @@ static void aft_install_complete_images(void) {
     }
     aft_prepare_images(&aft_g_state.context);
     aft_reserve_cache(aft_g_state.reserved_fd);
+    /* The unwinding helpers' stacks and answer pages: two shared mappings cost start's caller
+     * a tenth of its time. A crash before this unwinds by frame pointers where the next launch
+     * cannot (a helper checks its slot's stack, which is set first). */
+    aft_unwind_helpers_prepare(0);
     aft_threads_read_tls_size();
     aft_swift_async_prepare();
     /* libunwind is neither loaded nor warmed up here: a process that never hangs or records an
@@ -286,7 +290,6 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
     aft_memory_reader_prepare();
     aft_crc32_prepare();
     aft_open_maps();
-    aft_unwind_helpers_prepare(0);
     int err = aft_prepare_thread();
     if (err != 0) {
         close(dir_fd);

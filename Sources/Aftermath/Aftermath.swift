@@ -12,11 +12,19 @@ public enum Aftermath {
     /// Version of this SDK (telemetry.sdk.version).
     public static let version = SDK.version
 
-    /// What the running process prepared at start.
-    package struct Running: Sendable {
-        var configuration: Configuration
-        var directory: ReportDirectory
-        var context: ReportContext
+    /// What the running process prepared at start. A class, replaced whole when it changes:
+    /// an optional struct this size would have the Swift runtime build its type's metadata by
+    /// name on start's caller, the first time the value is copied.
+    package final class Running: Sendable {
+        let configuration: Configuration
+        let directory: ReportDirectory
+        let context: ReportContext
+
+        init(configuration: Configuration, directory: ReportDirectory, context: ReportContext) {
+            self.configuration = configuration
+            self.directory = directory
+            self.context = context
+        }
     }
 
     package static let state = Mutex<Running?>(nil)

@@ -40,4 +40,32 @@ struct OSInfoTests {
             #expect(info.version == fields["VERSION_ID"] ?? fields["VERSION"] ?? info.kernelRelease)
         }
     }
+
+    @Test("/etc/os-release first, through its link (Debian's is one); a FIFO or device there is skipped")
+    func linkedAndHostile() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("osrel-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        for dir in ["etc", "usr/lib", "opt"] {
+            try FileManager.default.createDirectory(atPath: root + "/" + dir, withIntermediateDirectories: true)
+        }
+        try "NAME=\"Vendor\"\nVERSION_ID=7\n".write(
+            toFile: root + "/usr/lib/os-release", atomically: false, encoding: .utf8)
+        try "NAME=\"Admin\"\nVERSION_ID=9\n".write(toFile: root + "/opt/os-release", atomically: false, encoding: .utf8)
+        // os-release(5): /etc/os-release wins over /usr/lib's, and is usually a link.
+        let link = root + "/etc/os-release"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: "../opt/os-release")
+        var info = OSInfo.current(root: root)
+        #expect(info.name == "Admin" && info.version == "9")
+        // A link to a FIFO: not opened for long, not read; /usr/lib's instead.
+        try FileManager.default.removeItem(atPath: link)
+        #expect(mkfifo(root + "/opt/fifo", 0o600) == 0)
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: "../opt/fifo")
+        info = OSInfo.current(root: root)
+        #expect(info.name == "Vendor" && info.version == "7")
+        // A link to a device that never ends: refused by its kind, not read.
+        try FileManager.default.removeItem(atPath: link)
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: "/dev/zero")
+        info = OSInfo.current(root: root)
+        #expect(info.name == "Vendor" && info.version == "7")
+    }
 }

@@ -71,7 +71,12 @@ enum RunRecorder {
             s.sessionID = new
             return previous
         }
-        Aftermath.state.withLock { $0?.context.sessionID = new }
+        Aftermath.state.withLock { running in
+            guard let old = running else { return }
+            var context = old.context
+            context.sessionID = new
+            running = Aftermath.Running(configuration: old.configuration, directory: old.directory, context: context)
+        }
         let newBytes = new.bytes, previousBytes = previous.bytes
         aft_set_session_id(newBytes)
         aft_run_set_session(newBytes, previousBytes)

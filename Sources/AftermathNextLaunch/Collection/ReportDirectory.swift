@@ -66,13 +66,16 @@ package struct ReportDirectory: Sendable, Hashable {
     /// The directory that holds path ("/" for a top-level one, "" for a bare name), as
     /// NSString's deletingLastPathComponent gives it.
     package static func parent(of path: String) -> String {
-        var p = Substring(path)
-        while p.count > 1, p.hasSuffix("/") { p = p.dropLast() }
-        guard let slash = p.lastIndex(of: "/") else { return "" }
-        if slash == p.startIndex { return "/" }
-        var parent = p[..<slash]
-        while parent.count > 1, parent.hasSuffix("/") { parent = parent.dropLast() }
-        return String(parent)
+        // On bytes: a Substring's count walks its characters, at every step of start's checks.
+        let bytes = Array(path.utf8)
+        let slash = UInt8(ascii: "/")
+        var end = bytes.count
+        while end > 1, bytes[end - 1] == slash { end -= 1 }
+        guard let last = bytes[..<end].lastIndex(of: slash) else { return "" }
+        if last == 0 { return "/" }
+        var parentEnd = last
+        while parentEnd > 1, bytes[parentEnd - 1] == slash { parentEnd -= 1 }
+        return String(decoding: bytes[..<parentEnd], as: UTF8.self)
     }
 
     /// Creates the directories that do not exist yet (0700, missing parents too), and checks

@@ -4,20 +4,25 @@ import Glibc
 
 /// Reads report files defensively: no symlinks followed, regular files only, bounded size.
 package enum FileReader {
+    /// The file's bytes. followingLinks: for a system file (os-release) whose link is the
+    /// norm; the file it names must still be a regular one within maximumSize.
     package static func read(
-        _ path: String, maximumSize: Int = ReportFile.maximumSize
+        _ path: String, maximumSize: Int = ReportFile.maximumSize, followingLinks: Bool = false
     ) throws(ReportFileError) -> [UInt8] {
         var st = stat()
-        guard lstat(path, &st) == 0 else { throw .unreadable(String(cString: strerror(errno))) }
-        switch st.st_mode & S_IFMT {
-        case S_IFREG: break
-        case S_IFDIR: throw .notARegularFile(kind: "a directory")
-        case S_IFLNK: throw .notARegularFile(kind: "a symbolic link")
-        case S_IFIFO: throw .notARegularFile(kind: "a FIFO")
-        case S_IFSOCK: throw .notARegularFile(kind: "a socket")
-        default: throw .notARegularFile(kind: "a device")
+        if !followingLinks {
+            guard lstat(path, &st) == 0 else { throw .unreadable(String(cString: strerror(errno))) }
+            switch st.st_mode & S_IFMT {
+            case S_IFREG: break
+            case S_IFDIR: throw .notARegularFile(kind: "a directory")
+            case S_IFLNK: throw .notARegularFile(kind: "a symbolic link")
+            case S_IFIFO: throw .notARegularFile(kind: "a FIFO")
+            case S_IFSOCK: throw .notARegularFile(kind: "a socket")
+            default: throw .notARegularFile(kind: "a device")
+            }
         }
-        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        // O_NONBLOCK: a FIFO put in a file's place never holds the reader; fstat refuses it.
+        let fd = open(path, O_RDONLY | (followingLinks ? 0 : O_NOFOLLOW) | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { throw .unreadable(String(cString: strerror(errno))) }
         defer { close(fd) }
         guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG else {

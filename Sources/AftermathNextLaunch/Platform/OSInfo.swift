@@ -19,7 +19,9 @@ package struct OSInfo: Sendable, Hashable {
         var name: String?, versionID: String?, version: String?
         let base = root.hasSuffix("/") ? root : root + "/"
         for candidate in ["etc/os-release", "usr/lib/os-release"] {
-            if let bytes = try? FileReader.read(base + candidate, maximumSize: 64 * 1024) {
+            // A system file, its link followed (Debian's /etc/os-release is one); still only
+            // a regular file of at most 64 KiB is read.
+            if let bytes = try? FileReader.read(base + candidate, maximumSize: 64 * 1024, followingLinks: true) {
                 // No dictionary: start reads this on the app's thread, and the first
                 // Dictionary<String, String> of a process costs a protocol-conformance scan.
                 visitOSRelease(bytes) { key, value in
