@@ -306,7 +306,8 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
     pthread_sigmask(SIG_BLOCK, &block, &saved);
 
     /* Reserve the crash file now: creating a file costs ~50 µs the crash path need not pay. */
-    int reserved = aft_reserve_open(dir_fd, options->context.report_id);
+    char reserved_name[AFT_FILE_NAME_CAPACITY];
+    int reserved = aft_reserve_open(dir_fd, options->context.report_id, reserved_name);
     int old_reserved = aft_g_state.reserved_fd;
     char old_tmp[AFT_FILE_NAME_CAPACITY];
     memcpy(old_tmp, aft_g_state.tmp_name, sizeof(old_tmp));
@@ -332,8 +333,11 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
     aft_g_state.reserved_bytes = reserved_bytes;
     aft_g_state.fsync_reports = options->fsync_reports;
     aft_g_state.timing_fd = options->timing_fd;
-    aft_async_id_file_name(aft_g_state.tmp_name, AFT_FILE_NAME_CAPACITY,
-                           aft_g_state.context.report_id, ".crash.tmp");
+    if (reserved >= 0)
+        memcpy(aft_g_state.tmp_name, reserved_name, AFT_FILE_NAME_CAPACITY);
+    else /* no reserve: the handler creates its file under this run's name */
+        aft_async_id_file_name(aft_g_state.tmp_name, AFT_FILE_NAME_CAPACITY,
+                               aft_g_state.context.report_id, ".crash.tmp");
     aft_async_id_file_name(aft_g_state.final_name, AFT_FILE_NAME_CAPACITY,
                            aft_g_state.context.report_id, ".crash");
 

@@ -42,12 +42,14 @@ int aft_take_empty_file(int dir_fd, const char *name, int sized) {
     return -1;
 }
 
-/* An earlier run's empty reserve whose run is dead (its lock free), renamed to name and locked:
- * its inode and its allocated space are this run's, where creating and allocating them again
- * costs a new inode and extents (the most expensive part of start on a busy file system), and
- * the next launch's removal of the old one is saved too. A reserve with bytes in it (a handler
- * that died writing) is never taken: the next launch salvages it. -1 when there is none. */
-static int aft_reserve_take_dead(int dir_fd, const char *name) {
+/* An earlier run's empty reserve whose run is dead (its lock free), locked and kept under its
+ * name (in name): its inode and its allocated space are this run's, where creating and
+ * allocating them again costs a new inode and extents (the most expensive part of start on a
+ * busy file system), and the next launch's removal of the old one is saved too. Not renamed:
+ * the crash's rename names the report, and a name change here would cost start a directory
+ * update. A reserve with bytes in it (a handler that died writing) is never taken: the next
+ * launch salvages it. -1 when there is none. */
+static int aft_reserve_take_dead(int dir_fd, char *name) {
     int list = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK);
     DIR *d = list >= 0 ? fdopendir(list) : NULL;
     if (d == NULL) {
@@ -60,28 +62,26 @@ static int aft_reserve_take_dead(int dir_fd, const char *name) {
     struct dirent *e;
     while (taken < 0 && examined < 8 && (e = readdir(d)) != NULL) {
         size_t len = strlen(e->d_name);
-        if (e->d_name[0] == '.' || len <= slen || strcmp(e->d_name + len - slen, suffix) != 0 ||
+        if (e->d_name[0] == '.' || len <= slen || len >= AFT_FILE_NAME_CAPACITY ||
+            strcmp(e->d_name + len - slen, suffix) != 0 ||
             (e->d_type != DT_REG && e->d_type != DT_UNKNOWN))
             continue;
         examined++;
         /* Locked: its run is dead. A live run's, a written one, or one a collector removed
          * meanwhile is left. */
-        int fd = aft_take_empty_file(dir_fd, e->d_name, 1);
-        if (fd < 0) continue;
-        if (renameat(dir_fd, e->d_name, dir_fd, name) == 0)
-            taken = fd;
-        else
-            close(fd);
+        taken = aft_take_empty_file(dir_fd, e->d_name, 1);
+        if (taken >= 0) memcpy(name, e->d_name, len + 1);
     }
     closedir(d);
     return taken;
 }
 
-int aft_reserve_open(int dir_fd, const uint8_t report_id[AFT_ID_SIZE]) {
-    char tmp_name[AFT_FILE_NAME_CAPACITY], hidden_name[AFT_FILE_NAME_CAPACITY + 1];
-    aft_async_id_file_name(tmp_name, sizeof(tmp_name), report_id, ".crash.tmp");
-    int reserved = aft_reserve_take_dead(dir_fd, tmp_name);
+int aft_reserve_open(int dir_fd, const uint8_t report_id[AFT_ID_SIZE], char *name) {
+    char hidden_name[AFT_FILE_NAME_CAPACITY + 1];
+    int reserved = aft_reserve_take_dead(dir_fd, name);
     if (reserved >= 0) return reserved;
+    char *tmp_name = name;
+    aft_async_id_file_name(tmp_name, AFT_FILE_NAME_CAPACITY, report_id, ".crash.tmp");
     hidden_name[0] = '.';
     aft_async_id_file_name(hidden_name + 1, sizeof(hidden_name) - 1, report_id, ".reserve");
     /* Created under a hidden name, locked, then renamed into place: another instance's next
@@ -132,7 +132,14 @@ uint64_t aft_reserve_crash_space(int fd, uint32_t image_count) {
         AFT_STACK_EARLY_THREADS * (sizeof(aft_thread) + AFT_THREAD_MAX_FRAMES * sizeof(uint64_t)) +
         AFT_THREADS_RESERVED_STACK_BYTES;
     uint64_t reserved = 0;
-    if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)(size + threads)) == 0) {
+    struct stat st;
+    int known = fstat(fd, &st) == 0;
+    /* A dead run's reserve taken over has its blocks already: fallocate would cost start a
+     * journal transaction for nothing. */
+    if (known && (uint64_t)st.st_blocks * 512u >= size + threads) {
+        aft_g_state.reserve_holds_stacks = 1;
+        reserved = size + threads;
+    } else if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)(size + threads)) == 0) {
         aft_g_state.reserve_holds_stacks = 1;
         reserved = size + threads;
     } else if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)size) == 0) {
@@ -140,8 +147,7 @@ uint64_t aft_reserve_crash_space(int fd, uint32_t image_count) {
     }
     /* Sized inside the space just allocated: no new blocks, the size alone changes. Never past
      * a file-size limit (ulimit -f): that truncation would end the process by SIGXFSZ. */
-    struct stat st;
-    if (reserved >= typical && aft_async_file_size_limit() >= typical && fstat(fd, &st) == 0) {
+    if (reserved >= typical && aft_async_file_size_limit() >= typical && known) {
         if ((uint64_t)st.st_size < typical && ftruncate(fd, (off_t)typical) == 0)
             st.st_size = (off_t)typical;
         if ((uint64_t)st.st_size >= typical)

@@ -18,9 +18,11 @@ uint64_t aft_reserve_crash_space(int fd, uint32_t image_count);
 /* Normal time, off start's caller: the reserve's sized part read into the page cache (zero
  * pages, no disk read), so that the crash writes into pages that are there. */
 void aft_reserve_cache(int fd);
-/* Normal time (reserve.c): the crash file for report_id, `<id>.crash.tmp` in dir_fd, open and
- * locked: a dead run's empty reserve renamed, or a new one; -1 when none could be made. */
-int aft_reserve_open(int dir_fd, const uint8_t report_id[AFT_ID_SIZE]);
+/* Normal time (reserve.c): the crash file in dir_fd, open and locked, its name in name (a
+ * `.crash.tmp`, AFT_FILE_NAME_CAPACITY bytes): a dead run's empty reserve under the name it has
+ * (the crash's rename gives it this run's), or a new `<report_id>.crash.tmp`; -1 when none
+ * could be made. */
+int aft_reserve_open(int dir_fd, const uint8_t report_id[AFT_ID_SIZE], char *name);
 /* dir_fd/name opened (no link followed, never blocking) and locked when it is an empty regular
  * file of ours with one link, made 0600: a file left to be taken over (a dead run's crash
  * reserve, a spare run file). sized: a file of at most AFT_RESERVE_SIZED_MAX bytes whose header
