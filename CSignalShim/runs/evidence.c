@@ -35,21 +35,58 @@ static int aft_run_parse_u64(const char *p, uint64_t *out) {
     return 1;
 }
 
+/* The value of the line "key value" (first such line), or AFT_RUN_UNREAD. */
+static uint64_t aft_counter_in_line(const char *line, const char *key, size_t klen, int *found) {
+    if (strncmp(line, key, klen) != 0 || (line[klen] != ' ' && line[klen] != '\t')) return 0;
+    *found = 1;
+    uint64_t v;
+    return aft_run_parse_u64(line + klen, &v) ? v : AFT_RUN_UNREAD;
+}
+
 uint64_t aft_read_counter(const char *path, const char *key) {
-    char buf[8192];
     if (!path || !key || path[0] == '\0') return AFT_RUN_UNREAD;
-    if (aft_run_read_file(path, buf, sizeof(buf)) <= 0) return AFT_RUN_UNREAD;
-    size_t klen = strlen(key);
-    for (char *line = buf; line && *line;) {
-        char *next = strchr(line, '\n');
-        if (next) *next++ = '\0';
-        if (strncmp(line, key, klen) == 0 && (line[klen] == ' ' || line[klen] == '\t')) {
-            uint64_t v;
-            return aft_run_parse_u64(line + klen, &v) ? v : AFT_RUN_UNREAD;
-        }
-        line = next;
+    /* Non-blocking, no final symlink, regular files only, as aft_async_read_small_file. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0) return AFT_RUN_UNREAD;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return AFT_RUN_UNREAD;
     }
-    return AFT_RUN_UNREAD;
+    /* Line by line through 1 KiB: /proc/vmstat is some 5 KiB, and the run record's updater,
+     * which reads it every second, keeps every stack page it ever touched. A line longer than
+     * that (no counter's) is skipped. */
+    char buf[1024];
+    size_t klen = strlen(key), have = 0;
+    int skipping = 0, found = 0, ended = 0;
+    uint64_t value = AFT_RUN_UNREAD;
+    while (!found && !ended) {
+        ssize_t n = read(fd, buf + have, sizeof(buf) - 1 - have);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) { /* the end: a last line without its newline counts too */
+            ended = 1;
+            if (have == 0 || skipping) break;
+            buf[have++] = '\n';
+        } else {
+            have += (size_t)n;
+        }
+        size_t start = 0;
+        char *newline;
+        while (!found && (newline = memchr(buf + start, '\n', have - start)) != NULL) {
+            *newline = '\0';
+            if (!skipping) value = aft_counter_in_line(buf + start, key, klen, &found);
+            skipping = 0;
+            start = (size_t)(newline - buf) + 1;
+        }
+        memmove(buf, buf + start, have - start);
+        have -= start;
+        if (have == sizeof(buf) - 1) { /* one line fills the buffer: skipped to its end */
+            skipping = 1;
+            have = 0;
+        }
+    }
+    close(fd);
+    return found ? value : AFT_RUN_UNREAD;
 }
 
 /* The avg10 of the line that begins with prefix in a pressure file's text, in hundredths. */

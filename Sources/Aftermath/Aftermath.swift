@@ -108,10 +108,12 @@ public enum Aftermath {
         } catch {
             hangDetectionProblem.withLock { $0 = error.description }
         }
-        let pool = watchingHangs ? configuration : nil
+        // A Bool, not an optional Configuration: its metadata would be built by name on the
+        // caller, the first time one is copied.
+        let watchingPool = watchingHangs
 
         if configuration.deliverPendingReportsSynchronously {
-            startBackgroundThreads(watchingPoolOf: pool)
+            startBackgroundThreads(configuration, watchingPool: watchingPool)
             let collector = self.collector(configuration, directory: directory, context: installed)
             deliver(
                 collector, to: configuration.exporter, attachments: configuration.attachmentExporter,
@@ -122,7 +124,7 @@ public enum Aftermath {
             // work: start does not pay for them.
             let installed = installed
             let body: @Sendable () -> Void = {
-                startBackgroundThreads(watchingPoolOf: pool)
+                startBackgroundThreads(configuration, watchingPool: watchingPool)
                 aft_install_complete()  // every image's build id, libunwind's warm-up
                 let collector = self.collector(configuration, directory: directory, context: installed)
                 deliver(
@@ -141,14 +143,14 @@ public enum Aftermath {
     /// watchdog's and the run record's updater, which reads the OOM counters' baseline first.
     /// Then the Swift concurrency pool's probes, when hangs are watched: their first Task sets
     /// up the runtime's types and the pool's threads, a fifth of start on the caller before.
-    static func startBackgroundThreads(watchingPoolOf configuration: Configuration?) {
+    static func startBackgroundThreads(_ configuration: Configuration, watchingPool: Bool) {
         var error = [CChar](repeating: 0, count: 256)
         if aft_watchdog_start_thread(&error, error.count) != 0 {
             let message = String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             hangDetectionProblem.withLock { $0 = StartError.hangWatchdogNotStarted(message).description }
         }
         _ = aft_run_start_updater()
-        if let configuration { HangMonitor.watchPool(configuration) }
+        if watchingPool { HangMonitor.watchPool(configuration) }
     }
 
     /// Collects and exports what is pending now, synchronously; nil before ``start(_:)``.

@@ -160,4 +160,19 @@ struct RunFileTests {
         #expect(aft_read_psi_avg10(system.proc + "/pressure/memory", "some") == UInt32.max)
         #expect(aft_read_counter(system.proc + "/missing", "x") == AFT_RUN_UNREAD)
     }
+
+    @Test("A counter is found anywhere in a long file, read in pieces: after a line longer than the piece, last")
+    func countersInLongFiles() throws {
+        let system = try CraftedSystem()
+        // /proc/vmstat's shape: some 170 lines, oom_kill near the end.
+        let filler = (0..<200).map { "nr_counter_\($0) \($0 * 1000)\n" }.joined()
+        try system.set("proc/vmstat", filler + "oom_kill 42\nnr_after 1\n")
+        #expect(aft_read_counter(system.proc + "/vmstat", "oom_kill") == 42)
+        try system.set("proc/vmstat", "x_" + String(repeating: "y", count: 3000) + " 5\noom_kill 8")
+        #expect(aft_read_counter(system.proc + "/vmstat", "oom_kill") == 8)  // no final newline
+        try system.set("proc/vmstat", "oom_kill" + String(repeating: "9", count: 1500) + " 1\n")
+        #expect(aft_read_counter(system.proc + "/vmstat", "oom_kill") == AFT_RUN_UNREAD)
+        try system.set("proc/vmstat", filler)
+        #expect(aft_read_counter(system.proc + "/vmstat", "oom_kill") == AFT_RUN_UNREAD)
+    }
 }
