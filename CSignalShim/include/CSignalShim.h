@@ -44,8 +44,13 @@ uint32_t aft_installed_images(aft_image *images, uint32_t capacity);
  * thread that existed before); returns once that is done, at once when it was. Idempotent. */
 void aft_install_complete(void);
 /* Gives the heap's free memory back to the system (malloc_trim): called once the delivery of
- * earlier reports, start's background work, is done. */
+ * earlier reports, start's background work, is done. Called on a thread other than the main
+ * one, it also asks for aft_release_memory_of_ended_thread once that thread has ended. */
 void aft_release_free_memory(void);
+/* The trim again, once the thread that last called aft_release_free_memory has ended (what it
+ * freed last is in its own cache until then): 1 when made, 0 when there was none to make or that
+ * thread still runs. Called by the run record's updater at each update. */
+int aft_release_memory_of_ended_thread(void);
 /* Gives back the calling thread's stack pages below its caller's frame (their contents are dead
  * once the deep calls returned): for a thread about to end, whose stack glibc keeps cached with
  * every page it touched. Nothing on the main thread. Returns the bytes released. */

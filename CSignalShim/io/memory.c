@@ -3,18 +3,43 @@
  * (the delivery of earlier reports) is done: the heap's free pages, and the delivery thread's
  * stack below its last frame.
  */
+#include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "CSignalShim.h"
+#include "shim_internal.h"
+
+/* The thread whose memory is to be trimmed again once it has ended, or 0. */
+AFT_SMALL_STATE static _Atomic pid_t aft_g_release_after_tid;
 
 void aft_release_free_memory(void) {
 #ifdef __GLIBC__
     (void)malloc_trim(0); /* every arena, the delivery thread's included */
+    /* What this thread freed last sits in its own cache (glibc's tcache) until it ends, after
+     * its last call, and pins its pages: the trim is made once more when it is gone. */
+    pid_t self = (pid_t)syscall(SYS_gettid);
+    if (self != getpid()) atomic_store(&aft_g_release_after_tid, self);
+#endif
+}
+
+int aft_release_memory_of_ended_thread(void) {
+#ifdef __GLIBC__
+    pid_t tid = atomic_load(&aft_g_release_after_tid);
+    if (tid == 0) return 0;
+    /* Signal 0 checks that the thread exists: ESRCH once it has ended (its tcache is freed by
+     * then, before the kernel clears the thread). */
+    if (syscall(SYS_tgkill, getpid(), tid, 0) == 0 || errno != ESRCH) return 0;
+    if (!atomic_compare_exchange_strong(&aft_g_release_after_tid, &tid, 0)) return 0;
+    (void)malloc_trim(0);
+    return 1;
+#else
+    return 0;
 #endif
 }
 

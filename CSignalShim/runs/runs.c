@@ -159,6 +159,7 @@ static void *aft_run_updater(void *arg) {
             aft_run_sample(aft_g_run_proc, &aft_g_run_info, &aft_g_run_live);
             aft_run_write_live();
         }
+        (void)aft_release_memory_of_ended_thread(); /* the delivery thread's, once it ended */
     }
     pthread_mutex_unlock(&aft_g_run_lock);
     return NULL;

@@ -2,6 +2,7 @@ import CSignalShim
 import Foundation
 import Synchronization
 import Testing
+import TestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -19,14 +20,7 @@ struct StackReleaseTests {
         var frameStillResident = false
     }
 
-    /// Resident pages among [start, end) (mincore).
-    static func resident(_ start: UInt, _ end: UInt) -> Int {
-        let page = UInt(sysconf(Int32(_SC_PAGESIZE)))
-        let count = Int((end - start) / page)
-        var vector = [UInt8](repeating: 0, count: count)
-        guard mincore(UnsafeMutableRawPointer(bitPattern: start), Int(end - start), &vector) == 0 else { return -1 }
-        return vector.filter { $0 & 1 != 0 }.count
-    }
+    static func resident(_ start: UInt, _ end: UInt) -> Int { TestSupport.residentPages(start, end) }
 
     @Test("Pages a deep call touched are no longer resident; the thread's own frame is")
     func releasesBelowFrame() {

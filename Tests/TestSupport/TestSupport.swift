@@ -12,6 +12,15 @@ package enum TestSupport {
         return Array(try Data(contentsOf: url))
     }
 
+    /// Resident pages among [start, end) (mincore), or -1 when it fails.
+    package static func residentPages(_ start: UInt, _ end: UInt) -> Int {
+        let page = UInt(sysconf(Int32(_SC_PAGESIZE)))
+        let count = Int((end - start) / page)
+        var vector = [UInt8](repeating: 0, count: count)
+        guard mincore(UnsafeMutableRawPointer(bitPattern: start), Int(end - start), &vector) == 0 else { return -1 }
+        return vector.filter { $0 & 1 != 0 }.count
+    }
+
     /// A fresh reports directory with its layout created.
     package static func reportsDirectory() throws -> ReportDirectory {
         let root = FileManager.default.temporaryDirectory

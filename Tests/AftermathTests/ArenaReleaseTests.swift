@@ -1,0 +1,104 @@
+import Aftermath
+import AftermathTesting
+import CSignalShim
+import Foundation
+import Synchronization
+import Testing
+import TestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A thread's last frees stay in its own cache (glibc's tcache) until it ends, after its last
+/// call: the delivery thread's trim is made again by the run record's updater once it is gone.
+@Suite("A thread's heap, given back after it ended")
+struct ArenaReleaseTests {
+    struct Span {
+        var start: UInt
+        var end: UInt
+        var pin: UnsafeMutableRawPointer?
+        var refusedAlive: Bool
+    }
+
+    /// On a thread: seven chunks of each of 32 cached sizes (about 170 KiB, before a pin that
+    /// keeps them off the arena's top), all freed into the thread's cache, then the release asked
+    /// for as the delivery thread does. Returns once the thread is gone from /proc/self/task.
+    static func allocateAndFreeOnAThread() -> Span {
+        let result = Mutex<(UInt, UInt, UInt, Bool, Int32)>((0, 0, 0, false, 0))
+        let done = DispatchSemaphore(value: 0)
+        let thread = Thread {
+            var chunks: [UnsafeMutableRawPointer] = []
+            chunks.reserveCapacity(7 * 32)
+            for size in stride(from: 520, to: 1032, by: 16) {
+                for _ in 0..<7 { chunks.append(malloc(size)!) }
+            }
+            for chunk in chunks { memset(chunk, 1, 16) }
+            let pin = malloc(32)!
+            let addresses = chunks.map { UInt(bitPattern: $0) }
+            chunks.forEach { free($0) }
+            aft_release_free_memory()
+            let refused = aft_release_memory_of_ended_thread() == 0
+            result.withLock {
+                $0 = (addresses.min()!, addresses.max()!, UInt(bitPattern: pin), refused, Int32(aft_gettid()))
+            }
+            done.signal()
+        }
+        thread.start()
+        done.wait()
+        let (start, end, pin, refused, tid) = result.withLock { $0 }
+        for _ in 0..<1000 where access("/proc/self/task/\(tid)", F_OK) == 0 { usleep(1000) }
+        return Span(start: start, end: end, pin: UnsafeMutableRawPointer(bitPattern: pin), refusedAlive: refused)
+    }
+
+    /// Resident pages strictly inside [start, end), page-aligned inward.
+    static func residentInside(_ span: Span) -> Int {
+        let page = UInt(sysconf(Int32(_SC_PAGESIZE)))
+        let low = (span.start + page) & ~(page - 1)
+        let high = span.end & ~(page - 1)
+        guard high > low else { return -1 }
+        return TestSupport.residentPages(low, high)
+    }
+
+    @Test("The pages an ended thread's cache held are resident until the second trim, gone after")
+    func trimAfterTheThreadEnded() async {
+        await #expect(processExitsWith: .success) {
+            let span = ArenaReleaseTests.allocateAndFreeOnAThread()
+            guard span.refusedAlive else { exit(10) }  // while it ran, nothing was trimmed
+            let before = ArenaReleaseTests.residentInside(span)
+            let made = aft_release_memory_of_ended_thread()
+            let after = ArenaReleaseTests.residentInside(span)
+            let again = aft_release_memory_of_ended_thread()
+            free(span.pin)
+            guard before >= 30 else { exit(11) }  // about 40 pages
+            guard made == 1, again == 0 else { exit(12) }
+            exit(after <= 2 ? 0 : 13)
+        }
+    }
+
+    @Test("In a running app, the run record's updater makes the second trim")
+    func updaterTrims() async {
+        await #expect(processExitsWith: .success) {
+            let root = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "aftermath-arena-\(UUID().uuidString)"
+            ).path
+            defer { try? FileManager.default.removeItem(atPath: root) }
+            var config = Aftermath.Configuration(
+                serviceName: "arena-test", serviceVersion: "1.0", exporter: InMemoryExporter(),
+                reportsDirectory: root)
+            config.runUpdateInterval = .milliseconds(50)
+            config.hangHeartbeat = .off
+            do { try Aftermath.start(config) } catch { exit(10) }
+            for _ in 0..<500 where Aftermath.lastDelivery == nil { usleep(10_000) }
+            usleep(200_000)  // the delivery thread has ended, and its trim is made
+            let span = ArenaReleaseTests.allocateAndFreeOnAThread()
+            let before = ArenaReleaseTests.residentInside(span)
+            usleep(300_000)  // six updates
+            let after = ArenaReleaseTests.residentInside(span)
+            free(span.pin)
+            guard before >= 30 else { exit(11) }
+            // The app's other threads may share the arena and reuse a few of those pages.
+            exit(after * 4 <= before ? 0 : 12)
+        }
+    }
+}
