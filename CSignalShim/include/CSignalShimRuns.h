@@ -60,6 +60,12 @@ void aft_run_set_session(const uint8_t session_id[AFT_ID_SIZE],
                          const uint8_t previous_session_id[AFT_ID_SIZE]);
 /* Reads the evidence and writes the live block now. Returns 0 or an errno value. */
 int aft_run_update_now(void);
+/* What the run record of this process read at start under proc_root: the boot id (into boot_id,
+ * NUL-terminated, "" when it was unreadable) and /proc/self/stat's start ticks (0 when
+ * unreadable). 1 when known, 0 without a run record of this process under that root (before
+ * start, in a forked child, or another root): the caller reads them itself. */
+int aft_run_started_with(const char *proc_root, char *boot_id, size_t capacity,
+                         uint64_t *start_ticks);
 /* Writes the clean-exit block, as normal termination does (tests). */
 void aft_run_mark_clean_exit(int32_t status);
 /* Stops the updater, closes the file (releasing the lock) without a clean-exit mark, restores

@@ -81,6 +81,21 @@ int aft_run_update_now(void) {
     return err;
 }
 
+int aft_run_started_with(const char *proc_root, char *boot_id, size_t capacity,
+                         uint64_t *start_ticks) {
+    pthread_mutex_lock(&aft_g_run_lock);
+    int known = aft_g_run.fd >= 0 && aft_g_run_info.context.pid == (uint64_t)getpid() &&
+                strcmp(proc_root, aft_g_run_proc) == 0;
+    if (known) {
+        if (capacity > 0)
+            snprintf(boot_id, capacity, "%.*s", (int)sizeof(aft_g_run_info.boot_id),
+                     aft_g_run_info.boot_id);
+        *start_ticks = aft_g_run_info.process_start_ticks;
+    }
+    pthread_mutex_unlock(&aft_g_run_lock);
+    return known;
+}
+
 void aft_run_set_screen(const char *name) {
     pthread_mutex_lock(&aft_g_run_lock);
     size_t len = name ? strnlen(name, 4096) : 0;
@@ -127,7 +142,8 @@ static void aft_run_complete_baseline(void) {
     head.info = aft_g_run_info;
     _Static_assert(offsetof(aft_run_file, info) == sizeof(aft_file_header), "info follows");
     if (aft_async_pwrite_all(aft_g_run.fd, &head, sizeof(head), 0) != 0) return;
-    aft_run_sample(aft_g_run_proc, &aft_g_run_info, &aft_g_run_live);
+    /* at_start: the counters just read for the baseline are the sample's (read once) */
+    aft_run_sample_with(aft_g_run_proc, &aft_g_run_info, &aft_g_run_live, 1);
     aft_run_write_live();
 }
 

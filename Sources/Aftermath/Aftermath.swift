@@ -202,7 +202,9 @@ public enum Aftermath {
         for c: Configuration,
         environment: OTelEnvironment = OTelEnvironment.current()
     ) -> Resource {
-        var resource = SDK.resource(serviceName: c.serviceName, serviceVersion: c.serviceVersion)
+        // The OS this run's context read at start, not os-release and uname again.
+        let os = currentContext.map { OSInfo(name: $0.osName, version: $0.osVersion, kernelRelease: $0.kernelRelease) }
+        var resource = SDK.resource(serviceName: c.serviceName, serviceVersion: c.serviceVersion, os: os ?? .current())
         if c.serviceName.isEmpty { resource.attributes.removeAll { $0.key == "service.name" } }
         for attribute in environment.resourceAttributes
         where !resource.attributes.contains(where: { $0.key == attribute.key }) {
@@ -215,13 +217,20 @@ public enum Aftermath {
     }
 
     /// A collector that judges dead runs with this launch's release, OS and configured roots.
-    static func collector(_ c: Configuration, directory: ReportDirectory, context: ReportContext) -> ReportCollector {
+    package static func collector(
+        _ c: Configuration, directory: ReportDirectory, context: ReportContext
+    ) -> ReportCollector {
+        // The boot id and start ticks this run's record read at start: the same boot and
+        // process, not read again.
+        let started = startedWith(procRoot: c.procRoot)
         let environment = ExitEnvironment(
-            procRoot: c.procRoot, sysRoot: c.sysRoot, serviceVersion: context.serviceVersion,
+            procRoot: c.procRoot, sysRoot: c.sysRoot, bootID: started?.bootID,
+            serviceVersion: context.serviceVersion,
             appBuildID: context.appBuildID.isEmpty ? nil : context.appBuildID,
             osName: context.osName, osVersion: context.osVersion,
             kernelRelease: context.kernelRelease,
-            process: ExitEnvironment.currentProcess(procRoot: c.procRoot))
+            process: started?.startTicks.map { (Int64(getpid()), $0) }
+                ?? ExitEnvironment.currentProcess(procRoot: c.procRoot))
         var limits = ReportCollector.Limits(
             maxRunFiles: c.maxRunFiles, maxRunAgeSeconds: c.maxRunAge.seconds,
             maxReportAgeSeconds: c.maxReportAge.seconds)
@@ -233,6 +242,16 @@ public enum Aftermath {
             directory: directory, currentRunID: context.runID, environment: environment, limits: limits)
         collector.minidump = c.minidump
         return collector
+    }
+
+    /// The boot id and process start ticks this process's run record read at start under
+    /// procRoot (each nil when it could not read it); nil without such a record.
+    static func startedWith(procRoot: String) -> (bootID: String?, startTicks: UInt64?)? {
+        var bootID = [CChar](repeating: 0, count: Int(AFT_BOOT_ID_CAPACITY) + 1)
+        var ticks: UInt64 = 0
+        guard aft_run_started_with(procRoot, &bootID, bootID.count, &ticks) == 1 else { return nil }
+        let id = String(decoding: bootID.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return (id.isEmpty ? nil : id, ticks == 0 ? nil : ticks)
     }
 
     package static func makeContext(_ c: Configuration) -> ReportContext {

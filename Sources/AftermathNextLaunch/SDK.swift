@@ -12,8 +12,7 @@ package enum SDK {
 
 extension SDK {
     /// The resource attributes Aftermath sends: the reporting process's service, SDK and OS.
-    package static func resource(serviceName: String, serviceVersion: String) -> Resource {
-        let os = OSInfo.current()
+    package static func resource(serviceName: String, serviceVersion: String, os: OSInfo = .current()) -> Resource {
         return Resource(attributes: [
             Attribute("service.name", .string(serviceName)),
             Attribute("service.version", .string(serviceVersion)),

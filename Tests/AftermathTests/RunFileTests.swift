@@ -175,4 +175,34 @@ struct RunFileTests {
         try system.set("proc/vmstat", filler)
         #expect(aft_read_counter(system.proc + "/vmstat", "oom_kill") == AFT_RUN_UNREAD)
     }
+
+    @Test("The delivery judges with the boot id and start ticks the run recorded at start, not read again")
+    func deliveryUsesTheStartsReadings() async throws {
+        let directory = TestSupport.childDirectory("started-with")
+        let system = try CraftedSystem()
+        await #expect(processExitsWith: .success) {
+            [directory = directory as String, proc = system.proc as String, sys = system.sys as String] in
+            var config = Aftermath.Configuration(
+                serviceName: "started", serviceVersion: "1", exporter: InMemoryExporter(),
+                reportsDirectory: directory, deliverPendingReportsSynchronously: true)
+            config.procRoot = proc
+            config.sysRoot = sys
+            do { try Aftermath.start(config) } catch { exit(2) }
+            // The files change after start: what the run recorded is what this process was.
+            try? "00000000-0000-0000-0000-000000000000\n".write(
+                toFile: proc + "/sys/kernel/random/boot_id", atomically: false, encoding: .utf8)
+            try? "4321 (x) S 1 4321 4321 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0 5 1000000 50\n".write(
+                toFile: proc + "/self/stat", atomically: false, encoding: .utf8)
+            guard let context = Aftermath.currentContext else { exit(3) }
+            let collector = Aftermath.collector(
+                config, directory: ReportDirectory(root: directory), context: context)
+            guard let environment = collector.environment else { exit(4) }
+            guard environment.bootID == CraftedSystem.bootID else { exit(5) }
+            guard environment.process?.startTicks == CraftedSystem.startTicks else { exit(6) }
+            guard environment.process?.pid == Int64(getpid()) else { exit(7) }
+            exit(0)
+        }
+        try? FileManager.default.removeItem(atPath: directory)
+        try? FileManager.default.removeItem(atPath: system.root)
+    }
 }

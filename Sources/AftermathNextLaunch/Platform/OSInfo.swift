@@ -14,6 +14,12 @@ package struct OSInfo: Sendable, Hashable {
     /// The kernel release (uname -r).
     package var kernelRelease: String
 
+    package init(name: String, version: String, kernelRelease: String) {
+        self.name = name
+        self.version = version
+        self.kernelRelease = kernelRelease
+    }
+
     /// Reads os-release under root (for tests) and the running kernel's release.
     package static func current(root: String = "/") -> OSInfo {
         var name: String?, versionID: String?, version: String?
