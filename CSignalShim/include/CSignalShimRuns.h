@@ -36,8 +36,10 @@ typedef struct aft_run_options {
  * run record (closes its file without a clean-exit mark; tests only). Returns 0 or an errno
  * value with a message in error. */
 int aft_run_start(const aft_run_options *options, char *error, size_t error_capacity);
-/* Starts the updater aft_run_start left for later (AFT_RUN_UPDATER_LATER), from any thread;
- * it reads the OOM baseline first. 0, or the errno of its thread's creation. */
+/* Starts the updater aft_run_start left for later (AFT_RUN_UPDATER_LATER), from any thread but
+ * the app's (start's background thread): the run's first work, the OOM baseline and the next
+ * launch's spare run file, is done on the caller first. 0, or the errno of its thread's
+ * creation. */
 int aft_run_start_updater(void);
 
 /* Hands a batch of records to the exporter and deletes their files once it acknowledged:

@@ -147,15 +147,21 @@ static void aft_run_complete_baseline(void) {
     aft_run_write_live();
 }
 
+/* The run's first work, once: the OOM baseline and a first sample, then the next launch's spare
+ * run file. Caller holds the lock. */
+static void aft_run_first_work(void) {
+    if (aft_g_run_baseline_pending) aft_run_complete_baseline();
+    if (aft_g_run.fd >= 0 && !aft_g_run_exited && !atomic_exchange(&aft_g_run_spare_made, 1))
+        aft_run_make_spare(aft_g_run_dir);
+}
+
 static void *aft_run_updater(void *arg) {
     (void)arg;
     aft_thread_set_own_mask();
     prctl(PR_SET_NAME, "aftermath.run", 0, 0, 0); /* here: one call, no file for the creator */
     atomic_store(&aft_g_run_updater_tid, aft_async_gettid()); /* listed at a crash without /proc */
     pthread_mutex_lock(&aft_g_run_lock);
-    if (aft_g_run_baseline_pending) aft_run_complete_baseline();
-    if (aft_g_run.fd >= 0 && !aft_g_run_exited && !atomic_exchange(&aft_g_run_spare_made, 1))
-        aft_run_make_spare(aft_g_run_dir);
+    aft_run_first_work();
     while (!aft_g_run_thread_stop) {
         uint32_t ms = aft_g_run_info.update_interval_ms;
         struct timespec until;
@@ -258,10 +264,18 @@ static void aft_run_restore_handlers(void) {
     aft_g_run.handlers_installed = 0;
 }
 
-int aft_run_start_updater(void) {
+static int aft_run_start_updater_with(int first_work_here) {
     pthread_mutex_lock(&aft_g_run_thread_lock);
     int err = 0;
     if (aft_g_run_updater_pending && !aft_g_run_thread_running) {
+        if (first_work_here) {
+            /* Its deepest calls (the cgroups' paths, the baseline's file reads) on the caller,
+             * start's background thread, whose stack is given back when it ends: the updater's
+             * own stack stays as shallow as its periodic sample, for the run's life. */
+            pthread_mutex_lock(&aft_g_run_lock);
+            aft_run_first_work();
+            pthread_mutex_unlock(&aft_g_run_lock);
+        }
         aft_g_run_updater_pending = 0;
         aft_g_run_thread_stop = 0;
         err = aft_thread_create(&aft_g_run_thread, NULL, aft_run_updater, NULL);
@@ -270,6 +284,8 @@ int aft_run_start_updater(void) {
     pthread_mutex_unlock(&aft_g_run_thread_lock);
     return err;
 }
+
+int aft_run_start_updater(void) { return aft_run_start_updater_with(1); }
 
 static void aft_run_stop_thread(void) {
     pthread_mutex_lock(&aft_g_run_thread_lock);
@@ -378,7 +394,7 @@ int aft_run_start(const aft_run_options *o, char *error, size_t error_capacity) 
         pthread_mutex_lock(&aft_g_run_thread_lock);
         aft_g_run_updater_pending = 1;
         pthread_mutex_unlock(&aft_g_run_thread_lock);
-        if (o->start_updater != AFT_RUN_UPDATER_LATER) aft_run_start_updater();
+        if (o->start_updater != AFT_RUN_UPDATER_LATER) aft_run_start_updater_with(0);
     }
     return 0;
 }
