@@ -340,7 +340,8 @@ uint32_t aft_async_unwind_context(void *ucontext, uint64_t *frames, uint32_t cap
 uint32_t aft_async_unwind_frame_pointers(const void *ucontext, uint64_t *frames, uint32_t capacity,
                                          uint32_t slot, uint32_t *unwinder, uint32_t *truncated);
 /* The first frame record (a saved frame pointer, then a return address after a call) in the 4 KiB
- * above sp, or 0: where a thread known only by sp and pc keeps its caller's frame. */
+ * above sp whose linked record is one too (else the first record at all), or 0: where a thread
+ * known only by sp and pc keeps its caller's frame. */
 uint64_t aft_async_frame_record_above(uint64_t sp, uint64_t scratch[512]);
 /* The link map's signature the last helper of slot took (it reads the list with plain loads,
  * where a fault ends the helper alone): 1 with *count and *hash, 0 when it took none. */

@@ -5,7 +5,8 @@
  * a frame pointer (a signal context's, or the caller's), for hangs with the return address a
  * function without a frame record leaves between two records, every read through
  * aft_async_read_memory 16 KiB at a time, so a corrupt chain ends the walk instead of faulting;
- * and the first frame record above a stack pointer, for threads known only by sp and pc.
+ * and the first frame record above a stack pointer whose linked record is one too, for threads
+ * known only by sp and pc.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -139,6 +140,46 @@ uint32_t aft_async_walk_from_sp(aft_stack_window *w, uint64_t pc, uint64_t sp, u
     return n + aft_async_frame_pointer_walk_scanning(w, 0, fp, frames + n, capacity - n, truncated);
 }
 
+/* Whether words[i] and words[i + 1] (at sp + 8 * i, of the count words read at sp) are a frame
+ * record, a saved frame pointer a little further up and then a return address just after a call:
+ * 0, no; 2, yes, and the record it links to is one too (its own saved frame pointer further up,
+ * or 0 at the chain's end, and a return address after a call), read from words when they hold
+ * it; 1, a record whose link is none or cannot be read. A pointer a frame saved into a mapping
+ * just above the stack (a malloc arena's heap, which the kernel may place right there) beside a
+ * return address is such a 1: what it points at is no record, and a walk from it leaves the
+ * stack at once. */
+static int aft_async_record_at(const uint64_t *words, uint32_t count, uint64_t sp, uint32_t i) {
+    uint64_t at = sp + 8ull * i, next = words[i];
+    uint64_t ret = aft_async_arch_code_address(words[i + 1]);
+    if (!(next > at + 8 && next - at < (1u << 20) && (next & 7) == 0 && ret > 4096 &&
+          aft_async_arch_follows_call(ret)))
+        return 0;
+    uint64_t linked[2], k = (next - sp) / 8;
+    if (k + 1 < count) {
+        linked[0] = words[k];
+        linked[1] = words[k + 1];
+    } else if (aft_async_read_memory(next, linked, sizeof(linked)) != 0) {
+        return 1;
+    }
+    uint64_t linked_ret = aft_async_arch_code_address(linked[1]);
+    int linked_record = (linked[0] == 0 || linked[0] > next) && linked_ret > 4096 &&
+                        aft_async_arch_follows_call(linked_ret);
+    return linked_record ? 2 : 1;
+}
+
+/* The first frame record in words (count of them, read at sp) whose linked record is one too;
+ * else the first record at all (a caller without frame pointers leaves its callee's record no
+ * link to follow); else 0. */
+static uint64_t aft_async_first_record(const uint64_t *words, uint32_t count, uint64_t sp) {
+    uint64_t first = 0;
+    for (uint32_t i = 0; i + 1 < count; i++) {
+        int record = aft_async_record_at(words, count, sp, i);
+        if (record == 2) return sp + 8ull * i;
+        if (record == 1 && first == 0) first = sp + 8ull * i;
+    }
+    return first;
+}
+
 uint32_t aft_async_walk_from_sp_window(aft_stack_window *w, uint64_t pc, uint64_t sp,
                                        uint64_t *frames, uint32_t capacity, uint32_t *truncated) {
     /* One read at sp: the first record above it, the return addresses below that record and the
@@ -158,14 +199,7 @@ uint32_t aft_async_walk_from_sp_window(aft_stack_window *w, uint64_t pc, uint64_
     const uint64_t *words = (const uint64_t *)(const void *)w->data;
     uint32_t count = (uint32_t)(w->size / 8), n = 0;
     if (count > 512) count = 512; /* the 4 KiB above sp, as for a thread known by sp and pc */
-    uint64_t fp = 0;
-    for (uint32_t i = 0; i + 1 < count && fp == 0; i++) {
-        uint64_t at = sp + 8ull * i, next = words[i];
-        uint64_t ret = aft_async_arch_code_address(words[i + 1]);
-        if (next > at + 8 && next - at < (1u << 20) && (next & 7) == 0 && ret > 4096 &&
-            aft_async_arch_follows_call(ret))
-            fp = at;
-    }
+    uint64_t fp = aft_async_first_record(words, count, sp);
     if (pc != 0) frames[n++] = pc;
 #if defined(__x86_64__)
     for (uint64_t at = sp; fp > sp && at < fp && n < capacity; at += 8) {
@@ -195,11 +229,5 @@ uint32_t aft_async_unwind_frame_pointers(const void *ucontext, uint64_t *frames,
 uint64_t aft_async_frame_record_above(uint64_t sp, uint64_t words[512]) { /* 4 KiB above sp */
     if (sp == 0 || (sp & 7) != 0 || aft_async_read_memory(sp, words, 512 * sizeof(uint64_t)) != 0)
         return 0;
-    for (uint32_t i = 0; i + 1 < 512; i++) {
-        uint64_t at = sp + 8ull * i, next = words[i];
-        uint64_t ret = aft_async_arch_code_address(words[i + 1]);
-        int chained = next > at + 8 && next - at < (1u << 20) && (next & 7) == 0;
-        if (chained && ret > 4096 && aft_async_arch_follows_call(ret)) return at;
-    }
-    return 0;
+    return aft_async_first_record(words, 512, sp);
 }

@@ -151,4 +151,12 @@ void hang_harness_in_loader_lock(uint32_t ms);
  * or -1. */
 int aft_test_fork_sleeper(uint32_t ms);
 
+/* The first frame record above sp on a stack laid out in two adjacent pages (frame_record.c):
+ * a record at sp + 64 linked to the outermost at sp + 128, each returning to *return_address;
+ * with decoy, a pointer into the second page beside a return address at sp + 16 first. Its
+ * offset from sp (-1: none), and the walk from sp of the hang's capture into frames. 0, or -1
+ * when the pages cannot be mapped. */
+int aft_test_frame_record_above(int decoy, int64_t *record_offset, uint64_t *frames,
+                                uint32_t capacity, uint32_t *count, uint64_t *return_address);
+
 #endif /* CHARNESSFAULTS_H */
