@@ -19,13 +19,15 @@ struct ArenaReleaseTests {
         var end: UInt
         var pin: UnsafeMutableRawPointer?
         var refusedAlive: Bool
+        /// Resident pages inside the span on the thread, after its own trim (its cache held them).
+        var residentAtItsEnd = 0
     }
 
     /// On a thread: seven chunks of each of 32 cached sizes (about 170 KiB, before a pin that
     /// keeps them off the arena's top), all freed into the thread's cache, then the release asked
     /// for as the delivery thread does. Returns once the thread is gone from /proc/self/task.
     static func allocateAndFreeOnAThread() -> Span {
-        let result = Mutex<(UInt, UInt, UInt, Bool, Int32)>((0, 0, 0, false, 0))
+        let result = Mutex<(UInt, UInt, UInt, Bool, Int32, Int)>((0, 0, 0, false, 0, 0))
         let done = DispatchSemaphore(value: 0)
         let thread = Thread {
             var chunks: [UnsafeMutableRawPointer] = []
@@ -39,16 +41,20 @@ struct ArenaReleaseTests {
             chunks.forEach { free($0) }
             aft_release_free_memory()
             let refused = aft_release_memory_of_ended_thread() == 0
+            var span = Span(start: addresses.min()!, end: addresses.max()!, pin: nil, refusedAlive: refused)
+            span.residentAtItsEnd = residentInside(span)
             result.withLock {
-                $0 = (addresses.min()!, addresses.max()!, UInt(bitPattern: pin), refused, Int32(aft_gettid()))
+                $0 = (span.start, span.end, UInt(bitPattern: pin), refused, Int32(aft_gettid()), span.residentAtItsEnd)
             }
             done.signal()
         }
         thread.start()
         done.wait()
-        let (start, end, pin, refused, tid) = result.withLock { $0 }
+        let (start, end, pin, refused, tid, resident) = result.withLock { $0 }
         for _ in 0..<1000 where access("/proc/self/task/\(tid)", F_OK) == 0 { usleep(1000) }
-        return Span(start: start, end: end, pin: UnsafeMutableRawPointer(bitPattern: pin), refusedAlive: refused)
+        var span = Span(start: start, end: end, pin: UnsafeMutableRawPointer(bitPattern: pin), refusedAlive: refused)
+        span.residentAtItsEnd = resident
+        return span
     }
 
     /// Resident pages strictly inside [start, end), page-aligned inward.
@@ -92,7 +98,8 @@ struct ArenaReleaseTests {
             for _ in 0..<500 where Aftermath.lastDelivery == nil { usleep(10_000) }
             usleep(200_000)  // the delivery thread has ended, and its trim is made
             let span = ArenaReleaseTests.allocateAndFreeOnAThread()
-            let before = ArenaReleaseTests.residentInside(span)
+            // Measured on the thread: the updater may trim as soon as it has ended.
+            let before = span.residentAtItsEnd
             usleep(300_000)  // six updates
             let after = ArenaReleaseTests.residentInside(span)
             free(span.pin)
