@@ -208,6 +208,19 @@ fmt() {
         f = "%" (over != "" ? "+" : "") "." dg "f"
         printf(f "%s (p90 " f ")\n", (m - bm) / sc, u == "" ? "" : " " u, (p - bp) / sc) }'
 }
+# paired figure config base scale digits unit: the median (p90) of the differences between the
+# config's run and its baseline's run of the same round (the rounds are interleaved, so a slow
+# stretch of the machine weighs on both sides of each difference)
+paired() {
+    awk -F'\t' -v f="$1" -v c="$2" -v b="$3" '$1 == f && $2 == c { s[$3] = $4 } $1 == f && $2 == b { t[$3] = $4 }
+        END { for (i in s) if (i in t) print s[i] - t[i] }' "$results" | sort -g |
+        awk -v sc="$4" -v dg="$5" -v u="$6" '{ v[NR] = $1 } END {
+            if (NR == 0) { print "n/a"; exit }
+            m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+            k = int(0.9 * NR); if (k < 0.9 * NR) k++
+            f = "%+." dg "f"
+            printf(f " %s (p90 " f ")\n", m / sc, u, v[k] / sc) }'
+}
 raw() { # figure config scale digits unit: a row of the second table
     local s
     read -r -a s <<<"$(stat "$1" "$2")"
@@ -229,6 +242,8 @@ echo "|---|---|---|---|"
 echo "| crash to exit, over baseline | $(fmt crash sentry c-base 1e6 2 ms) | $(fmt crash aft swift-base 1e6 2 ms) | $(fmt crash aft-nofsync swift-base 1e6 2 ms) |"
 echo "| init on the calling thread, later launch | $(fmt init sentry "" 1e6 2 ms) | $(fmt init aft "" 1e6 2 ms) | (no crash: as fsync on) |"
 echo "| CPU of init + 100 ms idle + exit, over baseline | $(fmt cpu sentry c-base 1e6 2 ms) | $(fmt cpu aft swift-base 1e6 2 ms), of which helper $(fmt cpu-child aft "" 1e6 2 ms) | (as fsync on) |"
+echo "| the same, median of each round's difference to its baseline | $(paired cpu sentry c-base 1e6 2 ms) | $(paired cpu aft swift-base 1e6 2 ms) | (as fsync on) |"
+echo "| crash to exit, median of each round's difference | $(paired crash sentry c-base 1e6 2 ms) | $(paired crash aft swift-base 1e6 2 ms) | $(paired crash aft-nofsync swift-base 1e6 2 ms) |"
 echo "| idle private dirty memory 2 s after init, over baseline | $(fmt mem sentry c-base 1 0 KiB) | $(fmt mem aft swift-base 1 0 KiB) | (as fsync on) |"
 echo "| open descriptors 2 s after init, over baseline | $(fmt fds sentry c-base 1 0 "") | $(fmt fds aft swift-base 1 0 "") | (as fsync on) |"
 echo "| handler, fault to the previous handler, over baseline | $(fmt handler sentry c-base 1e3 0 µs) | $(fmt handler aft swift-base 1e3 0 µs) | $(fmt handler aft-nofsync swift-base 1e3 0 µs) |"
