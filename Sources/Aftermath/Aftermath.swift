@@ -124,6 +124,7 @@ public enum Aftermath {
             // work: start does not pay for them.
             let installed = installed
             let body: @Sendable () -> Void = {
+                waitWhileCrashing()
                 startBackgroundThreads(configuration, watchingPool: watchingPool)
                 aft_install_complete()  // every image's build id, libunwind's warm-up
                 let collector = self.collector(configuration, directory: directory, context: installed)
@@ -136,6 +137,13 @@ public enum Aftermath {
             }
             if !StartHelpers.detachedThread(named: "aftermath.deliver", body) { body() }
         }
+    }
+
+    /// Holds the delivery thread while a crash of this process is being written (one right
+    /// after start): the threads it would start are more the crash must record, on a machine
+    /// whose cores it needs. The process dies of the crash, or lives on and this returns.
+    static func waitWhileCrashing() {
+        while aft_crash_in_progress() != 0 { usleep(1000) }
     }
 
     /// The threads start leaves to its delivery thread (creating one holds the caller a tenth

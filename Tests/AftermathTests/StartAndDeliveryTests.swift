@@ -304,5 +304,22 @@ struct StartAndDeliveryTests {
             exit(stats.watchdog_tid != 0 ? 0 : 14)
         }
     }
+
+    @Test("A crash right after start: the delivery thread starts no thread while it is written")
+    func crashRightAfterStart() async {
+        await #expect(processExitsWith: .exitCode(20)) {
+            // One CPU: the delivery thread runs only where the crash's handler blocks.
+            guard aft_test_run_on_one_cpu() == 0 else { exit(10) }
+            // The app's own handler, chained to once the crash is written: it waits 300 ms, then
+            // ends the process with 20 plus the threads Aftermath started meanwhile.
+            guard aft_test_install_thread_counting_handler(300) == 0 else { exit(11) }
+            let config = Aftermath.Configuration(
+                serviceName: "crash-at-start", serviceVersion: "1", exporter: InMemoryExporter(),
+                reportsDirectory: TestSupport.childDirectory("crash-at-start"))
+            do { try Aftermath.start(config) } catch { exit(12) }
+            raise(SIGSEGV)
+            exit(13)
+        }
+    }
     #endif
 }

@@ -159,4 +159,13 @@ int aft_test_fork_sleeper(uint32_t ms);
 int aft_test_frame_record_above(int decoy, int64_t *record_offset, uint64_t *frames,
                                 uint32_t capacity, uint32_t *count, uint64_t *return_address);
 
+/* Installs an app's SIGSEGV handler (crash_at_start.c) that, called once Aftermath's handler has
+ * written the crash and chained to it, waits wait_ms, then ends the process with 20 plus the
+ * number of threads Aftermath started besides its delivery thread (99: /proc unreadable).
+ * Returns 0 or errno. */
+int aft_test_install_thread_counting_handler(uint32_t wait_ms);
+/* Restricts the calling thread, and the threads it starts, to one of the CPUs it may use, so a
+ * new thread runs only when this one blocks. 0 or errno. */
+int aft_test_run_on_one_cpu(void);
+
 #endif /* CHARNESSFAULTS_H */

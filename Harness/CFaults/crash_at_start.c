@@ -1,0 +1,75 @@
+/*
+ * crash_at_start.c: NORMAL-TIME CODE, test-only. An app's own SIGSEGV handler, installed before
+ * Aftermath, which Aftermath's handler chains to once the crash is written: it waits, then
+ * counts the threads Aftermath started meanwhile (named "aftermath." but for the delivery
+ * thread), and ends the process with that count. Test code: it reads /proc in a signal handler
+ * where the crash is already written.
+ */
+#include "CHarnessFaults.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint32_t aft_g_count_wait_ms;
+
+static int aft_test_started_threads(void) {
+    DIR *tasks = opendir("/proc/self/task");
+    if (!tasks) return -1;
+    int count = 0;
+    for (struct dirent *e; (e = readdir(tasks)) != NULL;) {
+        if (e->d_name[0] == '.') continue;
+        char path[64], name[32] = {0};
+        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        ssize_t n = read(fd, name, sizeof(name) - 1);
+        close(fd);
+        if (n <= 0) continue;
+        if (strncmp(name, "aftermath.", 10) == 0 && strncmp(name, "aftermath.deliv", 15) != 0)
+            count++;
+    }
+    closedir(tasks);
+    return count;
+}
+
+static void aft_test_counting_handler(int signo, siginfo_t *info, void *context) {
+    (void)signo;
+    (void)info;
+    (void)context;
+    struct timespec wait = {(time_t)(aft_g_count_wait_ms / 1000),
+                            (long)(aft_g_count_wait_ms % 1000) * 1000000L};
+    while (nanosleep(&wait, &wait) != 0 && errno == EINTR) {
+    }
+    int started = aft_test_started_threads();
+    _exit(started < 0 ? 99 : 20 + (started > 20 ? 20 : started));
+}
+
+int aft_test_install_thread_counting_handler(uint32_t wait_ms) {
+    aft_g_count_wait_ms = wait_ms;
+    struct sigaction action;
+    memset(&action, 0, sizeof(action));
+    action.sa_sigaction = aft_test_counting_handler;
+    action.sa_flags = SA_SIGINFO;
+    sigemptyset(&action.sa_mask);
+    return sigaction(SIGSEGV, &action, NULL) == 0 ? 0 : errno;
+}
+
+int aft_test_run_on_one_cpu(void) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) return errno;
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &set)) continue;
+        CPU_ZERO(&set);
+        CPU_SET(cpu, &set);
+        return sched_setaffinity(0, sizeof(set), &set) == 0 ? 0 : errno;
+    }
+    return EINVAL;
+}
