@@ -25,7 +25,7 @@ static int aft_test_started_threads(void) {
     int count = 0;
     for (struct dirent *e; (e = readdir(tasks)) != NULL;) {
         if (e->d_name[0] == '.') continue;
-        char path[64], name[32] = {0};
+        char path[300], name[32] = {0};
         snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0) continue;
