@@ -2,16 +2,16 @@
  * handler_async.c: CRASH-TIME CODE, under the crash-time contract of CSignalShim/README.md
  * (async-signal-safe calls only, no malloc, no locks, no stdio, no Swift; checked by
  * AsyncSafetyTests). The signal handler: record the crash, then let the process die exactly as
- * it would have without Aftermath. Everything it reads was prepared by aft_install. The first
- * crashing thread wins (an atomic tid); a second crashing thread waits, bounded; a fault inside
- * the writer jumps back and the original crash is chained; a 10 s alarm bounds the write. Once
- * it is written, a hand-off to the exporter in progress on another thread is waited for.
+ * it would have without Aftermath, from what aft_install prepared. The first crashing thread
+ * wins (an atomic tid), a second waits, bounded; a fault inside the writer jumps back and the
+ * original crash is chained; a 10 s timer bounds the write, then an export in progress ends.
  */
 #include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -318,7 +318,10 @@ void aft_async_handler(int signo, siginfo_t *info, void *ucontext) {
         aft_async_memset(&alarm_default, 0, sizeof(alarm_default));
         alarm_default.sa_handler = SIG_DFL;
         sigaction(SIGALRM, &alarm_default, &alarm_previous);
-        unsigned int alarm_pending = alarm(AFT_HANDLER_DEADLINE_SECONDS);
+        /* alarm(2) as setitimer: the app's timer, interval and all, is given back as it was. */
+        struct itimerval deadline = {.it_value = {.tv_sec = AFT_HANDLER_DEADLINE_SECONDS}};
+        struct itimerval timer_previous = {{0, 0}, {0, 0}};
+        (void)syscall(SYS_setitimer, (long)ITIMER_REAL, &deadline, &timer_previous);
         aft_async_memory_reader_refresh(); /* a child forked without fork(3)'s handlers */
         /* Under a file-size limit our write must fail with EFBIG, not end the process by
          * SIGXFSZ: held before sigsetjmp, whose saved mask a fault restores. */
@@ -340,7 +343,7 @@ void aft_async_handler(int signo, siginfo_t *info, void *ucontext) {
         aft_async_await_exports();
         aft_async_threads_release(aft_g_release_waits); /* before what comes next */
         if (file_size_limited) aft_async_release_file_size_signal(&file_size_hold);
-        alarm(alarm_pending);
+        syscall(SYS_setitimer, (long)ITIMER_REAL, &timer_previous, NULL);
         sigaction(SIGALRM, &alarm_previous, NULL);
         atomic_store(&aft_g_crash_written, 1);
         atomic_store(&aft_g_crash_rounds, 0);

@@ -222,6 +222,7 @@ static void aft_install_complete_images(void) {
         return;
     }
     aft_prepare_images(&aft_g_state.context);
+    aft_bind_crash_calls();
     aft_reserve_cache(aft_g_state.reserved_fd);
     /* The unwinding helpers' stacks and answer pages: two shared mappings cost start's caller
      * a tenth of its time. A crash before this unwinds by frame pointers where the next launch

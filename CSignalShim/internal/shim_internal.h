@@ -80,6 +80,8 @@ uint32_t aft_async_crc32_portable(uint32_t crc, const void *data, size_t size);
 extern _Atomic int aft_g_crc_clmul;
 /* Reads, once, whether the processor has what aft_async_crc32's fast path needs (normal time). */
 void aft_crc32_prepare(void);
+/* Binds every library function the crash-time code calls (bind.c). */
+void aft_bind_crash_calls(void);
 size_t aft_async_strlen(const char *s, size_t capacity);
 void aft_async_memset(void *dst, int value, size_t size);
 void aft_async_memcpy(void *dst, const void *src, size_t size);

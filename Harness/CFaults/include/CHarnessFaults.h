@@ -165,7 +165,13 @@ int aft_test_frame_record_above(int decoy, int64_t *record_offset, uint64_t *fra
  * Returns 0 or errno. */
 int aft_test_install_thread_counting_handler(uint32_t wait_ms);
 /* Restricts the calling thread, and the threads it starts, to one of the CPUs it may use, so a
- * new thread runs only when this one blocks. 0 or errno. */
+ * new thread runs only when this one blocks (first-in-first-out scheduling where the process
+ * may use it). 0 or errno. */
 int aft_test_run_on_one_cpu(void);
+
+/* Whether the main program's call slot for the function name is still unbound, its first call
+ * still ahead (plt_binding.c): 1 unbound, 0 bound, -1 no such slot (the program does not call
+ * it through one). */
+int aft_test_call_slot_unbound(const char *name);
 
 #endif /* CHARNESSFAULTS_H */
