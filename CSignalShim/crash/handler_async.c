@@ -20,17 +20,15 @@
 #include "runs_internal.h"
 #include "threads_internal.h"
 
-/* The crash: its thread, whether it is written and by whom (aft_g_writing), its signal, the
- * times it came back to this handler, where a fault in the writer or in the capture of the
- * other threads comes back to. */
+/* The crash: its thread, written and by whom (aft_g_writing), its signal, its returns to this
+ * handler, where a fault in the writer or in the other threads' capture comes back to. */
 AFT_SMALL_STATE static _Atomic uint64_t aft_g_crashing_tid;
-AFT_SMALL_STATE static _Atomic int aft_g_crash_written, aft_g_writing, aft_g_crash_signal;
-AFT_SMALL_STATE static _Atomic int aft_g_crash_rounds, aft_g_capturing;
+AFT_SMALL_STATE static _Atomic int aft_g_crash_written, aft_g_writing, aft_g_crash_signal,
+    aft_g_crash_rounds, aft_g_capturing;
 AFT_SMALL_STATE static sigjmp_buf aft_g_writer_jump, aft_g_capture_jump;
 
 static int aft_async_is_function(const struct sigaction *a);
 static struct sigaction aft_async_previous(int signo, int original);
-
 #define AFT_HANDLER_DEADLINE_SECONDS 10u
 
 int aft_async_crash_in_progress(void) { return atomic_load(&aft_g_crashing_tid) != 0; }
@@ -85,8 +83,10 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
 
     /* The crashing thread's frames: left to the next launch where its stack memory will be in
      * the file (the reserve holds it, no file-size limit cuts it), which unwinds them from the
-     * registers and those bytes as a crash server would; else unwound here. */
+     * registers and those bytes as a crash server would (its pc alone here, in this frame, not
+     * in a page of the frames' buffer touched for one word); else unwound here. */
     uint32_t unwinder = AFT_UNWINDER_NONE, truncated = 0, unwind_status = 0, frames = 0;
+    uint64_t pc_frame = aft_async_arch_code_address(ci->pc), *frame_buffer = aft_g_frames;
     /* A crash right after start, before the install's completion read the images: read them
      * now, once, so that its threads are still left to the next launch (a helper's libunwind,
      * cold then, costs a millisecond or more) and the writer does not read them again. */
@@ -96,10 +96,9 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
             &aft_g_crash_scratch, aft_g_state.context.executable_path, &images_truncated);
     int stacks_in_file = aft_async_crash_stacks_fit() &&
                          !(&aft_g_test_unwind_in_handler != NULL && aft_g_test_unwind_in_handler);
-    int deferred = ucontext != NULL && stacks_in_file &&
-                   aft_async_pc_in_known_image(aft_async_arch_code_address(ci->pc));
+    int deferred = ucontext != NULL && stacks_in_file && aft_async_pc_in_known_image(pc_frame);
     if (deferred) {
-        aft_g_frames[0] = aft_async_arch_code_address(ci->pc);
+        frame_buffer = &pc_frame;
         frames = 1;
         unwinder = AFT_UNWINDER_DEFERRED;
         unwind_status = AFT_UNWIND_STATUS_COMPLETE;
@@ -132,7 +131,7 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
     aft_g_release_waits = aft_async_is_function(&next) || next.sa_handler != SIG_DFL;
     atomic_store(&aft_g_capturing, 1);
     if (sigsetjmp(aft_g_capture_jump, 1) == 0) {
-        aft_async_threads_capture(ci, ucontext, aft_g_frames, frames, truncated,
+        aft_async_threads_capture(ci, ucontext, frame_buffer, frames, truncated,
                                   aft_async_is_function(&next), stacks_in_file);
     } else {
         aft_g_threads.info.recorded = 0; /* the sections are left out */
@@ -141,6 +140,7 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
     if (deferred &&
         (aft_g_threads.info.recorded == 0 || aft_g_threads.records[0].stack_size == 0)) {
         /* Its stack could not be read after all: unwound here, into the FRAMES section. */
+        frame_buffer = aft_g_frames;
         frames = aft_async_unwind_context(ucontext, aft_g_frames, AFT_MAX_FRAMES,
                                           AFT_UNWIND_SLOT_CRASH, AFT_UNWIND_CRASH_BUDGET_NS,
                                           &unwinder, &truncated, &unwind_status);
@@ -158,7 +158,7 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
         .event_type = AFT_SECTION_CRASH,
         .event = ci,
         .event_size = sizeof(*ci),
-        .frames = aft_g_frames,
+        .frames = frame_buffer,
         .frame_count = frames,
         .frames_truncated = truncated,
         .scratch = &aft_g_crash_scratch,

@@ -177,7 +177,7 @@ void aft_async_emit_stacks(aft_writer *w, aft_thread_capture *c, uint32_t count)
                                  .flags = 0};
         aft_async_emit(w, &sh, sizeof(sh));
         aft_async_emit(w, &m, sizeof(m));
-        aft_async_emit_kept(w, c->arena + c->stack_offsets[i], (size_t)size);
+        aft_async_emit_kept(w, c->arena + c->slots[i].stack_offset, (size_t)size);
     }
 }
 

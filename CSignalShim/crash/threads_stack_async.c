@@ -46,7 +46,7 @@ static uint64_t aft_async_read_stack(uint64_t *start, uint8_t *out, uint64_t cap
 uint64_t aft_async_copy_stack_late(aft_thread_capture *c, uint32_t index, uint64_t *start) {
     const aft_thread *r = &c->records[index];
     *start = r->stack_start;
-    return aft_async_read_stack(start, c->arena + c->stack_offsets[index], r->stack_size);
+    return aft_async_read_stack(start, c->arena + c->slots[index].stack_offset, r->stack_size);
 }
 
 /* The writable mappings, "start-end rw..." at each line's start of /proc/self/maps, parsed as
@@ -161,7 +161,7 @@ void aft_async_copy_stack(aft_thread_capture *c, uint32_t index, uint64_t *used)
         r->stack_start = start;
         r->stack_size = cap;
         if (cap == whole && end > start + cap) r->flags |= AFT_THREAD_STACK_TRUNCATED;
-        c->stack_offsets[index] = *used;
+        c->slots[index].stack_offset = *used;
         *used += (cap + 15) & ~15ull;
         c->stack_in_place = 1;
         return;
@@ -176,7 +176,7 @@ void aft_async_copy_stack(aft_thread_capture *c, uint32_t index, uint64_t *used)
     }
     r->stack_start = start;
     r->stack_size = got;
-    c->stack_offsets[index] = *used;
+    c->slots[index].stack_offset = *used;
     *used += (got + 15) & ~15ull;
 }
 
@@ -202,6 +202,6 @@ int aft_async_thread_unwind_deferrable(const aft_thread_capture *c, uint32_t ind
     /* One the kernel gave sp and pc for: its registers are made of them (threads_record). */
     if (!parked && r->context_source != AFT_THREAD_CONTEXT_SYSCALL) return 0;
     if (r->flags & (AFT_THREAD_STACK_TRUNCATED | AFT_THREAD_AFTERMATH)) return 0;
-    if (c->stack_offsets[index] + r->stack_size > AFT_THREADS_RESERVED_STACK_BYTES) return 0;
+    if (c->slots[index].stack_offset + r->stack_size > AFT_THREADS_RESERVED_STACK_BYTES) return 0;
     return aft_async_pc_in_known_image(aft_async_arch_code_address(r->pc));
 }

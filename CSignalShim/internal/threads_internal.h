@@ -60,6 +60,7 @@ typedef struct aft_capture_slot {
     void *ucontext; /* its signal frame's context, while it waits */
     int unread;     /* signalled before /proc was read for it: it names itself in its answer */
     int waking;     /* found in uninterruptible sleep, its signal pending: waited for a while */
+    uint64_t stack_offset; /* its record's stack bytes in the arena */
 } aft_capture_slot;
 
 typedef struct aft_also_crashed {
@@ -69,6 +70,9 @@ typedef struct aft_also_crashed {
     int signo;
 } aft_also_crashed;
 
+/* Laid out by what a capture touches, since each page a crash touches first costs it a fault
+ * (2-3 µs here): every small field first, with the first slots in their page; the first four
+ * records in a page of their own; then the arrays, each touched from its start. */
 typedef struct aft_thread_capture {
     /* Set by the capturer before it opens the capture. */
     int for_hang;         /* a hang's: leaves threads a handler would wake alone, SIGPROF only
@@ -85,21 +89,8 @@ typedef struct aft_thread_capture {
     _Atomic uint32_t left;       /* futex word: paused threads that have stopped waiting */
     _Atomic uint32_t lived_on;   /* futex word: the generation whose crash was withdrawn */
     _Atomic uint32_t count;      /* slots in use */
-    aft_capture_slot slots[AFT_MAX_THREADS];
-    aft_thread records[AFT_MAX_THREADS];
-    aft_also_crashed also[AFT_THREADS_ALSO_CRASHED];
-
     /* The crashing thread's alone. */
-    aft_threads_info info;
-    uint64_t frames[AFT_THREADS_FRAME_CAPACITY + AFT_UNWIND_SLACK];
     uint32_t frame_count;
-    uint64_t stack_offsets[AFT_MAX_THREADS]; /* each record's bytes in the arena */
-    uint8_t arena[AFT_THREADS_ARENA];
-    uint8_t synthetic[AFT_SYNTHETIC_CONTEXT_ROOM] __attribute__((aligned(16)));
-    uint64_t mappings[AFT_THREADS_MAPPINGS][2]; /* writable mappings [start, end), in order */
-    uint64_t scan[512];                         /* the 4 KiB above a stack pointer */
-    aft_stack_window window;                    /* a hang's frame-pointer walks */
-    aft_swift_async_store swift_async;          /* the threads' Swift async callers */
     uint32_t mapping_count;
     int mappings_read;  /* read once per capture, when a stack needs them */
     int stack_in_place; /* record 0's stack is not in the arena: the writer writes it from where
@@ -107,10 +98,21 @@ typedef struct aft_thread_capture {
     int sigprof_borrowed;
     int sigprof_left_pending; /* a thread that blocks SIGPROF was sent it: it stays ours */
     uint32_t waking;          /* slots waited for out of uninterruptible sleep */
+    aft_threads_info info;
     struct sigaction sigprof_previous;
+    aft_also_crashed also[AFT_THREADS_ALSO_CRASHED];
+    char path[64];
+    aft_capture_slot slots[AFT_MAX_THREADS];
+    aft_thread records[AFT_MAX_THREADS] __attribute__((aligned(4096)));
+    uint64_t frames[AFT_THREADS_FRAME_CAPACITY + AFT_UNWIND_SLACK];
+    uint8_t arena[AFT_THREADS_ARENA];
+    uint8_t synthetic[AFT_SYNTHETIC_CONTEXT_ROOM] __attribute__((aligned(16)));
+    uint64_t mappings[AFT_THREADS_MAPPINGS][2]; /* writable mappings [start, end), in order */
+    uint64_t scan[512];                         /* the 4 KiB above a stack pointer */
+    aft_stack_window window;                    /* a hang's frame-pointer walks */
+    aft_swift_async_store swift_async;          /* the threads' Swift async callers */
     char dirents[4096];
     char proc[4096];
-    char path[64];
 } aft_thread_capture;
 
 /* Alternate stacks for threads that existed before start: each request names a thread and a
