@@ -10,6 +10,7 @@
 
 #include <signal.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "shim_internal.h"
@@ -114,6 +115,10 @@ typedef struct aft_thread_capture {
     char dirents[4096];
     char proc[4096];
 } aft_thread_capture;
+_Static_assert(offsetof(aft_thread_capture, slots) + 4 * sizeof(aft_capture_slot) <= 4096,
+               "a capture's small fields and its first slots in its first page");
+_Static_assert(offsetof(aft_thread_capture, records) % 4096 == 0 && 4 * sizeof(aft_thread) <= 4096,
+               "the first four records in one page");
 
 /* Alternate stacks for threads that existed before start: each request names a thread and a
  * stack mapped for it at normal time; the thread installs it from its own signal handler. */
