@@ -90,7 +90,7 @@ typedef struct aft_thread_capture {
     _Atomic uint32_t left;       /* futex word: paused threads that have stopped waiting */
     _Atomic uint32_t lived_on;   /* futex word: the generation whose crash was withdrawn */
     _Atomic uint32_t count;      /* slots in use */
-    /* The crashing thread's alone. */
+    /* Per capture: its counts and flags, its summary. */
     uint32_t frame_count;
     uint32_t mapping_count;
     int mappings_read;  /* read once per capture, when a stack needs them */
