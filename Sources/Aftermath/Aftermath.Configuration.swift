@@ -77,7 +77,13 @@ extension Aftermath {
         public var concurrencyPoolThreshold: Duration = Aftermath.defaultConcurrencyPoolThreshold
         /// The priorities whose pool is probed (default `.medium`, the priority of a plain
         /// `Task {}` off the main actor; each priority has a queue and a width of its own).
-        public var concurrencyPoolPriorities: [TaskPriority] = [.medium]
+        public var concurrencyPoolPriorities: [TaskPriority] {
+            get { poolPriorityValues.map { $0.map { TaskPriority(rawValue: $0) } } ?? [.medium] }
+            set { poolPriorityValues = newValue.map(\.rawValue) }
+        }
+        /// The priorities' raw values, nil for the default: an array made at `init` would have
+        /// the runtime build its storage's type by name, deep on the caller's stack.
+        var poolPriorityValues: [UInt8]?
 
         /// Benchmarks only: the handler writes its duration (UInt64 ns) to this descriptor.
         package var handlerTimingFileDescriptor: Int32 = -1

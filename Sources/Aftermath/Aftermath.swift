@@ -75,21 +75,7 @@ public enum Aftermath {
             }
         }
         let context = makeContext(configuration)
-        var options = aft_install_options()
-        options.fsync_reports = configuration.fsyncReports ? 1 : 0
-        options.timing_fd = configuration.handlerTimingFileDescriptor
-        options.context = cContext(context)
-        options.complete_later = 1  // by the delivery below: start does not pay for it
-        options.capture_signal = configuration.hangCaptureSignal
-        var error = [CChar](repeating: 0, count: 256)
-        let status = directory.crashes.withCString { dir in
-            options.crash_directory = dir
-            return aft_install(&options, &error, error.count)
-        }
-        guard status == 0 else {
-            throw .crashHandlersNotInstalled(
-                String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
-        }
+        try installHandlers(configuration, directory: directory, context: context)
         // The build id the handler read from memory is the one records carry.
         var installed = context
         if let id = currentAppBuildID() {
@@ -113,12 +99,9 @@ public enum Aftermath {
         let watchingPool = watchingHangs
 
         if configuration.deliverPendingReportsSynchronously {
-            startBackgroundThreads(configuration, watchingPool: watchingPool)
-            let collector = self.collector(configuration, directory: directory, context: installed)
-            deliver(
-                collector, to: configuration.exporter, attachments: configuration.attachmentExporter,
-                resource: resource(for: configuration, environment: environment()))
-            aft_install_complete()
+            deliverOnCaller(
+                configuration, directory: directory, context: installed, watchingPool: watchingPool,
+                environment: environment)
         } else {
             // The install's completion, the collector and the resource are the delivery thread's
             // work: start does not pay for them.
@@ -137,6 +120,45 @@ public enum Aftermath {
             }
             if !StartHelpers.detachedThread(named: "aftermath.deliver", body) { body() }
         }
+    }
+
+    /// The crash handlers' install. A function of its own, never inlined: its C structures
+    /// (the install's options with the context, 2 KiB) would otherwise widen `start`'s frame on
+    /// the caller's stack, whose deepest page stays the app's for good.
+    @inline(never)
+    private static func installHandlers(
+        _ configuration: Configuration, directory: ReportDirectory, context: ReportContext
+    ) throws(StartError) {
+        var options = aft_install_options()
+        options.fsync_reports = configuration.fsyncReports ? 1 : 0
+        options.timing_fd = configuration.handlerTimingFileDescriptor
+        options.context = cContext(context)
+        options.complete_later = 1  // by the delivery: start does not pay for it
+        options.capture_signal = configuration.hangCaptureSignal
+        var error = [CChar](repeating: 0, count: 256)
+        let status = directory.crashes.withCString { dir in
+            options.crash_directory = dir
+            return aft_install(&options, &error, error.count)
+        }
+        guard status == 0 else {
+            throw .crashHandlersNotInstalled(
+                String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        }
+    }
+
+    /// Start's background work on its caller, for ``Configuration/deliverPendingReportsSynchronously``.
+    /// Never inlined: the delivery's frames would widen start's on every caller's stack.
+    @inline(never)
+    private static func deliverOnCaller(
+        _ configuration: Configuration, directory: ReportDirectory, context: ReportContext, watchingPool: Bool,
+        environment: @Sendable () -> OTelEnvironment
+    ) {
+        startBackgroundThreads(configuration, watchingPool: watchingPool)
+        let collector = self.collector(configuration, directory: directory, context: context)
+        deliver(
+            collector, to: configuration.exporter, attachments: configuration.attachmentExporter,
+            resource: resource(for: configuration, environment: environment()))
+        aft_install_complete()
     }
 
     /// Holds the delivery thread while a crash of this process is being written (one right
@@ -262,6 +284,7 @@ public enum Aftermath {
         return (id.isEmpty ? nil : id, ticks == 0 ? nil : ticks)
     }
 
+    @inline(never)  // its strings and files stay out of start's frame
     package static func makeContext(_ c: Configuration) -> ReportContext {
         let os = OSInfo.current()
         let exe = executablePath()
@@ -323,6 +346,7 @@ public enum Aftermath {
 
     /// The main executable's GNU build id (or its text hash, without one), as the handler read
     /// it from memory at install.
+    @inline(never)  // its C context stays out of start's frame on the caller's stack
     static func currentAppBuildID() -> (value: String, isTextHash: Bool)? {
         var context = aft_context()
         aft_installed_context(&context)

@@ -136,3 +136,17 @@ extension SDKEnvironmentTests {
     }
     #endif
 }
+
+/// The pool's priorities as the app sets and reads them.
+@Suite("Concurrency pool priorities in the configuration")
+struct PoolPriorityConfigurationTests {
+    @Test("The default is .medium; what the app sets reads back, order and repeats kept")
+    func roundTrip() {
+        var config = Aftermath.Configuration(serviceName: "p", serviceVersion: "1", exporter: InMemoryExporter())
+        #expect(config.concurrencyPoolPriorities == [.medium])
+        config.concurrencyPoolPriorities = [.high, .background, .high, TaskPriority(rawValue: 7)]
+        #expect(config.concurrencyPoolPriorities == [.high, .background, .high, TaskPriority(rawValue: 7)])
+        config.concurrencyPoolPriorities = []
+        #expect(config.concurrencyPoolPriorities.isEmpty)
+    }
+}

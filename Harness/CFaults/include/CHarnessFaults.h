@@ -169,6 +169,12 @@ int aft_test_install_thread_counting_handler(uint32_t wait_ms);
  * may use it). 0 or errno. */
 int aft_test_run_on_one_cpu(void);
 
+/* Paints the size bytes below the caller's frame (less a 1 KiB margin) and returns the top of
+ * the paint (stack_paint.c); aft_test_stack_reached then gives how many bytes below that top a
+ * call made since has written: the depth its frames reached. */
+uintptr_t aft_test_paint_stack(size_t size);
+size_t aft_test_stack_reached(uintptr_t top, size_t size);
+
 /* Whether the main program's call slot for the function name is still unbound, its first call
  * still ahead (plt_binding.c): 1 unbound, 0 bound, -1 no such slot (the program does not call
  * it through one). */

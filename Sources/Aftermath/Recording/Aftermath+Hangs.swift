@@ -28,6 +28,7 @@ extension Aftermath {
     }
 
     /// Starts the watchdog for this run (called by ``start(_:)`` once the handlers are in).
+    @inline(never)  // its options stay out of start's frame on the caller's stack
     static func startHangDetection(_ configuration: Configuration, directory: ReportDirectory) throws(StartError) {
         try HangMonitor.start(configuration, directory: directory)
     }

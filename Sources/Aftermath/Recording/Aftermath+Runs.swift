@@ -4,15 +4,14 @@ import Foundation
 
 extension Aftermath {
     /// Starts this run's record and the handled-error recorder (called by ``start(_:)``
-    /// before it returns, after the crash handler is installed).
+    /// before it returns, after the crash handler is installed). Never inlined: its C context
+    /// and run options would widen start's frame on the caller's stack.
+    @inline(never)
     static func startRun(_ configuration: Configuration, directory: ReportDirectory, context: ReportContext) {
-        // The context as the crash handler holds it (its build id included): no conversion.
-        var installed = aft_context()
-        aft_installed_context(&installed)
-        RunRecorder.start(configuration, directory: directory, context: context, cContext: installed)
-        HandledErrorRecorder.prepare(
-            directory: directory.errors, context: installed,
-            maxPending: configuration.maxPendingErrors)
+        // Both take the context as the crash handler holds it (its build id included), each
+        // copied where it keeps it: none passes through this frame.
+        RunRecorder.start(configuration, directory: directory, context: context)
+        HandledErrorRecorder.prepare(directory: directory.errors, maxPending: configuration.maxPendingErrors)
     }
 
     /// Tells Aftermath whether the app is in the foreground (the default). Hangs are detected

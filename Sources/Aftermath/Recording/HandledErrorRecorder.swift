@@ -21,11 +21,11 @@ enum HandledErrorRecorder {
 
     /// Prepares the recorder for a run: its directory and context. The images wait for the
     /// first error: start does not pay for them.
-    static func prepare(directory: String, context: aft_context, maxPending: Int) {
+    static func prepare(directory: String, maxPending: Int) {
         let images: [aft_image] = []
         state.withLock {
             $0.directory = directory
-            $0.context = context
+            aft_installed_context(&$0.context)  // as the crash handler holds it
             $0.images = images
             $0.maxPending = maxPending
             $0.pending = -1

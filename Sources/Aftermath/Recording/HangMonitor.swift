@@ -38,7 +38,7 @@ enum HangMonitor {
         }
         guard configuration.watchConcurrencyPool else { return }
         let threshold = max(1, configuration.concurrencyPoolThreshold.clampedMilliseconds)
-        let priorities = configuration.concurrencyPoolPriorities.map(\.rawValue).sorted()
+        let priorities = (configuration.poolPriorityValues ?? [TaskPriority.medium.rawValue]).sorted()
         for (index, priority) in priorities.enumerated() where index == 0 || priorities[index - 1] != priority {
             let taskPriority = TaskPriority(rawValue: priority)
             // Added under the schedules' lock: the first probe, asked for at once, finds its schedule.
@@ -54,11 +54,13 @@ enum HangMonitor {
     }
 
     static func priorityName(_ p: TaskPriority) -> String {
-        switch p {
-        case .high: return "high"
-        case .medium: return "medium"
-        case .low: return "low"
-        case .background: return "background"
+        // On raw values: a switch over TaskPriority's cases matches through its Equatable
+        // conformance, whose witness tables the runtime builds at start's first use.
+        switch p.rawValue {
+        case TaskPriority.high.rawValue: return "high"
+        case TaskPriority.medium.rawValue: return "medium"
+        case TaskPriority.low.rawValue: return "low"
+        case TaskPriority.background.rawValue: return "background"
         default: return String(p.rawValue)
         }
     }

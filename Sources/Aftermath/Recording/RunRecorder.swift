@@ -20,8 +20,7 @@ enum RunRecorder {
     /// termination-signal recorder and starts the once-a-second updater. Never throws: a
     /// reports directory that cannot hold it leaves the app running without a run record.
     static func start(
-        _ configuration: Aftermath.Configuration, directory: ReportDirectory, context: ReportContext,
-        cContext: aft_context
+        _ configuration: Aftermath.Configuration, directory: ReportDirectory, context: ReportContext
     ) {
         let screen = state.withLock { s -> String? in
             s.sessionID = context.sessionID
@@ -30,7 +29,7 @@ enum RunRecorder {
         }
         aft_watchdog_set_previous_session(nil)
         var options = aft_run_options()
-        options.context = cContext
+        aft_installed_context(&options.context)  // as the crash handler holds it
         options.watchdog_usec = watchdogMicroseconds()
         options.update_interval_ms = configuration.runUpdateInterval.clampedMilliseconds
         options.catch_termination = configuration.recordTerminationSignals ? 1 : 0
