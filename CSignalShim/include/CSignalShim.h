@@ -8,6 +8,7 @@
 #ifndef CSIGNALSHIM_H
 #define CSIGNALSHIM_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stddef.h>
 #include <signal.h>
@@ -51,6 +52,15 @@ void aft_release_free_memory(void);
  * freed last is in its own cache until then): 1 when made, 0 when there was none to make or that
  * thread still runs. Called by the run record's updater at each update. */
 int aft_release_memory_of_ended_thread(void);
+/* Gives attributes a stack of its own (mapped here, the size of a default thread's) for start's
+ * delivery thread: once that thread has called aft_release_free_memory and ended, the trim
+ * after it unmaps the stack whole, where glibc would keep a stack it made cached. 0, or an
+ * errno (EBUSY while an earlier one is still in use): then the thread gets glibc's. When no
+ * thread was made with them, aft_own_stack_unused unmaps it. */
+int aft_own_stack_attributes(pthread_attr_t *attributes);
+void aft_own_stack_unused(void);
+/* The lowest address of that stack's mapping while it is in use, else 0 (tests). */
+uintptr_t aft_own_stack_address(void);
 /* Gives back the calling thread's stack pages below its caller's frame (their contents are dead
  * once the deep calls returned): for a thread about to end, whose stack glibc keeps cached with
  * every page it touched. Nothing on the main thread. Returns the bytes released. */

@@ -82,19 +82,26 @@ struct ArenaReleaseTests {
         }
     }
 
+    /// Starts Aftermath as an app would, its run record updated every 50 ms and no watchdog, in
+    /// a fresh reports directory; returns the directory (exits 10 when start fails).
+    static func startWithFrequentUpdates() -> String {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "aftermath-arena-\(UUID().uuidString)"
+        ).path
+        var config = Aftermath.Configuration(
+            serviceName: "arena-test", serviceVersion: "1.0", exporter: InMemoryExporter(),
+            reportsDirectory: root)
+        config.runUpdateInterval = .milliseconds(50)
+        config.hangHeartbeat = .off
+        do { try Aftermath.start(config) } catch { exit(10) }
+        return root
+    }
+
     @Test("In a running app, the run record's updater makes the second trim")
     func updaterTrims() async {
         await #expect(processExitsWith: .success) {
-            let root = FileManager.default.temporaryDirectory.appendingPathComponent(
-                "aftermath-arena-\(UUID().uuidString)"
-            ).path
+            let root = ArenaReleaseTests.startWithFrequentUpdates()
             defer { try? FileManager.default.removeItem(atPath: root) }
-            var config = Aftermath.Configuration(
-                serviceName: "arena-test", serviceVersion: "1.0", exporter: InMemoryExporter(),
-                reportsDirectory: root)
-            config.runUpdateInterval = .milliseconds(50)
-            config.hangHeartbeat = .off
-            do { try Aftermath.start(config) } catch { exit(10) }
             for _ in 0..<500 where Aftermath.lastDelivery == nil { usleep(10_000) }
             usleep(200_000)  // the delivery thread has ended, and its trim is made
             let span = ArenaReleaseTests.allocateAndFreeOnAThread()
@@ -106,6 +113,24 @@ struct ArenaReleaseTests {
             guard before >= 30 else { exit(11) }
             // The app's other threads may share the arena and reuse a few of those pages.
             exit(after * 4 <= before ? 0 : 12)
+        }
+    }
+
+    @Test("The delivery thread's stack is unmapped once the thread has ended, not kept for a later thread")
+    func deliveryStackUnmapped() async {
+        await #expect(processExitsWith: .success) {
+            let root = ArenaReleaseTests.startWithFrequentUpdates()
+            defer { try? FileManager.default.removeItem(atPath: root) }
+            let stack = aft_own_stack_address()
+            guard stack != 0 else { exit(11) }  // the delivery thread runs on a stack of its own
+            let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+            guard msync(UnsafeMutableRawPointer(bitPattern: stack), page, MS_ASYNC) == 0 else { exit(12) }
+            for _ in 0..<500 where Aftermath.lastDelivery == nil { usleep(10_000) }
+            for _ in 0..<200 where aft_own_stack_address() != 0 { usleep(10_000) }
+            guard aft_own_stack_address() == 0 else { exit(13) }
+            // Unmapped: no page of it is there any more.
+            let unmapped = msync(UnsafeMutableRawPointer(bitPattern: stack), page, MS_ASYNC) != 0 && errno == ENOMEM
+            exit(unmapped ? 0 : 14)
         }
     }
 }

@@ -42,6 +42,10 @@ enum StartHelpers {
         pthread_attr_init(&attributes)
         defer { pthread_attr_destroy(&attributes) }
         pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
+        // A stack of its own, unmapped whole by the run record's updater once the thread has
+        // ended (glibc would keep one it made cached, with every page the thread touched). On
+        // glibc's when it cannot be had.
+        let ownStack = aft_own_stack_attributes(&attributes) == 0
         var thread = pthread_t()
         let status = pthread_create(
             &thread, &attributes,
@@ -55,12 +59,15 @@ enum StartHelpers {
                     close(fd)
                 }
                 box.body()
-                // glibc keeps the ended thread's stack for a later thread, with every page
+                // Where the stack is glibc's, it keeps it for a later thread with every page
                 // the body touched: the pages below this frame go back to the system.
                 _ = aft_release_thread_stack_below()
                 return nil
             }, box)
-        if status != 0 { Unmanaged<Box>.fromOpaque(box).release() }
+        if status != 0 {
+            Unmanaged<Box>.fromOpaque(box).release()
+            if ownStack { aft_own_stack_unused() }
+        }
         return status == 0
     }
 }
