@@ -208,7 +208,9 @@ void aft_threads_give_alternate_stacks(void) {
     int sigprof_unanswered = 0;
     if (signo <= 0) return;
     aft_altstack_requests *q = &aft_g_altstack_requests;
-    atomic_store(&q->open, 1);
+    /* Opened at the first request: an app whose only thread at start is start's caller never
+     * touches the requests' page, which would stay dirty for good. */
+    int opened = 0;
     uint64_t self = aft_async_gettid();
     char buf[4096];
     for (int round = 0; round < AFT_ALTSTACK_ROUNDS; round++) {
@@ -245,6 +247,7 @@ void aft_threads_give_alternate_stacks(void) {
                 continue;
             }
             /* Not answered in time (not run for 100 ms on a loaded machine): asked again. */
+            if (!opened) atomic_store(&q->open, opened = 1);
             aft_altstack_request *r = aft_request_altstack(tid, use, known);
             if (r == NULL) continue;
             aft_await_altstack(r);
@@ -258,7 +261,7 @@ void aft_threads_give_alternate_stacks(void) {
         struct timespec pause = {.tv_sec = 0, .tv_nsec = (long)AFT_ALTSTACK_ROUND_NS};
         nanosleep(&pause, NULL);
     }
-    atomic_store(&q->open, 0);
+    if (opened) atomic_store(&q->open, 0);
     /* SIGPROF back to its default, unless a request may still be pending on a thread that
      * never answered: its default action would end the process. Ours ignores it. */
     struct sigaction now;

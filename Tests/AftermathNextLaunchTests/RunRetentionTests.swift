@@ -45,9 +45,7 @@ struct RunRetentionTests {
         let deadPath = directory.runs + "/\(Self.name(dead)).run"
         try Self.write(dead, deadPath)
 
-        let collection = ExitEnvironment.$override.withValue(system.environment()) {
-            ReportCollector(directory: directory).collect()
-        }
+        let collection = ReportCollector(directory: directory, environment: system.environment()).collect()
         let exits = collection.reports.filter { $0.kind == .abnormalExit }
         #expect(exits.count == 1 && exits.first?.path == deadPath)
         let names = try FileManager.default.contentsOfDirectory(atPath: directory.runs)
@@ -67,14 +65,10 @@ struct RunRetentionTests {
         try Self.write(run, path)
         let fd = open(path, O_RDONLY)
         #expect(flock(fd, LOCK_EX) == 0)
-        let whileLocked = ExitEnvironment.$override.withValue(system.environment()) {
-            ReportCollector(directory: directory).collect()
-        }
+        let whileLocked = ReportCollector(directory: directory, environment: system.environment()).collect()
         #expect(!whileLocked.reports.contains { $0.kind == .abnormalExit })
         close(fd)
-        let afterwards = ExitEnvironment.$override.withValue(system.environment()) {
-            ReportCollector(directory: directory).collect()
-        }
+        let afterwards = ReportCollector(directory: directory, environment: system.environment()).collect()
         #expect(afterwards.reports.filter { $0.kind == .abnormalExit }.count == 1)
     }
 
@@ -87,9 +81,7 @@ struct RunRetentionTests {
         torn[700] ^= 0x55
         try TestSupport.write(torn, to: directory.runs + "/torn.run")
         try TestSupport.write(Array(RunBytes.of(system.runFile()).prefix(40)), to: directory.runs + "/short.run")
-        let collection = ExitEnvironment.$override.withValue(system.environment()) {
-            ReportCollector(directory: directory).collect()
-        }
+        let collection = ReportCollector(directory: directory, environment: system.environment()).collect()
         #expect(collection.reports.filter { $0.kind == .abnormalExit }.count == 1)
         #expect(Set(collection.rejected.map { ($0.path as NSString).lastPathComponent }) == ["torn.run", "short.run"])
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.rejected).contains("torn.run"))
@@ -101,9 +93,7 @@ struct RunRetentionTests {
         let run = system.runFile()
         let path = directory.runs + "/\(Self.name(run)).run"
         try Self.write(run, path)
-        let dump = ExitEnvironment.$override.withValue(system.environment()) {
-            ReportCollector(directory: directory).collect(moveRejected: false)
-        }
+        let dump = ReportCollector(directory: directory, environment: system.environment()).collect(moveRejected: false)
         #expect(dump.reports.count == 1)
         #expect(FileManager.default.fileExists(atPath: path))
     }

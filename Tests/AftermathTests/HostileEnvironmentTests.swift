@@ -118,8 +118,11 @@ struct MemoryReaderTests {
             let fds = MemoryReaderTests.memDescriptors()
             guard !fds.isEmpty else { _exit(10) }
             for fd in fds {
-                close(fd)
-                guard open("/dev/zero", O_RDONLY) == fd else { _exit(11) }
+                // dup2 closes the number and gives it to /dev/zero at once: a close, then an
+                // open, let Aftermath's other threads (the run's updater reads /proc) take it.
+                let zero = open("/dev/zero", O_RDONLY)
+                guard zero >= 0, dup2(zero, fd) == fd else { _exit(11) }
+                close(zero)
             }
             let ids = MemoryReaderTests.libcBuildIDs()
             guard ids.now.count == 20, ids.now == ids.atStart else { _exit(12) }

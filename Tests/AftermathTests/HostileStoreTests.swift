@@ -94,9 +94,7 @@ struct HostileStoreTests {
         let environment = system.environment()
         #expect(
             Self.finishes(unblocking: fifos) {
-                let c = ExitEnvironment.$override.withValue(environment) {
-                    ReportCollector(directory: directory).collect()
-                }
+                let c = ReportCollector(directory: directory, environment: environment).collect()
                 result.withLock { $0 = c }
             })
         // Judged without the counters: reported (the run ended without a trace), not stuck.

@@ -1,13 +1,9 @@
 import AftermathOTLP
 import CSignalShim
 import Foundation
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
-
-/// One delivery at a time in this process.
-private let deliveryInProcess = Mutex<Int>(0)
 
 extension ReportCollector {
     /// What one delivery did.
@@ -51,86 +47,96 @@ extension ReportCollector {
         to exporter: any LogExporter, attachments attachmentExporter: (any AttachmentExporter)? = nil,
         resource: Resource
     ) -> Delivery {
-        deliveryInProcess.withLock { _ in
-            let lockPath = (directory.root as NSString).appendingPathComponent(".deliver.lock")
-            let lock: Int32
-            switch StoreFiles.openLockFile(lockPath) {
-            case .success(let fd): lock = fd
-            case .failure(let error): return Delivery(exported: 0, rejected: [], exportError: error.description)
-            }
-            defer { close(lock) }
-            // A record lock (fcntl), not flock: it is the process's, so a child forked meanwhile
-            // (an app starting a process, a test runner) holds none with the descriptor it
-            // inherits, and never makes the next delivery of this process look like another's.
-            // Deliveries within the process are one at a time already (deliveryInProcess).
-            guard Self.lockWholeFile(lock) else {
-                return Delivery(exported: 0, rejected: [], exportError: "another process is delivering these reports")
-            }
-            // A crash of this process in progress: it dies before an export would finish; the
-            // next launch delivers, and this crash with the rest.
-            guard aft_crash_in_progress() == 0 else {
-                return Delivery(exported: 0, rejected: [], exportError: Self.endingError)
-            }
-            let collection = collect(moveRejected: true)
-            var delivery = Delivery(exported: 0, rejected: collection.rejected, exportError: nil)
-            let minidump = attachmentExporter == nil ? nil : self.minidump
-            var start = 0
-            batches: while start < collection.reports.count {
-                guard aft_crash_in_progress() == 0 else {
-                    delivery.exportError = delivery.exportError ?? Self.endingError
-                    break batches
-                }
-                var chunk = Array(collection.reports[start..<min(start + Self.batchSize, collection.reports.count)])
-                start += chunk.count
-                // A termination signal ending the process, or a crash of it, waits for this
-                // hand-off to finish (its attachments written whole, its files deleted once
-                // acknowledged), or refuses it: never exported twice, never a torn attachment.
-                guard aft_export_begin() != 0 else {
-                    delivery.exportError = delivery.exportError ?? Self.endingError
-                    break batches
-                }
-                var stored: [String] = []
-                if let minidump {
-                    for i in chunk.indices {
-                        guard let crash = chunk[i].crash else { continue }
-                        switch storeAttachment(of: crash, minidump(crash)) {
-                        case .none: break
-                        case .stored(let id, let path):
-                            chunk[i].record.attributes.append(Attribute("apsio.attachment.id", .string(id)))
-                            stored.append(path)
-                        case .failed(let why): delivery.attachmentError = delivery.attachmentError ?? why
-                        }
-                    }
-                }
-                let batch = LogBatch(
-                    resource: resource, scopeName: SDK.scopeName,
-                    scopeVersion: SDK.version, records: chunk.map(\.record))
-                do {
-                    try exporter.export(batch)
-                } catch {
-                    aft_export_end()
-                    delivery.exportError = delivery.exportError ?? String(describing: error)
-                    switch (error as? ExportError)?.kind ?? .failed {
-                    case .failed: continue batches
-                    case .unavailable: break batches
-                    case .rejectedByCollector(let message):
-                        // Resending cannot succeed: kept aside with the collector's word; their
-                        // attachments would name records the backend never got.
-                        for report in chunk {
-                            delivery.rejected.append(
-                                reject(report.path, reason: "refused by the collector: \(message)", moveRejected: true))
-                        }
-                        stored.forEach { unlink($0) }
-                        continue batches
-                    }
-                }
-                for report in chunk { unlink(report.path) }
-                aft_export_end()
-                delivery.exported += chunk.count
-            }
-            deliverAttachments(to: attachmentExporter, &delivery)
-            return delivery
+        // One at a time in this process: the lock is C's (a Swift global's would dirty a page of
+        // its own in every app).
+        aft_delivery_lock()
+        defer { aft_delivery_unlock() }
+        return deliverExclusively(to: exporter, attachments: attachmentExporter, resource: resource)
+    }
+
+    /// ``deliver(to:attachments:resource:)`` once no other delivery of this process runs.
+    private func deliverExclusively(
+        to exporter: any LogExporter, attachments attachmentExporter: (any AttachmentExporter)?,
+        resource: Resource
+    ) -> Delivery {
+        let lockPath = (directory.root as NSString).appendingPathComponent(".deliver.lock")
+        let lock: Int32
+        switch StoreFiles.openLockFile(lockPath) {
+        case .success(let fd): lock = fd
+        case .failure(let error): return Delivery(exported: 0, rejected: [], exportError: error.description)
         }
+        defer { close(lock) }
+        // A record lock (fcntl), not flock: it is the process's, so a child forked meanwhile
+        // (an app starting a process, a test runner) holds none with the descriptor it
+        // inherits, and never makes the next delivery of this process look like another's.
+        // Deliveries within the process are one at a time already (aft_delivery_lock).
+        guard Self.lockWholeFile(lock) else {
+            return Delivery(exported: 0, rejected: [], exportError: "another process is delivering these reports")
+        }
+        // A crash of this process in progress: it dies before an export would finish; the
+        // next launch delivers, and this crash with the rest.
+        guard aft_crash_in_progress() == 0 else {
+            return Delivery(exported: 0, rejected: [], exportError: Self.endingError)
+        }
+        let collection = collect(moveRejected: true)
+        var delivery = Delivery(exported: 0, rejected: collection.rejected, exportError: nil)
+        let minidump = attachmentExporter == nil ? nil : self.minidump
+        var start = 0
+        batches: while start < collection.reports.count {
+            guard aft_crash_in_progress() == 0 else {
+                delivery.exportError = delivery.exportError ?? Self.endingError
+                break batches
+            }
+            var chunk = Array(collection.reports[start..<min(start + Self.batchSize, collection.reports.count)])
+            start += chunk.count
+            // A termination signal ending the process, or a crash of it, waits for this
+            // hand-off to finish (its attachments written whole, its files deleted once
+            // acknowledged), or refuses it: never exported twice, never a torn attachment.
+            guard aft_export_begin() != 0 else {
+                delivery.exportError = delivery.exportError ?? Self.endingError
+                break batches
+            }
+            var stored: [String] = []
+            if let minidump {
+                for i in chunk.indices {
+                    guard let crash = chunk[i].crash else { continue }
+                    switch storeAttachment(of: crash, minidump(crash)) {
+                    case .none: break
+                    case .stored(let id, let path):
+                        chunk[i].record.attributes.append(Attribute("apsio.attachment.id", .string(id)))
+                        stored.append(path)
+                    case .failed(let why): delivery.attachmentError = delivery.attachmentError ?? why
+                    }
+                }
+            }
+            let batch = LogBatch(
+                resource: resource, scopeName: SDK.scopeName,
+                scopeVersion: SDK.version, records: chunk.map(\.record))
+            do {
+                try exporter.export(batch)
+            } catch {
+                aft_export_end()
+                delivery.exportError = delivery.exportError ?? String(describing: error)
+                switch (error as? ExportError)?.kind ?? .failed {
+                case .failed: continue batches
+                case .unavailable: break batches
+                case .rejectedByCollector(let message):
+                    // Resending cannot succeed: kept aside with the collector's word; their
+                    // attachments would name records the backend never got.
+                    for report in chunk {
+                        delivery.rejected.append(
+                            reject(report.path, reason: "refused by the collector: \(message)", moveRejected: true))
+                    }
+                    stored.forEach { unlink($0) }
+                    continue batches
+                }
+            }
+            for report in chunk { unlink(report.path) }
+            aft_export_end()
+            delivery.exported += chunk.count
+        }
+        deliverAttachments(to: attachmentExporter, &delivery)
+        return delivery
     }
 
     /// Takes an exclusive record lock on the whole of fd's file without waiting; false when

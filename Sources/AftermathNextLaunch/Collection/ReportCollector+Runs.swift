@@ -21,7 +21,7 @@ extension ReportCollector {
     }
 
     package func collectRuns(_ pass: inout Pass) {
-        let judge = ExitInference(environment: ExitEnvironment.override ?? environment ?? .system())
+        let judge = ExitInference(environment: environment ?? .system())
         let limits = (count: self.limits.maxRunFiles, age: self.limits.maxRunAgeSeconds)
         let hangs = pass.unfinishedHangs
         var ended: [(path: String, age: Double)] = []

@@ -60,9 +60,6 @@ package struct ExitEnvironment: Sendable, Hashable {
         return ticks == 0 ? nil : (Int64(getpid()), ticks)
     }
 
-    /// Tests: replaces the environment a collection judges with.
-    @TaskLocal package static var override: ExitEnvironment?
-
     /// The system's environment, with the release unknown (a collection made outside a running
     /// app, such as the debug command's).
     package static func system() -> ExitEnvironment {

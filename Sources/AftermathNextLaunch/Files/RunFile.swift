@@ -87,10 +87,15 @@ package struct RunFile: Sendable {
             let liveBase = MemoryLayout<aft_run_file>.offset(of: \.live)!
             let liveSize = MemoryLayout<aft_run_live>.size
             let liveCheck = MemoryLayout<aft_run_live>.offset(of: \.check)!
-            let slots = (0..<Int(AFT_RUN_LIVE_SLOTS)).compactMap {
-                block(aft_run_live.self, at: liveBase + $0 * liveSize, checkAt: liveCheck)
+            // The newest valid slot, without an array of them: its storage's type would be
+            // built by name at every launch's first judged run.
+            var live: aft_run_live?
+            for slot in 0..<Int(AFT_RUN_LIVE_SLOTS) {
+                guard let l = block(aft_run_live.self, at: liveBase + slot * liveSize, checkAt: liveCheck),
+                    l.sequence > 0, l.sequence > live?.sequence ?? 0
+                else { continue }
+                live = l
             }
-            let live = slots.filter { $0.sequence > 0 }.max { $0.sequence < $1.sequence }
             let term = block(
                 aft_run_term.self, at: MemoryLayout<aft_run_file>.offset(of: \.term)!,
                 checkAt: MemoryLayout<aft_run_term>.offset(of: \.check)!)
