@@ -99,10 +99,12 @@ enum CrashBench {
             // The handler as an app meets it: after start's background work (every image's
             // build id, the delivery of pending reports) has finished.
             aft_install_complete()
-            for _ in 0..<1000 where Aftermath.lastDelivery == nil { usleep(1000) }
-            // And its end: the delivery thread gives memory back (malloc_trim, its stack) and
-            // ends after the delivery, work that would run beside the handler, on its cores.
-            for _ in 0..<1000 where threadExists(named: "aftermath.deliv") { usleep(1000) }
+            // And its end: the delivery thread gives memory back and ends after the delivery,
+            // work that would run beside the handler, on its cores.
+            AppWork.waitForDeliveryEnd(pollMicroseconds: 1000, maxPolls: 2000)
+            // Then the app's own work for a while, as between its launch and a crash: nothing of
+            // Aftermath's is touched meanwhile.
+            AppWork.busy(milliseconds: 20)
         }
         if workers > 0, aft_test_start_workers(AFT_TEST_WORKER_PARKED, workers) != 0 { exit(4) }
         if args.contains("--unanswering"), aft_test_start_traced_worker(1) != 0 { exit(5) }
@@ -110,15 +112,6 @@ enum CrashBench {
         // two (Fault.trigger and its body). Recurse the rest.
         var sink = 0
         _ = recurse(max(1, depth - 6), &sink)
-    }
-
-    /// Whether a thread of this process has the name (as /proc shows it: 15 bytes at most).
-    static func threadExists(named name: String) -> Bool {
-        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
-        return tasks.contains { task in
-            let comm = try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8)
-            return comm?.trimmingCharacters(in: .newlines) == name
-        }
     }
 
     /// Real recursion: each frame passes the address of its own local down, so the compiler

@@ -175,6 +175,10 @@ int aft_test_run_on_one_cpu(void);
 uintptr_t aft_test_paint_stack(size_t size);
 size_t aft_test_stack_reached(uintptr_t top, size_t size);
 
+/* Whether a thread of this process is named name (thread_named.c): 1, 0, or -1 when /proc
+ * cannot be listed. */
+int aft_test_thread_named(const char *name);
+
 /* Whether the main program's call slot for the function name is still unbound, its first call
  * still ahead (plt_binding.c): 1 unbound, 0 bound, -1 no such slot (the program does not call
  * it through one). */
