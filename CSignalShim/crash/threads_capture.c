@@ -28,6 +28,7 @@
 #define AFT_ALTSTACK_SIZE (64u * 1024u)
 #define AFT_ALTSTACK_ROUNDS 5
 #define AFT_ALTSTACK_ROUND_NS (100ull * 1000 * 1000)
+#define AFT_ALTSTACK_FIRST_ROUND_NS (2ull * 1000 * 1000)
 
 /* glibc's static TLS size, for the stack cut (a dlsym, off start's path). The capture's pages
  * are not faulted in ahead: a crash pays a few page faults (zero pages, about a microsecond
@@ -258,7 +259,12 @@ void aft_threads_give_alternate_stacks(void) {
         }
         closedir(dir);
         if (deferred == 0) break;
-        struct timespec pause = {.tv_sec = 0, .tv_nsec = (long)AFT_ALTSTACK_ROUND_NS};
+        /* A thread still starting (one start's delivery has just made: glibc blocks every
+         * signal until its start routine runs) runs within the first, short pause, while this
+         * one leaves its core; one asleep is asked again after the longer ones. */
+        struct timespec pause = {.tv_sec = 0,
+                                 .tv_nsec = round == 0 ? (long)AFT_ALTSTACK_FIRST_ROUND_NS
+                                                       : (long)AFT_ALTSTACK_ROUND_NS};
         nanosleep(&pause, NULL);
     }
     if (opened) atomic_store(&q->open, 0);

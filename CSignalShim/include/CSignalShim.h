@@ -62,8 +62,9 @@ void aft_own_stack_unused(void);
 /* The lowest address of that stack's mapping while it is in use, else 0 (tests). */
 uintptr_t aft_own_stack_address(void);
 /* One delivery of pending reports at a time in this process (across processes: the delivery's
- * lock file). */
-void aft_delivery_lock(void);
+ * lock file). aft_delivery_lock returns 0 once held, EDEADLK when the calling thread holds it
+ * already (a delivery asked for from inside one): then it is not taken. */
+int aft_delivery_lock(void);
 void aft_delivery_unlock(void);
 /* Gives back the calling thread's stack pages below its caller's frame (their contents are dead
  * once the deep calls returned): for a thread about to end, whose stack glibc keeps cached with

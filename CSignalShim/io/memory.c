@@ -26,6 +26,12 @@ AFT_SMALL_STATE static void *aft_g_own_stack;
 AFT_SMALL_STATE static size_t aft_g_own_stack_size;
 
 int aft_own_stack_attributes(pthread_attr_t *attributes) {
+#ifndef __GLIBC__
+    /* Other C libraries unmap an ended detached thread's stack themselves; the release below,
+     * which would unmap this one, is glibc's only. */
+    (void)attributes;
+    return ENOTSUP;
+#else
     int expected = 0;
     if (!atomic_compare_exchange_strong(&aft_g_own_stack_state, &expected, 1)) return EBUSY;
     size_t size = 0;
@@ -55,6 +61,7 @@ int aft_own_stack_attributes(pthread_attr_t *attributes) {
     aft_g_own_stack = low;
     aft_g_own_stack_size = size;
     return 0;
+#endif
 }
 
 void aft_own_stack_unused(void) {

@@ -108,11 +108,8 @@ public enum Aftermath {
             let installed = installed
             let body: @Sendable () -> Void = {
                 waitWhileCrashing()
-                // Before the threads it starts: the completion gives every thread older than
-                // start an alternate stack, and one of ours still starting (every signal blocked
-                // until it runs) would be asked again a round later, 100 ms on.
-                aft_install_complete()  // every image's build id, the older threads' stacks
                 startBackgroundThreads(configuration, watchingPool: watchingPool)
+                aft_install_complete()  // every image's build id, the older threads' stacks
                 let collector = self.collector(configuration, directory: directory, context: installed)
                 deliver(
                     collector, to: configuration.exporter, attachments: configuration.attachmentExporter,
@@ -156,8 +153,8 @@ public enum Aftermath {
         _ configuration: Configuration, directory: ReportDirectory, context: ReportContext, watchingPool: Bool,
         environment: @Sendable () -> OTelEnvironment
     ) {
-        aft_install_complete()  // first, as on the delivery thread
         startBackgroundThreads(configuration, watchingPool: watchingPool)
+        aft_install_complete()
         let collector = self.collector(configuration, directory: directory, context: context)
         deliver(
             collector, to: configuration.exporter, attachments: configuration.attachmentExporter,

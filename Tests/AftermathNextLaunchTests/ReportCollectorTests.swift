@@ -72,6 +72,33 @@ struct ReportCollectorTests {
         #expect(again.exported == 0)
     }
 
+    /// An exporter that asks for a delivery of the same directory from inside its export, as an
+    /// app's exporter calling `deliverPendingReports` would.
+    final class NestingExporter: LogExporter, @unchecked Sendable {
+        let collector: ReportCollector
+        let base = InMemoryExporter()
+        var nested: ReportCollector.Delivery?
+        init(_ collector: ReportCollector) { self.collector = collector }
+        func export(_ batch: LogBatch) throws {
+            if nested == nil { nested = collector.deliver(to: self, resource: Resource()) }
+            try base.export(batch)
+        }
+    }
+
+    @Test("A delivery asked for from inside one (by its exporter) is refused, not a hang; the first goes on")
+    func nestedDeliveryRefused() throws {
+        let dir = try TestSupport.reportsDirectory()
+        try TestSupport.write(try TestSupport.fixture("v1/sigsegv-null-depth12.crash"), to: dir.crashes + "/a.crash")
+        let collector = ReportCollector(directory: dir)
+        let exporter = NestingExporter(collector)
+        let delivery = collector.deliver(to: exporter, resource: Resource())
+        #expect(exporter.nested?.exported == 0)
+        #expect(exporter.nested?.exportError == ReportCollector.nestedDeliveryError)
+        #expect(delivery.exported == 1 && exporter.base.records.count == 1)
+        // The lock is given back: the next delivery runs (nothing left to send).
+        #expect(collector.deliver(to: exporter.base, resource: Resource()).exportError == nil)
+    }
+
     @Test("A crash of the delivering process itself is left for the next launch, untouched")
     func ownRunsCrashIsNotDelivered() throws {
         let dir = try TestSupport.reportsDirectory()

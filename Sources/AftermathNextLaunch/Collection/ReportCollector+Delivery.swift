@@ -21,6 +21,10 @@ extension ReportCollector {
         package var attachmentError: String?
     }
 
+    /// Why a delivery asked for from inside another on the same thread (by its exporter) did
+    /// not run: the one running delivers what is pending.
+    package static let nestedDeliveryError = "a delivery is already running on this thread"
+
     /// Records per exported batch: a refused batch holds back no more than this many.
     package static let batchSize = 50
 
@@ -48,8 +52,10 @@ extension ReportCollector {
         resource: Resource
     ) -> Delivery {
         // One at a time in this process: the lock is C's (a Swift global's would dirty a page of
-        // its own in every app).
-        aft_delivery_lock()
+        // its own in every app). Asked for from inside a delivery (by its exporter): refused.
+        guard aft_delivery_lock() == 0 else {
+            return Delivery(exported: 0, rejected: [], exportError: Self.nestedDeliveryError)
+        }
         defer { aft_delivery_unlock() }
         return deliverExclusively(to: exporter, attachments: attachmentExporter, resource: resource)
     }
