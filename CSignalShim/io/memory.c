@@ -64,11 +64,15 @@ int aft_own_stack_attributes(pthread_attr_t *attributes) {
 #endif
 }
 
-void aft_own_stack_unused(void) {
-    if (atomic_load(&aft_g_own_stack_state) != 1) return;
+/* The stack unmapped and free for the next delivery thread. */
+static void aft_own_stack_unmap(void) {
     munmap(aft_g_own_stack, aft_g_own_stack_size);
     aft_g_own_stack = NULL;
     atomic_store(&aft_g_own_stack_state, 0);
+}
+
+void aft_own_stack_unused(void) {
+    if (atomic_load(&aft_g_own_stack_state) == 1) aft_own_stack_unmap();
 }
 
 uintptr_t aft_own_stack_address(void) {
@@ -104,10 +108,7 @@ static int aft_thread_ended(pid_t tid) {
 static void aft_unmap_ended_own_stack(void) {
     pid_t tid = atomic_load(&aft_g_own_stack_tid);
     if (tid == 0 || !aft_thread_ended(tid)) return;
-    if (!atomic_compare_exchange_strong(&aft_g_own_stack_tid, &tid, 0)) return;
-    munmap(aft_g_own_stack, aft_g_own_stack_size);
-    aft_g_own_stack = NULL;
-    atomic_store(&aft_g_own_stack_state, 0);
+    if (atomic_compare_exchange_strong(&aft_g_own_stack_tid, &tid, 0)) aft_own_stack_unmap();
 }
 
 int aft_release_memory_of_ended_thread(void) {

@@ -7,7 +7,6 @@
  */
 #include "CHarnessFaults.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -19,24 +18,15 @@
 
 static uint32_t aft_g_count_wait_ms;
 
+static int aft_test_count_started(const char *name, void *context) {
+    if (strncmp(name, "aftermath.", 10) == 0 && strncmp(name, "aftermath.deliv", 15) != 0)
+        (*(int *)context)++;
+    return 0;
+}
+
 static int aft_test_started_threads(void) {
-    DIR *tasks = opendir("/proc/self/task");
-    if (!tasks) return -1;
     int count = 0;
-    for (struct dirent *e; (e = readdir(tasks)) != NULL;) {
-        if (e->d_name[0] == '.') continue;
-        char path[300], name[32] = {0};
-        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) continue;
-        ssize_t n = read(fd, name, sizeof(name) - 1);
-        close(fd);
-        if (n <= 0) continue;
-        if (strncmp(name, "aftermath.", 10) == 0 && strncmp(name, "aftermath.deliv", 15) != 0)
-            count++;
-    }
-    closedir(tasks);
-    return count;
+    return aft_test_each_thread_name(aft_test_count_started, &count) < 0 ? -1 : count;
 }
 
 static void aft_test_counting_handler(int signo, siginfo_t *info, void *context) {

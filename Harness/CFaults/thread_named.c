@@ -1,7 +1,7 @@
 /*
- * thread_named.c: NORMAL-TIME CODE, test-only. Whether a thread of this process has a given
- * name, read from /proc/self/task/<tid>/comm with plain system calls (Foundation's first file
- * read sets up its text encodings, a tenth of a second on a fresh process).
+ * thread_named.c: NORMAL-TIME CODE, test-only. The names of this process's threads, read from
+ * /proc/self/task/<tid>/comm with plain system calls (Foundation's first file read sets up its
+ * text encodings, a tenth of a second on a fresh process).
  */
 #include "CHarnessFaults.h"
 
@@ -11,12 +11,12 @@
 #include <string.h>
 #include <unistd.h>
 
-int aft_test_thread_named(const char *name) {
+int aft_test_each_thread_name(int (*visit)(const char *name, void *context), void *context) {
     DIR *dir = opendir("/proc/self/task");
     if (dir == NULL) return -1;
-    int found = 0;
+    int stopped = 0;
     struct dirent *e;
-    while (!found && (e = readdir(dir)) != NULL) {
+    while (!stopped && (e = readdir(dir)) != NULL) {
         if (e->d_name[0] == '.') continue;
         char path[sizeof(e->d_name) + 32], comm[32];
         snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
@@ -27,8 +27,16 @@ int aft_test_thread_named(const char *name) {
         if (n <= 0) continue;
         comm[n] = '\0';
         if (comm[n - 1] == '\n') comm[n - 1] = '\0';
-        found = strcmp(comm, name) == 0;
+        stopped = visit(comm, context);
     }
     closedir(dir);
-    return found;
+    return stopped;
+}
+
+static int aft_test_is_name(const char *name, void *context) {
+    return strcmp(name, (const char *)context) == 0;
+}
+
+int aft_test_thread_named(const char *name) {
+    return aft_test_each_thread_name(aft_test_is_name, (void *)name);
 }

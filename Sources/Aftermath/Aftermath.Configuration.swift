@@ -78,9 +78,11 @@ extension Aftermath {
         /// The priorities whose pool is probed (default `.medium`, the priority of a plain
         /// `Task {}` off the main actor; each priority has a queue and a width of its own).
         public var concurrencyPoolPriorities: [TaskPriority] {
-            get { poolPriorityValues.map { $0.map { TaskPriority(rawValue: $0) } } ?? [.medium] }
+            get { poolPriorityRawValues.map { TaskPriority(rawValue: $0) } }
             set { poolPriorityValues = newValue.map(\.rawValue) }
         }
+        /// The probed priorities' raw values, the default's included.
+        var poolPriorityRawValues: [UInt8] { poolPriorityValues ?? [TaskPriority.medium.rawValue] }
         /// The priorities' raw values, nil for the default: an array made at `init` would have
         /// the runtime build its storage's type by name, deep on the caller's stack.
         var poolPriorityValues: [UInt8]?

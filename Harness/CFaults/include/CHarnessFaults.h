@@ -175,8 +175,10 @@ int aft_test_run_on_one_cpu(void);
 uintptr_t aft_test_paint_stack(size_t size);
 size_t aft_test_stack_reached(uintptr_t top, size_t size);
 
-/* Whether a thread of this process is named name (thread_named.c): 1, 0, or -1 when /proc
- * cannot be listed. */
+/* Calls visit with each thread's name (thread_named.c) until it returns nonzero: 1 when one
+ * did, 0 when none did, -1 when /proc cannot be listed. aft_test_thread_named: whether a
+ * thread of this process is named name, the same way. */
+int aft_test_each_thread_name(int (*visit)(const char *name, void *context), void *context);
 int aft_test_thread_named(const char *name);
 
 /* Whether the main program's call slot for the function name is still unbound, its first call

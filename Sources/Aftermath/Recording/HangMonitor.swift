@@ -38,7 +38,7 @@ enum HangMonitor {
         }
         guard configuration.watchConcurrencyPool else { return }
         let threshold = max(1, configuration.concurrencyPoolThreshold.clampedMilliseconds)
-        let priorities = (configuration.poolPriorityValues ?? [TaskPriority.medium.rawValue]).sorted()
+        let priorities = configuration.poolPriorityRawValues.sorted()
         for (index, priority) in priorities.enumerated() where index == 0 || priorities[index - 1] != priority {
             let taskPriority = TaskPriority(rawValue: priority)
             // Added under the schedules' lock: the first probe, asked for at once, finds its schedule.
