@@ -98,39 +98,33 @@ void aft_release_file_size_signal(const aft_file_size_hold *hold) {
 
 /* Reads the loaded images once at install: the main executable's build id goes into the
  * context, and every image's build id is kept so the crash path reads from memory only
- * images loaded later (dlopen). Build ids come straight from the mapped images
- * (dl_iterate_phdr), the images' extents and paths from one read of /proc/self/maps. What the
- * read needs only meanwhile (the loader's objects, its list before and after) is mapped for
- * the call: static, its pages would stay in every app for good. */
+ * images loaded later (dlopen). All of it from the loader's list (dl_iterate_phdr) under its
+ * lock, without a system call: the images' extents from their program headers, their build
+ * ids from their mapped notes, their paths as the loader opened them. Only where the loader
+ * names an image otherwise than by an absolute path (a relative dlopen, a memfd) are the
+ * extents and paths read from /proc/self/maps instead. What the read needs only meanwhile is
+ * mapped for the call: static, its pages would stay in every app for good. */
 typedef struct aft_images_scratch {
     aft_loaded_object objects[AFT_MAX_IMAGES];
     aft_link_map_snapshot before, after;
 } aft_images_scratch;
 
-/* /proc/self/maps, opened by aft_install and read by the completion: an app that loses /proc
- * after start (a sandbox, an unmounted /proc) still gets its images read. */
-static int aft_g_maps_fd = -1;
-AFT_SMALL_STATE static uint64_t aft_g_maps_ino;
-
-/* The inode of fd when it is an open regular file, else 0. */
-static uint64_t aft_regular_file_inode(int fd) {
-    struct stat st;
-    return fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? (uint64_t)st.st_ino : 0;
-}
-
-static void aft_open_maps(void) {
-    if (aft_g_maps_fd >= 0) return;
-    aft_g_maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-    aft_g_maps_ino = aft_regular_file_inode(aft_g_maps_fd);
-}
-
-/* The descriptor aft_open_maps opened, when it is still that file (an app may have closed it
- * and reused the number), else /proc/self/maps opened now. */
-static int aft_take_maps(void) {
-    int fd = aft_g_maps_fd;
-    aft_g_maps_fd = -1;
-    if (fd >= 0 && aft_g_maps_ino != 0 && aft_regular_file_inode(fd) == aft_g_maps_ino) return fd;
-    return open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+/* From /proc/self/maps, with the build ids from the loader's list: whether the snapshot holds
+ * (no library came or went while maps were read). */
+static uint32_t aft_images_from_maps(aft_images_scratch *s, const char *main_path, int *holds) {
+    *holds = 0;
+    uint32_t objects = aft_loaded_objects(s->objects, AFT_MAX_IMAGES, &s->before);
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    uint32_t truncated = 0;
+    uint32_t n =
+        aft_images_from_maps_fd(fd, aft_g_known_images, AFT_MAX_IMAGES, 0, main_path, &truncated);
+    close(fd);
+    aft_fill_build_ids(aft_g_known_images, n, s->objects, objects);
+    aft_link_map_signature_now(&s->after);
+    *holds = s->before.valid && s->after.valid && s->before.count == s->after.count &&
+             s->before.hash == s->after.hash && !truncated && n > 0;
+    return n;
 }
 
 static void aft_prepare_images(aft_context *context) {
@@ -138,23 +132,18 @@ static void aft_prepare_images(aft_context *context) {
     aft_images_scratch *s = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE,
                                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0); /* zero-filled */
     if (s == MAP_FAILED) return;
-    uint32_t objects = aft_loaded_objects(s->objects, AFT_MAX_IMAGES, &s->before);
-    int fd = aft_take_maps();
-    if (fd < 0) {
-        munmap(s, sizeof(*s));
-        return;
-    }
+    int usable = 0, holds = 0;
     uint32_t truncated = 0;
-    uint32_t n = aft_images_from_maps_fd(fd, aft_g_known_images, AFT_MAX_IMAGES, 0,
-                                         context->executable_path, &truncated);
-    close(fd);
-    aft_fill_build_ids(aft_g_known_images, n, s->objects, objects);
+    uint32_t n = aft_images_from_loader(aft_g_known_images, AFT_MAX_IMAGES,
+                                        context->executable_path, &s->after, &usable, &truncated);
+    if (usable) {
+        holds = s->after.valid && !truncated;
+    } else {
+        n = aft_images_from_maps(s, context->executable_path, &holds);
+    }
     aft_g_known_image_count = n;
-    /* Trust the snapshot only if no library came or went while maps were read. */
-    aft_link_map_signature_now(&s->after);
-    const aft_link_map_snapshot *before = &s->before, *after = &s->after;
-    if (before->valid && after->valid && before->count == after->count &&
-        before->hash == after->hash && !truncated && n > 0) {
+    if (holds) {
+        const aft_link_map_snapshot *after = &s->after;
         aft_g_known_link_map.count = after->count;
         aft_g_known_link_map.hash = after->hash;
         aft_g_known_link_map.node_count = after->node_count;
@@ -269,10 +258,6 @@ static void aft_completion_after_fork_in_child(void) {
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     aft_g_completion_lock = fresh;
     aft_g_altstack_lock = fresh;
-    /* The parent's maps, not the child's: the child opens its own. */
-    if (aft_g_maps_fd >= 0 && aft_regular_file_inode(aft_g_maps_fd) == aft_g_maps_ino)
-        close(aft_g_maps_fd);
-    aft_g_maps_fd = -1;
 }
 
 int aft_install(const aft_install_options *options, char *error, size_t error_capacity) {
@@ -290,7 +275,6 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
     pthread_mutex_lock(&aft_g_completion_lock); /* a completion still running finishes first */
     aft_memory_reader_prepare();
     aft_crc32_prepare();
-    aft_open_maps();
     int err = aft_prepare_thread();
     if (err != 0) {
         close(dir_fd);

@@ -9,6 +9,7 @@
 #include <link.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "shim_internal.h"
@@ -117,6 +118,116 @@ uint32_t aft_loaded_objects(aft_loaded_object *objects, uint32_t capacity,
         signature->hash = scan.link_hash;
     }
     return scan.count;
+}
+
+/* The loaded images from the loader's list, each with the extent /proc/self/maps shows (from
+ * its first page to the end of its file's last mapped byte, rounded up to a page) but with the
+ * path the loader opened, not the kernel's resolved one. */
+typedef struct aft_loader_scan {
+    aft_image *images;
+    uint32_t capacity, count, truncated, seen;
+    int usable;
+    const char *main_path;
+    uint64_t vdso;
+    long page;
+    aft_link_map_snapshot *signature;
+} aft_loader_scan;
+
+static int aft_has_prefix(const char *s, const char *prefix) {
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+static int aft_scan_image(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    aft_loader_scan *scan = data;
+    if (scan->seen++ == 0) {
+        /* The loader's lock is held for this callback: its list cannot change meanwhile. */
+        aft_link_map_snapshot *s = scan->signature;
+        s->valid = aft_async_link_map_walk(aft_read_mapped, &s->count, &s->hash, s->nodes,
+                                           AFT_MAX_IMAGES, &s->node_count);
+    }
+    uint64_t lowest = UINT64_MAX, highest = 0;
+    int executable = 0;
+    for (uint32_t i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD) continue;
+        if (ph->p_vaddr < lowest) lowest = ph->p_vaddr;
+        if (ph->p_vaddr + ph->p_filesz > highest) highest = ph->p_vaddr + ph->p_filesz;
+        if (ph->p_flags & PF_X) executable = 1;
+    }
+    if (!executable) return 0; /* no code: maps' reading leaves such a file out too */
+    uint64_t mask = (uint64_t)scan->page - 1;
+    uint64_t start = (info->dlpi_addr + lowest) & ~mask;
+    const char *name = info->dlpi_name ? info->dlpi_name : "";
+    uint32_t flags = 0;
+    if (scan->seen == 1) { /* the loader lists the program first, unnamed */
+        flags = AFT_IMAGE_MAIN_EXECUTABLE;
+        if (scan->main_path && scan->main_path[0] != '\0') name = scan->main_path;
+    } else if (start == scan->vdso) {
+        flags = AFT_IMAGE_VDSO;
+        name = "[vdso]";
+    } else if (name[0] != '/' || aft_has_prefix(name, "/proc/") ||
+               aft_has_prefix(name, "/memfd:")) {
+        /* Not the file's absolute path (a relative dlopen, a descriptor's or a memfd's name):
+         * maps tells what it is. */
+        scan->usable = 0;
+    }
+    if (!scan->usable) return 1;
+    if (scan->count == scan->capacity) {
+        scan->truncated = 1;
+        return 1;
+    }
+    aft_image *img = &scan->images[scan->count++];
+    memset(img, 0, sizeof(*img));
+    img->start = start;
+    img->end = (info->dlpi_addr + highest + mask) & ~mask;
+    img->load_bias = info->dlpi_addr;
+    img->flags = flags;
+    if (aft_async_copy_tail(img->path, AFT_PATH_CAPACITY, name, strlen(name)))
+        img->flags |= AFT_IMAGE_PATH_TRUNCATED;
+#if defined(__x86_64__)
+    img->arch = AFT_ARCH_X86_64;
+#elif defined(__aarch64__)
+    img->arch = AFT_ARCH_ARM64;
+#endif
+    /* Only notes inside a readable loaded segment are read directly. */
+    for (uint32_t i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_NOTE &&
+            !aft_in_readable_load(info, info->dlpi_addr + ph->p_vaddr, ph->p_memsz))
+            return 0;
+    }
+    img->build_id_size =
+        aft_async_image_id(aft_read_mapped, info->dlpi_addr, info->dlpi_phdr, info->dlpi_phnum,
+                           img->build_id, AFT_BUILD_ID_CAPACITY, &img->flags);
+    if (img->build_id_size > 0) img->flags |= AFT_IMAGE_BUILD_ID_FROM_MEMORY;
+    return 0;
+}
+
+uint32_t aft_images_from_loader(aft_image *images, uint32_t capacity, const char *main_path,
+                                aft_link_map_snapshot *signature, int *usable,
+                                uint32_t *truncated) {
+    aft_loader_scan scan = {.images = images,
+                            .capacity = capacity,
+                            .usable = 1,
+                            .main_path = main_path,
+                            .vdso = (uint64_t)getauxval(AT_SYSINFO_EHDR),
+                            .page = sysconf(_SC_PAGESIZE),
+                            .signature = signature};
+    if (scan.page <= 0) scan.page = 4096;
+    signature->valid = 0;
+    dl_iterate_phdr(aft_scan_image, &scan);
+    /* In address order, as maps lists them: the crash path's lookups and comparisons rely on it. */
+    for (uint32_t i = 1; i < scan.count; i++) {
+        for (uint32_t k = i; k > 0 && images[k - 1].start > images[k].start; k--) {
+            aft_image t = images[k];
+            images[k] = images[k - 1];
+            images[k - 1] = t;
+        }
+    }
+    *usable = scan.usable && scan.count > 0;
+    if (truncated) *truncated = scan.truncated;
+    return scan.usable ? scan.count : 0;
 }
 
 typedef struct aft_main_scan {

@@ -170,15 +170,12 @@ static void aft_async_add_entry(aft_images_builder *b, aft_maps_entry *e) {
     b->last_inode = e->inode;
 }
 
-/* The same image as seen at install: same load address, same flags, same path. */
+/* The same image as seen at install: the same file-backed extent (no other file can be mapped
+ * there while it is) and the same flags but for how the id and path were read. */
 static int aft_async_same_image(const aft_image *seen, const aft_image *now) {
-    uint32_t mask = ~(uint32_t)AFT_IMAGE_ID_FLAGS;
-    if (seen->start != now->start || (seen->flags & mask) != (now->flags & mask)) return 0;
-    for (uint32_t i = 0; i < AFT_PATH_CAPACITY; i++) {
-        if (seen->path[i] != now->path[i]) return 0;
-        if (seen->path[i] == '\0') return 1;
-    }
-    return 1;
+    uint32_t mask = ~(uint32_t)(AFT_IMAGE_ID_FLAGS | AFT_IMAGE_PATH_TRUNCATED);
+    return seen->start == now->start && seen->end == now->end &&
+           ((seen->flags ^ now->flags) & mask) == 0;
 }
 
 static uint32_t aft_async_identity_at(uint64_t base, uint8_t *out, uint32_t capacity,
@@ -242,6 +239,11 @@ uint32_t aft_async_images_from_fd(aft_maps_scratch *scratch, int fd, aft_image *
             while (k < known && aft_g_known_images[k].start < img->start) k++;
             if (k < known && aft_async_same_image(&aft_g_known_images[k], img)) {
                 const aft_image *seen = &aft_g_known_images[k];
+                /* Its path as install has it (the loader's, where maps has the kernel's resolved
+                 * one: /lib/... for /usr/lib/...): one image, one path in every report. */
+                aft_async_memcpy(img->path, seen->path, AFT_PATH_CAPACITY);
+                img->flags = (img->flags & ~(uint32_t)AFT_IMAGE_PATH_TRUNCATED) |
+                             (seen->flags & AFT_IMAGE_PATH_TRUNCATED);
                 aft_async_memcpy(img->build_id, seen->build_id, AFT_BUILD_ID_CAPACITY);
                 img->build_id_size = seen->build_id_size;
                 img->load_bias = seen->load_bias;

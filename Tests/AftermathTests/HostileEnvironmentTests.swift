@@ -148,6 +148,26 @@ struct MemoryReaderTests {
             _exit(0)
         }
     }
+
+    @Test(
+        "Without /proc from before start (a container or chroot without it): every image and its build id in the report",
+        .enabled(if: getuid() == 0, "a mount namespace needs root (CI runs as root)"))
+    func noProcAtStart() async throws {
+        let directory: String = TestSupport.childDirectory("noproc-start")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
+            guard aft_test_hide_proc() == 0 else { _exit(11) }
+            guard open("/proc/self/maps", O_RDONLY) < 0 else { _exit(12) }
+            ExitStatusTests.childStart(directory)
+            aft_install_complete()  // the images read, as a running app has them
+            UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
+        }
+        let (_, crash) = try HostileEnvironmentTests.onlyCrash(directory)
+        #expect(crash.images.count > 5, "\(crash.images.map(\.path))")
+        #expect(crash.images.allSatisfy { !$0.buildID.isEmpty }, "\(crash.images.map { ($0.path, $0.buildID) })")
+        #expect(crash.images.allSatisfy { $0.isVDSO || $0.path.hasPrefix("/") })
+    }
 }
 
 /// A file-size limit (`ulimit -f`): writing past it raises SIGXFSZ, whose default action ends
