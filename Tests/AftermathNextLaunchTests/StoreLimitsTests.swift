@@ -80,4 +80,17 @@ struct StoreLimitsTests {
         var times = [timespec(tv_sec: t, tv_nsec: 0), timespec(tv_sec: t, tv_nsec: 0)]
         _ = utimensat(AT_FDCWD, path, &times, AT_SYMLINK_NOFOLLOW)
     }
+
+    @Test("The listing's own sort: every size in order, equal keys kept in their order (as the standard library's)")
+    func stableSort() {
+        var generator = SystemRandomNumberGenerator()
+        for count in [0, 1, 2, 19, 20, 21, 64, 65, 257] {
+            let items = (0..<count).map { (key: Int.random(in: 0..<8, using: &generator), position: $0) }
+            let ours = StoreFiles.stablySorted(items) { $0.key < $1.key }
+            let theirs = items.enumerated().sorted { ($0.element.key, $0.offset) < ($1.element.key, $1.offset) }
+            #expect(ours.map(\.position) == theirs.map(\.element.position), "\(count) items")
+        }
+        let names = ["b.run", "a.ended", "c.run.tmp", "a.run"]
+        #expect(StoreFiles.stablySorted(names, by: <) == names.sorted())
+    }
 }

@@ -12,7 +12,7 @@ extension ReportCollector {
             &pass, in: directory.errors, suffixes: [".error", ".error.tmp"],
             what: "error", limit: limits.maxPendingErrors)
         {
-            let path = (directory.errors as NSString).appendingPathComponent(entry.name)
+            let path = ReportDirectory.join(directory.errors, entry.name)
             // A .tmp younger than a minute may be renamed into place by its writer any moment.
             if isTemporary {
                 if pass.now - entry.modified <= 60 { continue }

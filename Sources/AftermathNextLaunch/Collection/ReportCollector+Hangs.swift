@@ -47,7 +47,7 @@ extension ReportCollector {
 
     /// The run's file is locked: its process is alive.
     package func runIsAlive(_ runID: UUID) -> Bool {
-        let path = (directory.runs as NSString).appendingPathComponent(Hex.encode(runID.bytes) + ".run")
+        let path = ReportDirectory.join(directory.runs, Hex.encode(runID.bytes) + ".run")
         return aft_run_is_locked(path) == 1
     }
 

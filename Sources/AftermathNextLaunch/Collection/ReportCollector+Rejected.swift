@@ -6,7 +6,7 @@ extension ReportCollector {
     /// followed; control characters in a reason are shown as spaces.
     package func rejectedFiles() -> [RejectedFile] {
         listing(directory.rejected).filter { !$0.hasSuffix(".reason") }.map { name in
-            let path = (directory.rejected as NSString).appendingPathComponent(name)
+            let path = ReportDirectory.join(directory.rejected, name)
             let reason: String
             do {
                 let bytes = try FileReader.read(path + ".reason", maximumSize: 16 * 1024)

@@ -29,14 +29,14 @@ extension ReportCollector {
         // A live run's file (locked) is never rejected for its age or the count.
         let runs = directory.runs
         let isLive: (StoreFiles.Entry) -> Bool = { entry in
-            aft_run_is_locked((runs as NSString).appendingPathComponent(entry.name)) == 1
+            aft_run_is_locked(ReportDirectory.join(runs, entry.name)) == 1
         }
         for (entry, leftover) in admitted(
             &pass, in: runs, suffixes: [".run", ".run.tmp", ".ended"], what: "run",
             limit: self.limits.maxPendingRuns, keep: isLive)
         {
             let name = entry.name
-            let path = (runs as NSString).appendingPathComponent(name)
+            let path = ReportDirectory.join(runs, name)
             if leftover {
                 if name.hasSuffix(".ended") {
                     ended.append((path, pass.now - entry.modified))
@@ -79,12 +79,12 @@ extension ReportCollector {
                         record: report.record(observedTimeUnixNano: pass.observedTimeUnixNano), crash: nil))
             case .nothing:
                 guard pass.moveRejected else { continue }
-                let target = (path as NSString).deletingPathExtension + ".ended"
+                let target = String(path.dropLast(".run".count)) + ".ended"  // judged: .run
                 if rename(path, target) == 0 { ended.append((target, Self.secondsSinceModified(target))) }
             }
         }
         guard pass.moveRejected else { return }
-        ended.sort { $0.age > $1.age }  // oldest first
+        ended = StoreFiles.stablySorted(ended) { $0.age > $1.age }  // oldest first
         var total = retained + ended.count
         for file in ended where (file.age > limits.age || total > limits.count) && pass.removalBudget > 0 {
             pass.removalBudget -= 1
@@ -96,7 +96,7 @@ extension ReportCollector {
     /// session and the one before it, taken when the report is of that last session. A crash
     /// ends its run, so its session is the run's last. nil without a readable run file.
     package func previousSession(of context: ReportContext) -> UUID? {
-        let base = (directory.runs as NSString).appendingPathComponent(Hex.encode(context.runID.bytes))
+        let base = ReportDirectory.join(directory.runs, Hex.encode(context.runID.bytes))
         for suffix in [".run", ".ended"] {
             guard let bytes = try? FileReader.read(base + suffix, maximumSize: RunFile.maximumSize),
                 let run = try? RunFile.decode(bytes)

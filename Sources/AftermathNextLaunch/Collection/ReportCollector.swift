@@ -165,7 +165,7 @@ package struct ReportCollector: Sendable {
     ) {
         for (entry, salvage) in admitted(&pass, in: dir, suffixes: [suffix, suffix + ".tmp"], what: what, limit: limit)
         {
-            let path = (dir as NSString).appendingPathComponent(entry.name)
+            let path = ReportDirectory.join(dir, entry.name)
             if salvage {
                 guard tmpIsDead(path) else { continue }
                 guard !tooOld(&pass, path, entry) else { continue }
@@ -188,7 +188,6 @@ package struct ReportCollector: Sendable {
         _ pass: inout Pass, in dir: String, suffixes: [String], what: String, limit: Int,
         keep: (StoreFiles.Entry) -> Bool = { _ in false }
     ) -> [(StoreFiles.Entry, Bool)] {
-        let folder = (dir as NSString).lastPathComponent
         var committed: [StoreFiles.Entry] = []
         var leftovers: [StoreFiles.Entry] = []
         var old: [StoreFiles.Entry] = []
@@ -207,7 +206,7 @@ package struct ReportCollector: Sendable {
             } else if suffixes.dropFirst().contains(where: { entry.name.hasSuffix($0) }) {
                 leftovers.append(entry)
             } else {
-                bad.append((entry, "unexpected file in \(folder)/"))
+                bad.append((entry, "unexpected file in \((dir as NSString).lastPathComponent)/"))
             }
         }
         bad.sort { ($0.entry.modified, $0.entry.name) < ($1.entry.modified, $1.entry.name) }
@@ -251,7 +250,7 @@ package struct ReportCollector: Sendable {
         if pass.moveRejected { pass.removalBudget -= entries.count }
         let deleted = max(0, entries.count - Self.maximumRejected)
         for (i, entry) in entries.enumerated() {
-            let path = (dir as NSString).appendingPathComponent(entry.name)
+            let path = ReportDirectory.join(dir, entry.name)
             if i < deleted, pass.moveRejected {
                 let why = reason(entry)
                 if unlink(path) == 0 {
@@ -366,7 +365,7 @@ package struct ReportCollector: Sendable {
             (reasons[$0.name] ?? $0.modified, $0.name) < (reasons[$1.name] ?? $1.modified, $1.name)
         }
         for entry in oldestFirst.prefix(files.count - limit) {
-            let p = (directory.rejected as NSString).appendingPathComponent(entry.name)
+            let p = ReportDirectory.join(directory.rejected, entry.name)
             if entry.type == S_IFDIR { rmdir(p) } else { unlink(p) }
             unlink(p + ".reason")
         }

@@ -63,6 +63,12 @@ package struct ReportDirectory: Sendable, Hashable {
         root.isEmpty ? sub : root.hasSuffix("/") ? root + sub : root + "/" + sub
     }
 
+    /// name inside dir, as NSString's appendingPathComponent joins a name without slashes
+    /// (plain string joins: the collection joins one for every file it lists).
+    package static func join(_ dir: String, _ name: String) -> String {
+        dir.isEmpty ? name : dir.hasSuffix("/") ? dir + name : dir + "/" + name
+    }
+
     /// The directory that holds path ("/" for a top-level one, "" for a bare name), as
     /// NSString's deletingLastPathComponent gives it.
     package static func parent(of path: String) -> String {

@@ -51,8 +51,40 @@ package enum StoreFiles {
                     name: name, type: st.st_mode & S_IFMT,
                     modified: Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9))
         }
-        out.sort { $0.name < $1.name }
-        return out
+        return stablySorted(out) { $0.name < $1.name }
+    }
+
+    /// items sorted by less, equal ones in their order: a bottom-up merge sort. The standard
+    /// library's sort of more than 20 elements keeps its runs in an array of ranges, a type the
+    /// runtime builds by name at its first use in a process, with a scan of every loaded
+    /// conformance record: about 70 µs of each launch's delivery (64 run files to list).
+    package static func stablySorted<T>(_ items: [T], by less: (T, T) -> Bool) -> [T] {
+        var from = items
+        var into = items
+        let n = items.count
+        var width = 1
+        while width < n {
+            var low = 0
+            while low < n {
+                let middle = Swift.min(low + width, n)
+                let high = Swift.min(low + 2 * width, n)
+                var left = low
+                var right = middle
+                for k in low..<high {
+                    if right < high && (left >= middle || less(from[right], from[left])) {
+                        into[k] = from[right]
+                        right += 1
+                    } else {
+                        into[k] = from[left]
+                        left += 1
+                    }
+                }
+                low = high
+            }
+            swap(&from, &into)
+            width *= 2
+        }
+        return from
     }
 
     /// Counts the names in dir ending with suffix, stopping at limit (no stat, no sort).
