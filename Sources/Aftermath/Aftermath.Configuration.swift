@@ -45,9 +45,11 @@ extension Aftermath {
         public var runUpdateInterval: Duration = .seconds(1)
         /// Record SIGTERM, SIGINT and SIGHUP in the run record, then let them act as before.
         public var recordTerminationSignals = true
-        /// Run files kept at most (default 64); older ones are removed first.
+        /// Run files kept at most (default 64). Over it, the oldest are removed until three
+        /// quarters of it are left.
         public var maxRunFiles = 64
-        /// Run files older than this are removed (default 7 days).
+        /// Run files older than this are removed (default 7 days), looked for at one launch in
+        /// 16 and whenever ``maxRunFiles`` is exceeded.
         public var maxRunAge: Duration = .seconds(7 * 24 * 3600)
         /// Handled errors waiting in errors/ at most (default 256); later ones are dropped.
         public var maxPendingErrors = 256

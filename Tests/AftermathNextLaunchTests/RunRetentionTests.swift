@@ -21,7 +21,8 @@ struct RunRetentionTests {
         return Hex.encode(UUID(bytes: &f.info.context.run_id).bytes)
     }
 
-    @Test func keepsAtMost64NoneOlderThan7DaysAndRemovesHalfWritten() throws {
+    @Test("Over 64 run files: the oldest ended ones go until 48 are left, none older than 7 days; half-written ones go")
+    func keepsAtMost64NoneOlderThan7DaysAndRemovesHalfWritten() throws {
         let system = try CraftedSystem()
         let directory = try TestSupport.reportsDirectory()
         for i in 0..<70 {
@@ -49,12 +50,41 @@ struct RunRetentionTests {
         let exits = collection.reports.filter { $0.kind == .abnormalExit }
         #expect(exits.count == 1 && exits.first?.path == deadPath)
         let names = try FileManager.default.contentsOfDirectory(atPath: directory.runs)
-        #expect(names.count == 64)
+        #expect(names.count == 48)
         #expect(names.contains((livePath as NSString).lastPathComponent))
         #expect(names.contains((deadPath as NSString).lastPathComponent))
         #expect(!names.contains("dead.run.tmp"))
         #expect(!names.contains("\(Self.name(old)).ended"))
-        #expect(names.filter { $0.hasSuffix(".ended") }.count == 62)
+        let ended = names.filter { $0.hasSuffix(".ended") }
+        #expect(ended.count == 46)
+        #expect(ended.allSatisfy { Self.age(directory.runs + "/" + $0) < 47 * 60 }, "the newest kept")
+    }
+
+    static func age(_ path: String) -> Double {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return .infinity }
+        return Date().timeIntervalSince1970 - Double(st.st_mtim.tv_sec)
+    }
+
+    @Test(
+        "Within the count, an ended run older than 7 days goes at a launch that looks at ages (one in 16), not before")
+    func ageLimitAtOneLaunchInSixteen() throws {
+        let system = try CraftedSystem()
+        let directory = try TestSupport.reportsDirectory()
+        let old = system.runFile()
+        let oldPath = directory.runs + "/\(Self.name(old)).ended"
+        try Self.write(old, oldPath, age: 8 * 24 * 3600)
+        var lookingElsewhere = UUID().uuid
+        lookingElsewhere.0 = 0x11
+        _ = ReportCollector(
+            directory: directory, currentRunID: UUID(uuid: lookingElsewhere), environment: system.environment()
+        ).collect()
+        #expect(access(oldPath, F_OK) == 0, "left for a launch that reads ages")
+        var looking = lookingElsewhere
+        looking.0 = 0x10
+        _ = ReportCollector(directory: directory, currentRunID: UUID(uuid: looking), environment: system.environment())
+            .collect()
+        #expect(access(oldPath, F_OK) != 0, "gone")
     }
 
     @Test func aLockedRunIsNeverJudgedAndAUnlockedOneIs() throws {

@@ -13,7 +13,8 @@ extension ReportCollector {
     /// acknowledged. Bounds: entries that are not regular files and unexpected names are
     /// rejected; dead runs older than the report age limit, and the oldest beyond the pending
     /// limit, are rejected unjudged. Retention: half-written .run.tmp files of dead writers are
-    /// removed, then ended runs older than the run age limit or beyond the count limit.
+    /// removed, then ended runs older than the run age limit or beyond the count limit (down
+    /// to three quarters of it; their ages are read only then, and at one launch in 16).
     /// Whether path is the run file a launch made ahead for the next one: its name, empty.
     static func isEmptySpare(_ path: String, name: String) -> Bool {
         var st = stat()
@@ -24,7 +25,7 @@ extension ReportCollector {
         let judge = ExitInference(environment: environment ?? .system())
         let limits = (count: self.limits.maxRunFiles, age: self.limits.maxRunAgeSeconds)
         let hangs = pass.unfinishedHangs
-        var ended: [(path: String, age: Double)] = []
+        var ended: [String] = []
         var retained = 0
         // A live run's file (locked) is never rejected for its age or the count.
         let runs = directory.runs
@@ -33,13 +34,14 @@ extension ReportCollector {
         }
         for (entry, leftover) in admitted(
             &pass, in: runs, suffixes: [".run", ".run.tmp", ".ended"], what: "run",
-            limit: self.limits.maxPendingRuns, keep: isLive)
+            limit: self.limits.maxPendingRuns, keep: isLive,
+            statting: { !$0.hasSuffix(".ended") })  // their ages are read only for retention
         {
             let name = entry.name
             let path = ReportDirectory.join(runs, name)
             if leftover {
                 if name.hasSuffix(".ended") {
-                    ended.append((path, pass.now - entry.modified))
+                    ended.append(path)
                 } else if pass.moveRejected, aft_run_is_locked(path) == 0, !Self.isEmptySpare(path, name: name) {
                     // A writer holds its .tmp locked while it writes it: unlocked means it died.
                     // The next launch's spare (empty, made ahead by a run) is kept for it.
@@ -80,13 +82,21 @@ extension ReportCollector {
             case .nothing:
                 guard pass.moveRejected else { continue }
                 let target = String(path.dropLast(".run".count)) + ".ended"  // judged: .run
-                if rename(path, target) == 0 { ended.append((target, Self.secondsSinceModified(target))) }
+                if rename(path, target) == 0 { ended.append(target) }
             }
         }
         guard pass.moveRejected else { return }
-        ended = StoreFiles.stablySorted(ended) { $0.age > $1.age }  // oldest first
+        // Their ages (one lstat each) only when some may go: over the count, or, at one launch
+        // in 16, for the age limit. Over the count they go down to three quarters of it, so that
+        // the next launches, each ending one more run, list them without reading their ages.
         var total = retained + ended.count
-        for file in ended where (file.age > limits.age || total > limits.count) && pass.removalBudget > 0 {
+        let agePass = currentRunID.map { $0.uuid.0 & 15 == 0 } ?? true
+        guard total > limits.count || agePass else { return }
+        let keep = total > limits.count ? limits.count - limits.count / 4 : limits.count
+        let oldestFirst = StoreFiles.stablySorted(ended.map { (path: $0, age: Self.secondsSinceModified($0)) }) {
+            $0.age > $1.age
+        }
+        for file in oldestFirst where (file.age > limits.age || total > keep) && pass.removalBudget > 0 {
             pass.removalBudget -= 1
             if unlink(file.path) == 0 { total -= 1 }
         }

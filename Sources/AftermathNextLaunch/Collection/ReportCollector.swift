@@ -186,13 +186,14 @@ package struct ReportCollector: Sendable {
     /// returned as they are: whether their writer lives decides what they are.
     package func admitted(
         _ pass: inout Pass, in dir: String, suffixes: [String], what: String, limit: Int,
-        keep: (StoreFiles.Entry) -> Bool = { _ in false }
+        keep: (StoreFiles.Entry) -> Bool = { _ in false },
+        statting: (String) -> Bool = { _ in true }
     ) -> [(StoreFiles.Entry, Bool)] {
         var committed: [StoreFiles.Entry] = []
         var leftovers: [StoreFiles.Entry] = []
         var old: [StoreFiles.Entry] = []
         var bad: [(entry: StoreFiles.Entry, reason: String)] = []
-        for entry in StoreFiles.entries(dir) {
+        for entry in StoreFiles.entries(dir, statting: statting) {
             guard entry.isRegular else {
                 bad.append((entry, ReportFileError.notARegularFile(kind: entry.typeDescription).description))
                 continue

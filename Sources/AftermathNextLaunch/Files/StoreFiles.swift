@@ -32,7 +32,9 @@ package enum StoreFiles {
 
     /// The entries of dir, sorted by name; hidden names skipped. One lstat each (relative to the
     /// open directory), no open of any entry: a FIFO, socket or device costs nothing here.
-    package static func entries(_ dir: String) -> [Entry] {
+    /// A name statting refuses is not lstat'ed where the directory says it is a regular file:
+    /// its `modified` is nan (not read).
+    package static func entries(_ dir: String, statting: (String) -> Bool = { _ in true }) -> [Entry] {
         let fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0, let stream = fdopendir(fd) else {
             return []
@@ -44,6 +46,10 @@ package enum StoreFiles {
                 String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
             }
             guard !name.hasPrefix(".") else { continue }
+            if Int(entry.pointee.d_type) == Int(DT_REG), !statting(name) {
+                out.append(Entry(name: name, type: S_IFREG, modified: .nan))
+                continue
+            }
             var st = stat()
             guard fstatat(dirfd(stream), name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
             out.append(
