@@ -22,35 +22,39 @@ enum HangMonitor {
     /// How each pinged target other than the main queue runs a job: an event loop's `schedule`,
     /// the pool's probe.
     static let schedules = Mutex(PingSchedules())
-    /// The pool's probes of the running start, removed at the next.
-    static let poolTargets = Mutex<[Int32]>([])
+    /// The pool's probes of the running start, removed at the next: each target's task
+    /// priority (its raw value), -1 where a target is not one. Not schedules: a probe needs no
+    /// closure of its own, and storing one built that closure's and its tuple's type metadata by
+    /// name at every start.
+    static let poolPriorities = Mutex<[Int32]>(Array(repeating: -1, count: Int(AFT_WATCH_MAX_TARGETS)))
 
     /// Watches the Swift concurrency pool at each configured priority: a probe job every
     /// 100 ms, a hang when one has not started within the threshold.
     static func watchPool(_ configuration: Aftermath.Configuration) {
-        let old = poolTargets.withLock { targets in
-            defer { targets = [] }
-            return targets
+        let old = poolPriorities.withLock { priorities in
+            defer { priorities = Array(repeating: -1, count: priorities.count) }
+            return priorities.indices.filter { priorities[$0] >= 0 }
         }
-        for target in old {
-            schedules.withLock { _ = $0.removeValue(forKey: target) }
-            aft_watch_remove(target)
-        }
+        for target in old { aft_watch_remove(Int32(target)) }
         guard configuration.watchConcurrencyPool else { return }
         let threshold = max(1, configuration.concurrencyPoolThreshold.clampedMilliseconds)
         let priorities = configuration.poolPriorityRawValues.sorted()
         for (index, priority) in priorities.enumerated() where index == 0 || priorities[index - 1] != priority {
-            let taskPriority = TaskPriority(rawValue: priority)
-            // Added under the schedules' lock: the first probe, asked for at once, finds its schedule.
-            let target = schedules.withLock { schedules in
+            // Under the priorities' lock: the first probe, asked for at once, finds its priority.
+            poolPriorities.withLock { known in
                 let target = aft_watch_add(
-                    AFT_HANG_KIND_CONCURRENCY_POOL, "concurrency-pool." + priorityName(taskPriority), threshold)
-                if target > 0 { schedules[target] = { job in Task.detached(priority: taskPriority) { job() } } }
-                return target
+                    AFT_HANG_KIND_CONCURRENCY_POOL,
+                    "concurrency-pool." + priorityName(TaskPriority(rawValue: priority)),
+                    threshold)
+                if target > 0 && Int(target) < known.count { known[Int(target)] = Int32(priority) }
             }
-            guard target > 0 else { continue }
-            poolTargets.withLock { $0.append(target) }
         }
+    }
+
+    /// The task priority of a pool target's probes; nil for any other target.
+    static func poolPriority(_ target: Int32) -> TaskPriority? {
+        let raw = poolPriorities.withLock { target >= 0 && Int(target) < $0.count ? $0[Int(target)] : -1 }
+        return raw >= 0 ? TaskPriority(rawValue: UInt8(raw)) : nil
     }
 
     static func priorityName(_ p: TaskPriority) -> String {
@@ -98,6 +102,10 @@ enum HangMonitor {
         case UInt32(AFT_WATCHDOG_EVENT_PING) where target == 0:
             DispatchQueue.main.async { aft_watchdog_ping_ran() }
         case UInt32(AFT_WATCHDOG_EVENT_PING):
+            if let priority = poolPriority(target) {
+                Task.detached(priority: priority) { aft_watch_ping_ran(target) }
+                return
+            }
             guard let schedule = schedules.withLock({ $0[target] }) else { return }
             schedule { aft_watch_ping_ran(target) }
         case UInt32(AFT_WATCHDOG_EVENT_HANG_FINISHED):
