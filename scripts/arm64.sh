@@ -341,7 +341,11 @@ for mode in null brk abort overflow-main overflow-thread threads hang; do
     continue
   fi
   show=$WORK/$mode.json
-  if ! "$CLI" show "$(basename "${files[0]}")" --dir "$dir" --json >"$show" 2>"$WORK/$mode.show-err"; then
+  # The report names the C library as the emulated process saw it (/lib/libc.so.6, the loader's
+  # name); on this x86-64 host that file is the arm64 sysroot's, so the decoder is told where to
+  # look, as anyone symbolicating off the device would be (it checks the build id first).
+  if ! "$CLI" show "$(basename "${files[0]}")" --dir "$dir" --debug-dir /usr/aarch64-linux-gnu/lib --json \
+    >"$show" 2>"$WORK/$mode.show-err"; then
     row "$mode" FAIL "${why}not decoded: $(head -3 "$WORK/$mode.show-err" | tr '\n' ' ')"
     continue
   fi
