@@ -50,14 +50,26 @@ void aft_threads_prepare(int requested_signal) {
     atomic_store(&aft_g_thread_capture_signal, signo);
 }
 
-/* 1 when the capture signal is blocked in tid's mask, or its status cannot be read. */
-static int aft_thread_blocks(uint64_t tid, int signo, char *buf, size_t capacity) {
+/* tid's status file into buf: its length, 0 when it cannot be read. */
+static size_t aft_thread_status(uint64_t tid, char *buf, size_t capacity) {
     char path[64];
     snprintf(path, sizeof(path), "/proc/self/task/%llu/status", (unsigned long long)tid);
     ssize_t n = aft_async_read_small_file(path, buf, capacity);
+    return n > 0 ? (size_t)n : 0;
+}
+
+/* 1 when signo is blocked in the status's mask, or the status has none. */
+static int aft_status_blocks(const char *status, size_t n, int signo) {
     uint64_t blocked = 0;
-    if (n <= 0 || !aft_async_status_field(buf, (size_t)n, "SigBlk", 1, &blocked)) return 1;
+    if (n == 0 || !aft_async_status_field(status, n, "SigBlk", 1, &blocked)) return 1;
     return (blocked >> (signo - 1)) & 1u;
+}
+
+/* 1 when the status names one of Aftermath's threads: "aftermath.*", or still its creator's
+ * name (a new thread has it until it names itself), which is then Aftermath's too. */
+static int aft_status_ours(const char *status, size_t n) {
+    static const char prefix[] = "Name:\taftermath.";
+    return n >= sizeof(prefix) - 1 && memcmp(status, prefix, sizeof(prefix) - 1) == 0;
 }
 
 /* 1 when tid is not to be signalled now: stopped, in uninterruptible sleep, or in a sleep a
@@ -196,6 +208,11 @@ void aft_threads_note_installer(void) {
     }
 }
 
+/* The passes over the threads the last aft_threads_give_alternate_stacks made. */
+AFT_SMALL_STATE static _Atomic int aft_g_altstack_rounds;
+
+int aft_threads_alternate_stack_rounds(void) { return atomic_load(&aft_g_altstack_rounds); }
+
 int aft_threads_alternate_stack_asked(uint64_t tid) {
     const aft_altstack_requests *q = &aft_g_altstack_requests;
     uint32_t n = atomic_load(&q->count);
@@ -225,18 +242,22 @@ void aft_threads_give_alternate_stacks(void) {
             if (end == e->d_name || *end != '\0' || tid == self ||
                 tid == atomic_load(&aft_g_installer_tid))
                 continue;
-            /* Created since install: its start (threads.c) gave it one. Aftermath's own
-             * threads, which block these signals, were asked again for half a second. */
+            /* Created since install: its start (threads.c) gave it one. */
             if (aft_async_known_thread_pointer(tid) != 0) continue;
             aft_altstack_request *known = aft_request_for(tid);
             if (known != NULL && atomic_load(&known->state) != AFT_ALTSTACK_CANCELLED) continue;
+            /* Aftermath's own get theirs from threads.c as they start. The ones start's delivery
+             * has just made, not yet run, are known by their creator's name alone: not
+             * deferred, which would hold this pass a first pause for each of them. */
+            size_t n = aft_thread_status(tid, buf, sizeof(buf));
+            if (aft_status_ours(buf, n)) continue;
             int use = signo;
-            if (aft_thread_blocks(tid, signo, buf, sizeof(buf))) {
+            if (aft_status_blocks(buf, n, signo)) {
                 /* A thread created by one that blocks every asynchronous signal (a libdispatch
                  * worker) blocks ours too, but lets SIGPROF through: that one, while nobody
                  * else uses it. A thread that blocks both may be one still starting (glibc
                  * blocks every signal until its start routine runs): asked again later. */
-                if (aft_thread_blocks(tid, SIGPROF, buf, sizeof(buf))) {
+                if (aft_status_blocks(buf, n, SIGPROF)) {
                     deferred++;
                     continue;
                 }
@@ -258,10 +279,11 @@ void aft_threads_give_alternate_stacks(void) {
             }
         }
         closedir(dir);
+        atomic_store(&aft_g_altstack_rounds, round + 1);
         if (deferred == 0) break;
-        /* A thread still starting (one start's delivery has just made: glibc blocks every
-         * signal until its start routine runs) runs within the first, short pause, while this
-         * one leaves its core; one asleep is asked again after the longer ones. */
+        /* A thread still starting (an app's just made: glibc blocks every signal until its
+         * start routine runs) runs within the first, short pause, while this one leaves its
+         * core; one asleep is asked again after the longer ones. */
         struct timespec pause = {.tv_sec = 0,
                                  .tv_nsec = round == 0 ? (long)AFT_ALTSTACK_FIRST_ROUND_NS
                                                        : (long)AFT_ALTSTACK_ROUND_NS};

@@ -135,6 +135,9 @@ int aft_libunwind_preload(void);
 /* 1 when the install's completion asked thread tid to take an alternate stack (it asks the
  * threads that existed before start, but not start's caller, whose stack the install set up). */
 int aft_threads_alternate_stack_asked(uint64_t tid);
+/* The passes over the process's threads that giving them alternate stacks took: 1 when none
+ * had to be asked again (still starting, asleep, not answering); 0 before it ran. */
+int aft_threads_alternate_stack_rounds(void);
 
 /* The calling thread's Swift async callers (aftermath_format_async.h), innermost first, when it
  * runs in a Swift task; 0 otherwise or before the install's completion. */

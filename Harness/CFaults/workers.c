@@ -362,3 +362,30 @@ void aft_test_release_overflow_worker(void) {
     char c = 1;
     (void)!write(aft_g_overflow_go[1], &c, 1);
 }
+
+static void *aft_as_own_main(void *arg) {
+    (void)arg; /* its mask from its first instruction: every signal blocked */
+    atomic_store(&aft_g_last_tid, (uint64_t)syscall(SYS_gettid));
+    char c;
+    while (read(aft_g_never_fd[0], &c, 1) < 0 && errno == EINTR) {
+    }
+    return NULL;
+}
+
+uint64_t aft_test_start_thread_as_aftermaths(void) {
+    if (aft_g_never_fd[0] < 0 && pipe(aft_g_never_fd) != 0) return 0;
+    char name[16] = {0};
+    prctl(PR_GET_NAME, name, 0, 0, 0);
+    aft_name_self("aftermath.deliver");
+    atomic_store(&aft_g_last_tid, 0);
+    sigset_t all, before;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &before);
+    pthread_t t;
+    int err = pthread_create(&t, NULL, aft_as_own_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &before, NULL);
+    aft_name_self(name);
+    if (err != 0) return 0;
+    for (int i = 0; i < 2000 && atomic_load(&aft_g_last_tid) == 0; i++) usleep(1000);
+    return atomic_load(&aft_g_last_tid);
+}

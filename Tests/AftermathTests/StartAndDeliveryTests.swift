@@ -243,6 +243,25 @@ struct StartAndDeliveryTests {
         }
     }
 
+    @Test(
+        "A thread of Aftermath's just made (its creator's name, every signal blocked) is neither asked for an alternate stack nor waited for"
+    )
+    func ownNewThreadsNotWaitedFor() async {
+        let directory: String = TestSupport.childDirectory("altstack-own")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        await #expect(processExitsWith: .success) { [directory = directory as String] in
+            // As start's delivery thread finds the pinger it has just made, before it runs.
+            let own = aft_test_start_thread_as_aftermaths()
+            guard own != 0 else { _exit(2) }
+            ExitStatusTests.childStart(directory)
+            aft_install_complete()
+            // Asked again, it would hold the pass 0.4 s over five looks at the threads.
+            guard aft_threads_alternate_stack_asked(own) == 0 else { _exit(3) }
+            let rounds = aft_threads_alternate_stack_rounds()
+            _exit(rounds == 1 ? 0 : 10 + min(rounds, 9))
+        }
+    }
+
     @Test("Aftermath's C threads (the watchdog, the run updater) get no malloc arena of their own")
     func noArenaForOwnThreads() async {
         let directory: String = TestSupport.childDirectory("arenas")

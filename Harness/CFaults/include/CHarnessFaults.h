@@ -69,6 +69,10 @@ void aft_test_open_crash_gate(void);
 /* A worker ("overflower") that waits; once released it recurses until its stack overflows. */
 int aft_test_start_overflow_worker(int masked_ms);
 void aft_test_release_overflow_worker(void);
+/* A thread made by one named "aftermath.deliver", whose name it keeps, blocking every signal
+ * and waiting in read(2) for good: as one of Aftermath's own threads just made, before it runs
+ * and names itself. Its id, or 0. */
+uint64_t aft_test_start_thread_as_aftermaths(void);
 /* Recurses without end (512 bytes a frame). */
 int aft_test_overflow(int depth);
 
