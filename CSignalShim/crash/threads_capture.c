@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -197,13 +196,8 @@ static int aft_borrow_sigprof(void) {
 /* The thread that installed: aft_install gave it its alternate stack. */
 AFT_SMALL_STATE static _Atomic uint64_t aft_g_installer_tid;
 
-/* The installing thread's name: the app's code Aftermath's threads run goes under it. */
-AFT_SMALL_STATE static char aft_g_installer_name[16];
-
 void aft_threads_note_installer(void) {
     atomic_store(&aft_g_installer_tid, aft_async_gettid());
-    if (prctl(PR_GET_NAME, aft_g_installer_name, 0, 0, 0) != 0) aft_g_installer_name[0] = '\0';
-    aft_g_installer_name[sizeof(aft_g_installer_name) - 1] = '\0';
     /* The kernel puts the program's name last on the main thread's stack, followed by a null
      * pointer: the stack ends at the page boundary above. */
     const char *name = (const char *)(uintptr_t)getauxval(AT_EXECFN);
@@ -213,16 +207,6 @@ void aft_threads_note_installer(void) {
         aft_g_main_stack_pid = (uint64_t)getpid();
     }
 }
-
-int aft_thread_take_app_name(char saved[16]) {
-    static const char own[] = "aftermath.";
-    if (aft_g_installer_name[0] == '\0' || prctl(PR_GET_NAME, saved, 0, 0, 0) != 0 ||
-        strncmp(saved, own, sizeof(own) - 1) != 0)
-        return 0;
-    return prctl(PR_SET_NAME, aft_g_installer_name, 0, 0, 0) == 0;
-}
-
-void aft_thread_restore_name(const char saved[16]) { prctl(PR_SET_NAME, saved, 0, 0, 0); }
 
 /* The passes over the threads the last aft_threads_give_alternate_stacks made. */
 AFT_SMALL_STATE static _Atomic int aft_g_altstack_rounds;

@@ -6,7 +6,6 @@ import CSignalShim
 import CHarnessFaults
 import TestSupport
 import Foundation
-import Synchronization
 import Testing
 
 /// start() called twice, deliveries that overlap, and values longer than their file fields.
@@ -260,43 +259,6 @@ struct StartAndDeliveryTests {
             guard aft_threads_alternate_stack_asked(own) == 0 else { _exit(3) }
             let rounds = aft_threads_alternate_stack_rounds()
             _exit(rounds == 1 ? 0 : 10 + min(rounds, 9))
-        }
-    }
-
-    /// Creates a thread in each export, as an exporter that starts a task or a network client
-    /// does, and keeps that thread's name.
-    final class ThreadMakingExporter: LogExporter, @unchecked Sendable {
-        let names = Mutex<[String]>([])
-        func export(_ batch: LogBatch) throws {
-            let done = DispatchSemaphore(value: 0)
-            let thread = Thread {
-                let comm = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "?"
-                self.names.withLock { $0.append(comm.trimmingCharacters(in: .newlines)) }
-                done.signal()
-            }
-            thread.start()
-            done.wait()
-        }
-    }
-
-    @Test(
-        "A thread the app's exporter creates during start's delivery has the app's name, so a crash pauses and records it"
-    )
-    func exporterThreadsAreTheApps() async throws {
-        let directory: String = TestSupport.childDirectory("exporter-threads")
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let reports = ReportDirectory(root: directory)
-        try reports.prepare()
-        try TestSupport.pendingCrash(in: reports)
-        await #expect(processExitsWith: .success) { [directory = directory as String] in
-            let exporter = ThreadMakingExporter()
-            let config = Aftermath.Configuration(
-                serviceName: "names", serviceVersion: "1", exporter: exporter, reportsDirectory: directory)
-            do { try Aftermath.start(config) } catch { _exit(2) }
-            for _ in 0..<5000 where Aftermath.lastDelivery == nil { usleep(1000) }
-            let names = exporter.names.withLock { $0 }
-            guard !names.isEmpty else { _exit(3) }
-            _exit(names.allSatisfy { !$0.hasPrefix("aftermath.") && $0 != "?" } ? 0 : 4)
         }
     }
 
