@@ -197,14 +197,12 @@ typedef struct aft_loaded_object {
 /* The loaded objects, and the link map's signature read under the loader's lock. */
 uint32_t aft_loaded_objects(aft_loaded_object *objects, uint32_t capacity,
                             aft_link_map_snapshot *signature);
-/* The loaded images from the loader's list in address order, with their build ids read from
- * memory, and the link map's signature read under the same hold of the loader's lock. *usable
- * is 0 when an image's name is not its file's absolute path (then maps must be read). */
+/* The loader's images in address order with their build ids, and the link map's signature
+ * (one hold of its lock); *usable 0: a name is not an absolute path (maps must be read). */
 uint32_t aft_images_from_loader(aft_image *images, uint32_t capacity, const char *main_path,
                                 aft_link_map_snapshot *signature, int *usable, uint32_t *truncated);
-/* The main executable's build id (or text hash, AFT_IMAGE_BUILD_ID_TEXT_HASH in *flags), read
- * directly from its notes, and the number of loaded objects: one pass over the loader's list,
- * without the other objects' ids. Returns the id's size, 0 when there is none. */
+/* The main executable's build id (or text hash: AFT_IMAGE_BUILD_ID_TEXT_HASH in *flags) from
+ * its notes, and the loaded objects' count, in one pass; the id's size, 0 when none. */
 uint32_t aft_main_executable_id(uint8_t *out, uint32_t capacity, uint32_t *flags,
                                 uint32_t *object_count);
 /* The link map's signature now, read under the loader's lock; 0 when it is changing. */
