@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -196,8 +197,13 @@ static int aft_borrow_sigprof(void) {
 /* The thread that installed: aft_install gave it its alternate stack. */
 AFT_SMALL_STATE static _Atomic uint64_t aft_g_installer_tid;
 
+/* The installing thread's name: the app's code Aftermath's threads run goes under it. */
+AFT_SMALL_STATE static char aft_g_installer_name[16];
+
 void aft_threads_note_installer(void) {
     atomic_store(&aft_g_installer_tid, aft_async_gettid());
+    if (prctl(PR_GET_NAME, aft_g_installer_name, 0, 0, 0) != 0) aft_g_installer_name[0] = '\0';
+    aft_g_installer_name[sizeof(aft_g_installer_name) - 1] = '\0';
     /* The kernel puts the program's name last on the main thread's stack, followed by a null
      * pointer: the stack ends at the page boundary above. */
     const char *name = (const char *)(uintptr_t)getauxval(AT_EXECFN);
@@ -206,6 +212,36 @@ void aft_threads_note_installer(void) {
         aft_g_main_stack_end = (top + 4095u) & ~(uint64_t)4095u;
         aft_g_main_stack_pid = (uint64_t)getpid();
     }
+}
+
+int aft_thread_take_app_name(char saved[16]) {
+    static const char own[] = "aftermath.";
+    if (aft_g_installer_name[0] == '\0' || prctl(PR_GET_NAME, saved, 0, 0, 0) != 0 ||
+        strncmp(saved, own, sizeof(own) - 1) != 0)
+        return 0;
+    saved[15] = '\0';
+    uint64_t tid = aft_async_gettid();
+    /* Known by its id before it has the app's name: a crash's capture never pauses it (its
+     * exports go on, and are acknowledged, while a crash is written). */
+    for (uint32_t i = 0; i < AFT_LENT_THREADS; i++) {
+        aft_lent_thread *l = &aft_g_lent_threads[i];
+        uint64_t free_slot = 0; /* claimed (no thread's id), named, then published */
+        if (!atomic_compare_exchange_strong(&l->tid, &free_slot, UINT64_MAX)) continue;
+        memcpy(l->name, saved, sizeof(l->name));
+        atomic_store(&l->tid, tid);
+        if (prctl(PR_SET_NAME, aft_g_installer_name, 0, 0, 0) == 0) return 1;
+        atomic_store(&l->tid, 0);
+        return 0;
+    }
+    return 0; /* every entry taken: it keeps its own name */
+}
+
+void aft_thread_restore_name(const char saved[16]) {
+    prctl(PR_SET_NAME, saved, 0, 0, 0);
+    uint64_t tid = aft_async_gettid();
+    for (uint32_t i = 0; i < AFT_LENT_THREADS; i++)
+        if (atomic_load(&aft_g_lent_threads[i].tid) == tid)
+            atomic_store(&aft_g_lent_threads[i].tid, 0);
 }
 
 /* The passes over the threads the last aft_threads_give_alternate_stacks made. */
@@ -250,7 +286,7 @@ void aft_threads_give_alternate_stacks(void) {
              * has just made, not yet run, are known by their creator's name alone: not
              * deferred, which would hold this pass a first pause for each of them. */
             size_t n = aft_thread_status(tid, buf, sizeof(buf));
-            if (aft_status_ours(buf, n)) continue;
+            if (aft_status_ours(buf, n) || aft_async_lent_name(tid) != NULL) continue;
             int use = signo;
             if (aft_status_blocks(buf, n, signo)) {
                 /* A thread created by one that blocks every asynchronous signal (a libdispatch

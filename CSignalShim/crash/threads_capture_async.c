@@ -117,8 +117,9 @@ static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, int captu
     const char *own_name = tid == atomic_load(&aft_g_watchdog.watchdog_tid) ? watchdog_name
                            : (int)tid == aft_g_unwind_resident.donor_tid    ? donor_name
                            : tid == atomic_load(&aft_g_run_updater_tid)     ? run_name
-                           : tid == atomic_load(&aft_g_watchdog.pinger_tid) ? ping_name
-                                                                            : NULL;
+                           : tid == atomic_load(&aft_g_watchdog.pinger_tid)
+                               ? ping_name
+                               : aft_async_lent_name(tid);
     if (own_name != NULL) {
         aft_async_copy_tail(r->name, AFT_THREAD_NAME, own_name, aft_async_strlen(own_name, 16));
         r->flags |= AFT_THREAD_AFTERMATH;

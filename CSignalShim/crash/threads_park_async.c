@@ -39,6 +39,14 @@ aft_also_crashed *aft_async_also_crashed(uint64_t tid) {
     return NULL;
 }
 
+AFT_SMALL_STATE aft_lent_thread aft_g_lent_threads[AFT_LENT_THREADS];
+
+const char *aft_async_lent_name(uint64_t tid) {
+    for (uint32_t i = 0; i < AFT_LENT_THREADS; i++)
+        if (atomic_load(&aft_g_lent_threads[i].tid) == tid) return aft_g_lent_threads[i].name;
+    return NULL;
+}
+
 void aft_async_threads_note_crash(int signo, void *ucontext) {
     uint64_t tid = aft_async_gettid();
     for (uint32_t i = 0; i < AFT_THREADS_ALSO_CRASHED && ucontext != NULL; i++) {
@@ -66,10 +74,16 @@ void aft_async_threads_forget(void) {
     }
 }
 
-/* The name of the calling thread into r; 1 when it is one of Aftermath's own threads. */
-static int aft_async_own_name(aft_thread *r) {
+/* The name of the calling thread into r; 1 when it is one of Aftermath's own threads (by its
+ * name, or lent to the app's code under the app's). */
+static int aft_async_own_name(aft_thread *r, uint64_t tid) {
     char name[AFT_THREAD_NAME + 1];
     aft_async_memset(name, 0, sizeof(name));
+    const char *lent = aft_async_lent_name(tid);
+    if (lent != NULL) {
+        aft_async_copy_tail(r->name, AFT_THREAD_NAME, lent, aft_async_strlen(lent, 15));
+        return 1;
+    }
     if (syscall(SYS_prctl, PR_GET_NAME, name, 0L, 0L, 0L) != 0) name[0] = '\0';
     aft_async_copy_tail(r->name, AFT_THREAD_NAME, name, aft_async_strlen(name, AFT_THREAD_NAME));
     static const char own[] = "aftermath.";
@@ -97,7 +111,7 @@ static int aft_async_threads_park(aft_thread_capture *c, uint32_t gen, void *uco
         if (!atomic_compare_exchange_strong(&slot->state, &expected, AFT_SLOT_FILLING))
             return 1; /* closed at the deadline, or not sent: a late answer changes nothing */
         aft_thread *r = &c->records[i];
-        if (slot->unread && aft_async_own_name(r)) {
+        if (slot->unread && aft_async_own_name(r, tid)) {
             /* One of Aftermath's (its delivery, its start): listed, not paused, as those known
              * by their ids are. It answers and goes on at once. */
             r->flags |= AFT_THREAD_AFTERMATH;

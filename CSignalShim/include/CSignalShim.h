@@ -138,6 +138,13 @@ int aft_threads_alternate_stack_asked(uint64_t tid);
 /* The passes over the process's threads that giving them alternate stacks took: 1 when none
  * had to be asked again (still starting, asleep, not answering); 0 before it ran. */
 int aft_threads_alternate_stack_rounds(void);
+/* On one of Aftermath's own threads ("aftermath.*"), takes the name of the thread that started
+ * Aftermath for the app's code it is about to run: the threads that code creates inherit the
+ * name, and must be the app's (Aftermath's are never paused at a crash). The thread itself is
+ * still known as Aftermath's, by its id, and keeps running through a crash. The old name in
+ * saved and 1 when renamed (then aft_thread_restore_name after); 0 on any other thread. */
+int aft_thread_take_app_name(char saved[16]);
+void aft_thread_restore_name(const char saved[16]);
 
 /* The calling thread's Swift async callers (aftermath_format_async.h), innermost first, when it
  * runs in a Swift task; 0 otherwise or before the install's completion. */

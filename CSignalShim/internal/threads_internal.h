@@ -193,6 +193,16 @@ void aft_async_fill_from_context(aft_thread *r, const void *ucontext, uint32_t s
 /* The remembered crash of thread tid (aft_async_threads_note_crash), or NULL
  * (threads_park_async.c). */
 aft_also_crashed *aft_async_also_crashed(uint64_t tid);
+/* Aftermath's own threads that run the app's code (an exporter) under the app's name, so that
+ * the threads that code creates are the app's: known here by id, with their own name. */
+#define AFT_LENT_THREADS 4
+typedef struct aft_lent_thread {
+    _Atomic uint64_t tid; /* 0: free */
+    char name[16];        /* its own name, written before tid */
+} aft_lent_thread;
+extern aft_lent_thread aft_g_lent_threads[AFT_LENT_THREADS];
+/* Thread tid's own name while it is lent to the app's code, or NULL (threads_park_async.c). */
+const char *aft_async_lent_name(uint64_t tid);
 uint32_t aft_async_threads_list(aft_thread_capture *c, int capture, uint64_t *first_signal_ns);
 void aft_async_threads_collect(aft_thread_capture *c, int capture, uint64_t first_signal_ns);
 /* "/proc/self/task/<tid>/<leaf>" read into c->proc: its length, or -1; and a record from the

@@ -210,6 +210,9 @@ public enum Aftermath {
         attachments attachmentExporter: (any AttachmentExporter)?,
         resource: Resource
     ) -> Delivery {
+        // The app's code, under the app's thread name where this is Aftermath's own thread.
+        let exporter = AppThreadLogExporter(base: exporter)
+        let attachmentExporter = attachmentExporter.map { AppThreadAttachmentExporter(base: $0) }
         let dropped = HandledErrorRecorder.takeDropped()
         let counting = dropped > 0 ? DropReportingExporter(base: exporter, droppedErrors: dropped) : nil
         let delivery = Delivery(

@@ -257,8 +257,10 @@ struct StartAndDeliveryTests {
             aft_install_complete()
             // Asked again, it would hold the pass 0.4 s over five looks at the threads.
             guard aft_threads_alternate_stack_asked(own) == 0 else { _exit(3) }
+            // Waited for, it would be asked in every round (5). A loaded machine may leave an
+            // app thread still starting for a second look: the check is that not every round ran.
             let rounds = aft_threads_alternate_stack_rounds()
-            _exit(rounds == 1 ? 0 : 10 + min(rounds, 9))
+            _exit(rounds >= 1 && rounds < 5 ? 0 : 10 + min(rounds, 9))
         }
     }
 
