@@ -88,7 +88,6 @@ def main():
                 continue
             pages = private_pages(pagemap, kpageflags, start, end)
             if in_binary:
-                top = end if not name else top
                 binary_pages += pages
             if pages:
                 label = name or ("[bss of the binary]" if in_binary else f"[anonymous {(end - start) // 1024} KiB]")
