@@ -68,7 +68,13 @@ void *aft_async_arch_synthesize_context(void *buffer, uint32_t capacity, uint64_
 
 /* The calling thread's thread pointer (the fs base). */
 uint64_t aft_async_arch_thread_pointer(void) {
-    /* Asked of the kernel: %fs:0 would fault in a thread made by a raw clone, without TLS. */
+    /* The register itself (no memory read: %fs:0 would fault in a thread made by a raw clone,
+     * without TLS), else asked of the kernel. */
+    if (aft_g_arch_fsgsbase) {
+        uint64_t base;
+        __asm__ volatile("rdfsbase %0" : "=r"(base));
+        return base;
+    }
     unsigned long tp = 0;
     if (syscall(SYS_arch_prctl, 0x1003 /* ARCH_GET_FS */, &tp) != 0) return 0;
     return (uint64_t)tp;

@@ -26,6 +26,8 @@ AFT_SMALL_STATE static _Atomic uint64_t aft_g_crashing_tid;
 AFT_SMALL_STATE static _Atomic int aft_g_crash_written, aft_g_writing, aft_g_crash_signal,
     aft_g_crash_rounds, aft_g_capturing;
 AFT_SMALL_STATE static sigjmp_buf aft_g_writer_jump, aft_g_capture_jump;
+/* Asked once at the handler's entry for the whole write: its process, thread, file-size limit. */
+AFT_SMALL_STATE static uint64_t aft_g_crash_pid, aft_g_crash_tid, aft_g_crash_file_size_limit;
 
 static int aft_async_is_function(const struct sigaction *a);
 static struct sigaction aft_async_previous(int signo, int original);
@@ -45,9 +47,9 @@ static int aft_async_signal_index(int signo) {
     return -1;
 }
 
-int aft_async_crash_stacks_fit(void) {
+int aft_async_crash_stacks_fit(uint64_t file_size_limit) {
     return aft_g_state.reserved_fd >= 0 && aft_g_state.reserve_holds_stacks &&
-           aft_async_file_size_limit() >= aft_g_state.reserved_bytes;
+           file_size_limit >= aft_g_state.reserved_bytes;
 }
 
 /* The calling thread's name: prctl(PR_GET_NAME) is one syscall, no file to open. */
@@ -75,8 +77,8 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
         ci->sender_uid = info->si_uid;
         ci->fault_address = 0;
     }
-    ci->thread_id = aft_async_gettid();
-    ci->is_main_thread = ci->thread_id == (uint64_t)getpid();
+    ci->thread_id = aft_g_crash_tid;
+    ci->is_main_thread = ci->thread_id == aft_g_crash_pid;
     aft_async_thread_name(ci->thread_name);
     if (ucontext != NULL)
         aft_async_arch_registers(ucontext, ci); /* NULL: a handler that chained to us without it */
@@ -94,7 +96,7 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
     if (!aft_g_known_link_map.valid)
         images_read = aft_async_crash_read_images(
             &aft_g_crash_scratch, aft_g_state.context.executable_path, &images_truncated);
-    int stacks_in_file = aft_async_crash_stacks_fit() &&
+    int stacks_in_file = aft_async_crash_stacks_fit(aft_g_crash_file_size_limit) &&
                          !(&aft_g_test_unwind_in_handler != NULL && aft_g_test_unwind_in_handler);
     int deferred = ucontext != NULL && stacks_in_file && aft_async_pc_in_known_image(pc_frame);
     if (deferred) {
@@ -130,6 +132,7 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
      * gone before it runs: the default action's death does not wait for them. */
     aft_g_release_waits = aft_async_is_function(&next) || next.sa_handler != SIG_DFL;
     atomic_store(&aft_g_capturing, 1);
+    aft_g_threads.pid = aft_g_crash_pid;
     if (sigsetjmp(aft_g_capture_jump, 1) == 0) {
         aft_async_threads_capture(ci, ucontext, frame_buffer, frames, truncated,
                                   aft_async_is_function(&next), stacks_in_file);
@@ -174,6 +177,8 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
         .has_link_map = has_link_map,
         .link_count = link_count,
         .link_hash = link_hash,
+        .file_size_limit_known = 1,
+        .file_size_limit = aft_g_crash_file_size_limit,
     };
     int err = aft_async_write_report(aft_g_state.crash_dir_fd, tmp_name, aft_g_state.final_name,
                                      &spec, NULL);
@@ -291,14 +296,6 @@ static void aft_async_survived(int signo) {
     atomic_store(&aft_g_crashing_tid, 0);
 }
 
-/* Marks the half-written report of a handler that faulted: the next launch says so. */
-static void aft_async_mark_handler_fault(void) {
-    int fd = aft_g_state.reserved_fd;
-    if (fd < 0) return;
-    uint32_t flags = AFT_FLAG_NESTED_FAULT | (aft_g_state.fsync_reports ? AFT_FLAG_FSYNCED : 0);
-    (void)aft_async_pwrite_all(fd, &flags, sizeof(flags), (off_t)offsetof(aft_file_header, flags));
-}
-
 void aft_async_handler(int signo, siginfo_t *info, void *ucontext) {
     int saved_errno = errno;
     uint64_t entry_ns = aft_async_now_ns(CLOCK_MONOTONIC);
@@ -322,11 +319,14 @@ void aft_async_handler(int signo, siginfo_t *info, void *ucontext) {
         struct itimerval deadline = {.it_value = {.tv_sec = AFT_HANDLER_DEADLINE_SECONDS}};
         struct itimerval timer_previous = {{0, 0}, {0, 0}};
         (void)syscall(SYS_setitimer, (long)ITIMER_REAL, &deadline, &timer_previous);
-        aft_async_memory_reader_refresh(); /* a child forked without fork(3)'s handlers */
+        aft_g_crash_tid = tid;
+        aft_g_crash_pid = (uint64_t)getpid();
+        aft_g_crash_file_size_limit = aft_async_file_size_limit();
+        aft_async_memory_reader_refresh_for((pid_t)aft_g_crash_pid); /* a fork without atfork */
         /* Under a file-size limit our write must fail with EFBIG, not end the process by
          * SIGXFSZ: held before sigsetjmp, whose saved mask a fault restores. */
         aft_file_size_hold file_size_hold;
-        int file_size_limited = aft_async_file_size_limit() != UINT64_MAX;
+        int file_size_limited = aft_g_crash_file_size_limit != UINT64_MAX;
         if (file_size_limited) aft_async_hold_file_size_signal(&file_size_hold);
         atomic_store(&aft_g_writing, 1);
         aft_g_release_waits = 1; /* until the writer knows what comes next */

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
 #include <linux/falloc.h>
@@ -36,6 +37,8 @@ uint64_t aft_g_frames[AFT_MAX_FRAMES + AFT_UNWIND_SLACK];
 aft_image aft_g_images[AFT_MAX_IMAGES];
 aft_image aft_g_known_images[AFT_MAX_IMAGES];
 AFT_SMALL_STATE _Atomic uint32_t aft_g_known_image_count;
+/* rdfsbase may run in user mode (x86-64; the kernel says so in AT_HWCAP2): set at install. */
+AFT_SMALL_STATE int aft_g_arch_fsgsbase;
 aft_link_map_snapshot aft_g_known_link_map;
 
 static uint32_t aft_g_alt_stack_size = AFT_MIN_ALT_STACK;
@@ -225,7 +228,7 @@ static void aft_install_complete_images(void) {
      * deadline while it is cold (AFT_UNWIND_COLD_BUDGET_NS): the first pauses about 0.6-1.0 ms,
      * once. Except where a crash's stacks will not be in its file (no reserve that holds them,
      * a file-size limit below it): its handler unwinds them itself, with libunwind loaded now. */
-    if (!aft_async_crash_stacks_fit()) (void)aft_libunwind_load();
+    if (!aft_async_crash_stacks_fit(aft_async_file_size_limit())) (void)aft_libunwind_load();
     aft_g_completed_generation = aft_g_install_generation;
     pthread_mutex_unlock(&aft_g_completion_lock);
 }
@@ -343,6 +346,9 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
             aft_g_state.has_original[i] = 1;
         }
     }
+#if defined(__x86_64__)
+    aft_g_arch_fsgsbase = (getauxval(AT_HWCAP2) & 2u) != 0; /* rdfsbase allowed in user mode */
+#endif
     aft_g_state.installed = 1;
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
     aft_threads_prepare(options->capture_signal); /* the signal that pauses the other threads */

@@ -6,7 +6,8 @@
  * (commit 0), context, event, frames, images, then the header again with size, CRC and commit
  * marker, optional fsync, rename into place. A reader that finds the final name finds a whole
  * file; a leftover .tmp holds as much as was written, most useful first. The pieces go out by
- * writev(2) from where they already are: no staging copy of the body, nor its pages.
+ * pwritev(2) from where they already are: no staging copy of the body, nor its pages; each
+ * write names its offset, so the descriptor's is never moved.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,7 +24,7 @@ void aft_async_flush(aft_writer *w) {
     struct iovec *v = w->iov;
     uint32_t left = w->count;
     while (left > 0 && !w->error) {
-        long n = syscall(SYS_writev, (long)w->fd, (long)v, (long)left);
+        long n = syscall(SYS_pwritev, (long)w->fd, (long)v, (long)left, (long)w->offset, 0L);
         if (n < 0) {
             if (errno != EINTR) w->error = errno;
             continue;
@@ -33,6 +34,7 @@ void aft_async_flush(aft_writer *w) {
             break;
         }
         size_t done = (size_t)n;
+        w->offset += (uint64_t)n;
         while (left > 0 && done >= v->iov_len) {
             done -= v->iov_len;
             v++;
@@ -52,7 +54,8 @@ void aft_async_queue(aft_writer *w, const void *data, size_t size, int copy) {
     if (w->error || size == 0) return;
     if (copy && size > AFT_WRITER_SMALL) {
         aft_async_flush(w); /* not in the writer's own calls: written at once */
-        if (!w->error) w->error = aft_async_write_all(w->fd, data, size);
+        if (!w->error) w->error = aft_async_pwrite_all(w->fd, data, size, (off_t)w->offset);
+        if (!w->error) w->offset += size;
         return;
     }
     if (w->count == AFT_WRITER_IOVS || (copy && w->small_used + size > AFT_WRITER_SMALL))
@@ -132,7 +135,8 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
 
     /* A file-size limit (ulimit -f) smaller than the whole report: the innermost frames and
      * the images they are in come first; what does not fit is left out and said to be. */
-    uint64_t limit = aft_async_file_size_limit();
+    uint64_t limit =
+        spec->file_size_limit_known ? spec->file_size_limit : aft_async_file_size_limit();
     uint64_t fixed = sizeof(header) + 4 * sizeof(aft_section_header) + sizeof(aft_context) +
                      spec->event_size + (spec->extra != NULL ? spec->extra_size : 0);
     uint32_t frame_count = spec->frame_count;
@@ -150,6 +154,7 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
     aft_writer w;
     w.fd = fd;
     w.error = 0;
+    w.offset = 0;
     w.crc = 0;
     w.body_size = 0;
     w.count = 0;
@@ -247,4 +252,12 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
         close(fd);
     }
     return 0;
+}
+
+/* Marks the half-written report of a handler that faulted: the next launch says so. */
+void aft_async_mark_handler_fault(void) {
+    int fd = aft_g_state.reserved_fd;
+    if (fd < 0) return;
+    uint32_t flags = AFT_FLAG_NESTED_FAULT | (aft_g_state.fsync_reports ? AFT_FLAG_FSYNCED : 0);
+    (void)aft_async_pwrite_all(fd, &flags, sizeof(flags), (off_t)offsetof(aft_file_header, flags));
 }

@@ -143,8 +143,9 @@ static int aft_async_emit_stack_in_place(aft_writer *w, const aft_thread *r) {
     struct iovec pieces[3] = {
         {&sh, sizeof(sh)}, {&m, sizeof(m)}, {(void *)(uintptr_t)bytes, r->stack_size}};
     size_t total = sizeof(sh) + sizeof(m) + (size_t)r->stack_size;
-    /* At the file's offset, which pwritev leaves where it is: a copy made instead overwrites. */
-    off_t at = (off_t)(sizeof(aft_file_header) + w->body_size);
+    /* At the writer's offset, which moves only once it is all written: a copy made instead
+     * overwrites. */
+    off_t at = (off_t)w->offset;
     ssize_t n;
     do {
         n = (ssize_t)syscall(SYS_pwritev, (long)w->fd, (long)pieces, 3L, (long)at, 0L);
@@ -154,7 +155,7 @@ static int aft_async_emit_stack_in_place(aft_writer *w, const aft_thread *r) {
     w->crc = aft_async_crc32(w->crc, &m, sizeof(m));
     w->crc = aft_async_crc32(w->crc, bytes, (size_t)r->stack_size);
     w->body_size += total;
-    if (lseek(w->fd, (off_t)total, SEEK_CUR) < 0) w->error = errno;
+    w->offset += total;
     return 1;
 }
 
@@ -188,11 +189,17 @@ static const uint8_t aft_g_zeros[4096];
  * file (a truncation of cached pages). 0 when it cannot be (a file-size limit, a size beyond
  * what a reserve is given): the caller shrinks the file instead. */
 int aft_async_pad_to_size(aft_writer *w, uint64_t limit) {
-    struct stat st;
-    if (fstat(w->fd, &st) != 0) return 0;
+    /* The reserve sized at install: its size then, which only the writer's own bytes change
+     * (a file nobody else writes), where there was one; else asked. */
+    uint64_t size = aft_g_state.reserve_cached_bytes;
+    if (w->fd != aft_g_state.reserved_fd || size == 0) {
+        struct stat st;
+        if (fstat(w->fd, &st) != 0) return 0;
+        size = (uint64_t)st.st_size;
+    }
     uint64_t used = sizeof(aft_file_header) + w->body_size;
-    if ((uint64_t)st.st_size <= used) return 1;
-    uint64_t gap = (uint64_t)st.st_size - used;
+    if (size <= used) return 1;
+    uint64_t gap = size - used;
     if (gap < sizeof(aft_section_header)) gap += sizeof(aft_g_zeros); /* past it: a section */
     if (gap > AFT_RESERVE_SIZED_MAX || (limit != UINT64_MAX && used + gap > limit)) return 0;
     aft_section_header sh = {.type = AFT_SECTION_PADDING,

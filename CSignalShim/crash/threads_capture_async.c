@@ -102,7 +102,7 @@ static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, int captu
     r->thread_id = tid;
     r->syscall_number = -2;
     r->state = '?';
-    if (tid == (uint64_t)getpid()) r->flags |= AFT_THREAD_MAIN;
+    if (tid == c->pid) r->flags |= AFT_THREAD_MAIN;
     slot->ucontext = NULL;
     slot->signal = 0;
     slot->unread = 0;
@@ -250,7 +250,7 @@ int aft_async_threads_send(aft_thread_capture *c, uint32_t i, int signo,
     aft_thread *r = &c->records[i];
     slot->signal = signo;
     atomic_store(&slot->state, AFT_SLOT_SENT);
-    if (syscall(SYS_tgkill, (long)getpid(), (long)r->thread_id, (long)signo) != 0) {
+    if (syscall(SYS_tgkill, (long)c->pid, (long)r->thread_id, (long)signo) != 0) {
         int err = errno;
         uint32_t sent = AFT_SLOT_SENT;
         atomic_compare_exchange_strong(&slot->state, &sent, AFT_SLOT_LATE);
@@ -294,6 +294,9 @@ uint32_t aft_async_threads_list(aft_thread_capture *c, int capture, uint64_t *fi
             added++;
             aft_async_threads_add(c, tid, capture, first_signal);
         }
+        /* Room left for another entry (a thread's is 32 bytes at most): the kernel stopped at
+         * the list's end, and a second call would only say so. */
+        if (n + 64 <= (long)sizeof(c->dirents)) break;
     }
     close(fd);
     return added;

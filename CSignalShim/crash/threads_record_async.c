@@ -256,6 +256,7 @@ void aft_async_threads_capture_for_hang(uint64_t watched_tid, int pool) {
     c->unwind_slot = AFT_UNWIND_SLOT_CAPTURE;
     uint64_t begin = aft_async_now_ns(CLOCK_MONOTONIC);
     c->skip_tid = watched_tid;
+    c->pid = (uint64_t)getpid();
     aft_async_capture_open(c, aft_async_gettid());
     aft_async_capture_run(c, begin);
 }

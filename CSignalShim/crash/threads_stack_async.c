@@ -136,8 +136,7 @@ void aft_async_copy_stack(aft_thread_capture *c, uint32_t index, uint64_t *used)
 #else
     uint64_t end = tp;
 #endif
-    if ((r->flags & AFT_THREAD_MAIN) && aft_g_main_stack_end != 0 &&
-        aft_g_main_stack_pid == (uint64_t)getpid())
+    if ((r->flags & AFT_THREAD_MAIN) && aft_g_main_stack_end != 0 && aft_g_main_stack_pid == c->pid)
         end = aft_g_main_stack_end;
     if (end <= start || end - start > (1u << 24)) end = 0; /* not above this stack */
     if (end == 0 && !(r->flags & AFT_THREAD_MAIN)) {

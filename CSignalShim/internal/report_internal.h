@@ -51,11 +51,16 @@ typedef struct aft_report_spec {
     uint32_t extra_type;
     const void *extra;
     uint32_t extra_size;
+    /* The file-size limit (ulimit -f), where the caller has it already; else read here. */
+    int file_size_limit_known;
+    uint64_t file_size_limit;
 } aft_report_spec;
 /* Writes a report to dir_fd/tmp_name, commits it and renames it to final_name.
  * Returns 0 or an errno value; with keep_open, *out_fd is the open, committed file. */
 int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_name,
                            const aft_report_spec *spec, int *out_fd);
+/* Marks the reserve's half-written crash report of a handler that faulted. */
+void aft_async_mark_handler_fault(void);
 /* Formats 16 id bytes as 32 lowercase hex digits followed by suffix. */
 void aft_async_id_file_name(char *out, size_t capacity, const uint8_t id[AFT_ID_SIZE],
                             const char *suffix);

@@ -21,6 +21,8 @@
 typedef struct aft_writer {
     int fd;
     int error;
+    uint64_t offset; /* where the next write goes: every write says where (pwritev), so the
+                        descriptor's own offset is never moved or read */
     uint32_t crc;
     uint64_t body_size;
     uint32_t count;
@@ -29,7 +31,7 @@ typedef struct aft_writer {
     uint8_t small[AFT_WRITER_SMALL];
 } aft_writer;
 
-/* Writes what is queued (writev), keeping the first error. */
+/* Writes what is queued (pwritev at the writer's offset), keeping the first error. */
 void aft_async_flush(aft_writer *w);
 /* Queues [data, data + size); copy: the bytes live in a frame that ends before the write. */
 void aft_async_queue(aft_writer *w, const void *data, size_t size, int copy);

@@ -107,6 +107,7 @@ void aft_memory_reader_prepare(void);
 /* In a forked child (getpid() changed), or when the app closed or reused a descriptor:
  * reopens the descriptors for this process (-1 where that fails). */
 void aft_async_memory_reader_refresh(void);
+void aft_async_memory_reader_refresh_for(pid_t pid); /* the same, the caller's pid known */
 /* Reads size bytes at address into out; 0 on success. */
 typedef int (*aft_memory_read_fn)(uint64_t address, void *out, size_t size);
 /* Reads a small file whole into buf (NUL-terminated). Returns bytes read or -1. */
@@ -124,7 +125,7 @@ uint64_t aft_async_file_size_limit(void);
 /* Whether a crash's stacks will be in its file: the reserve made at start is there and holds
  * them, and no file-size limit cuts the file below it. Then the next launch unwinds them;
  * else the handler does. */
-int aft_async_crash_stacks_fit(void);
+int aft_async_crash_stacks_fit(uint64_t file_size_limit);
 /* Writes the decimal form of v into buf; returns its length. buf needs 21 bytes. */
 size_t aft_async_u64_to_dec(uint64_t v, char *buf);
 
@@ -223,8 +224,10 @@ uint32_t aft_async_arch_fp_state(const void *ucontext, uint8_t *out, uint32_t ca
 #define AFT_SYNTHETIC_CONTEXT_ROOM 8192u
 void *aft_async_arch_synthesize_context(void *buffer, uint32_t capacity, uint64_t pc, uint64_t sp,
                                         uint64_t scratch[512]);
-/* The calling thread's TLS thread pointer, 0 where unknown. */
+/* The calling thread's TLS thread pointer, 0 where unknown; by an instruction where the kernel
+ * allows it (aft_g_arch_fsgsbase, set at install: x86-64's FSGSBASE), else by a system call. */
 uint64_t aft_async_arch_thread_pointer(void);
+extern int aft_g_arch_fsgsbase;
 /* 1 when the signal context is that of a system call the signal cut short (-EINTR). */
 int aft_async_arch_interrupted_syscall(const void *ucontext);
 /* 1 when the signal found the thread in a system call: cut short, or to be restarted after the
@@ -380,14 +383,11 @@ uint32_t aft_async_frame_pointer_walk_scanning(aft_stack_window *w, uint64_t pc,
                                                uint64_t *frames, uint32_t capacity,
                                                uint32_t *truncated);
 
-/* Futex helpers (safe_io_async.c). */
-void aft_async_futex_wake(_Atomic uint32_t *word);
+void aft_async_futex_wake(_Atomic uint32_t *word); /* futex helpers (safe_io_async.c) */
 /* Waits while *word == expected, until the absolute CLOCK_MONOTONIC deadline (0 = forever). */
 void aft_async_futex_wait_until(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_ns);
 
-/* ---- the report writer (report_async.c): report_internal.h ---- */
-#include "report_internal.h"
-
+#include "report_internal.h" /* the report writer (report_async.c) */
 /* ---- the crash handler (handler_async.c) ---- */
 /* Writes this run's crash file: into reserved_fd when >= 0 (named tmp_name), else creates
  * tmp_name; renames it to the run's final name. */

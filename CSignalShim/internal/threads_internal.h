@@ -83,6 +83,7 @@ typedef struct aft_thread_capture {
     uint64_t skip_tid;    /* a thread not to record (a hang's watched thread: its own stack) */
     int spare_sleepers;   /* a crash the app may live through: sleeping threads not signalled */
     int defer_unwinding;  /* a crash whose file takes the stacks: the next launch unwinds them */
+    uint64_t pid;         /* the process's id, asked once by the capturer */
     /* Shared with the paused threads. */
     _Atomic uint32_t generation; /* odd while a capture is open */
     _Atomic uint32_t answered;   /* futex word: answers so far */

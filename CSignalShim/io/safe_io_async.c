@@ -178,8 +178,9 @@ int aft_async_read_memory(uint64_t address, void *out, size_t size) {
     return aft_async_read_memory_pipe(address, out, size);
 }
 
-void aft_async_memory_reader_refresh(void) {
-    pid_t pid = getpid();
+void aft_async_memory_reader_refresh(void) { aft_async_memory_reader_refresh_for(getpid()); }
+
+void aft_async_memory_reader_refresh_for(pid_t pid) {
     int forked = aft_g_memory.pid != pid;
     /* A forked child's descriptor reads the parent's memory and its pipe is shared with the
      * parent; an app that closed descriptors may have reused the numbers for other files.

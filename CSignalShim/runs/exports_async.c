@@ -54,6 +54,7 @@ void aft_export_end(void) {
 
 /* Of n hand-offs in progress, those on other threads than the calling one. */
 static uint32_t aft_async_exports_elsewhere(uint32_t n) {
+    if (n == 0) return 0; /* none in flight: no system call */
     uint64_t tid = aft_async_gettid();
     for (int i = 0; i < AFT_EXPORT_SLOTS; i++)
         if (atomic_load(&aft_g_export_threads[i]) == tid) return n > 0 ? n - 1 : 0;

@@ -149,8 +149,9 @@ int aft_unwind_resident_spawn(void) {
 
 void aft_async_unwind_resident_retire(void) {
     aft_unwind_resident *r = &aft_g_unwind_resident;
+    if (r->donor_tid <= 0) return; /* none was ever started: no system call */
     pid_t self = getpid();
-    if (r->owner != (int)self || r->donor_tid <= 0 || atomic_exchange(&r->retire, 1)) return;
+    if (r->owner != (int)self || atomic_exchange(&r->retire, 1)) return;
     atomic_store(&r->pid, 0);
     syscall(SYS_futex, (uint32_t *)&r->retire, FUTEX_WAKE, 1, NULL, NULL, 0);
     /* Until the donor is gone from /proc/self/task (50 ms at most). */
