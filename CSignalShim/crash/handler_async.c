@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
@@ -26,6 +25,7 @@ AFT_SMALL_STATE static _Atomic uint64_t aft_g_crashing_tid;
 AFT_SMALL_STATE static _Atomic int aft_g_crash_written, aft_g_writing, aft_g_crash_signal,
     aft_g_crash_rounds, aft_g_capturing;
 AFT_SMALL_STATE static sigjmp_buf aft_g_writer_jump, aft_g_capture_jump;
+AFT_SMALL_STATE static sigset_t aft_g_writer_mask; /* asked once, given back after a jump */
 /* Asked once at the handler's entry for the whole write: its process, thread, file-size limit. */
 AFT_SMALL_STATE static uint64_t aft_g_crash_pid, aft_g_crash_tid, aft_g_crash_file_size_limit;
 
@@ -50,14 +50,6 @@ static int aft_async_signal_index(int signo) {
 int aft_async_crash_stacks_fit(uint64_t file_size_limit) {
     return aft_g_state.reserved_fd >= 0 && aft_g_state.reserve_holds_stacks &&
            file_size_limit >= aft_g_state.reserved_bytes;
-}
-
-/* The calling thread's name: prctl(PR_GET_NAME) is one syscall, no file to open. */
-static void aft_async_thread_name(char *out) {
-    char buf[AFT_THREAD_NAME + 1];
-    aft_async_memset(buf, 0, sizeof(buf));
-    if (syscall(SYS_prctl, PR_GET_NAME, buf, 0L, 0L, 0L) != 0) buf[0] = '\0';
-    aft_async_copy_tail(out, AFT_THREAD_NAME, buf, aft_async_strlen(buf, AFT_THREAD_NAME));
 }
 
 int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t entry_ns,
@@ -133,10 +125,11 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
     aft_g_release_waits = aft_async_is_function(&next) || next.sa_handler != SIG_DFL;
     atomic_store(&aft_g_capturing, 1);
     aft_g_threads.pid = aft_g_crash_pid;
-    if (sigsetjmp(aft_g_capture_jump, 1) == 0) {
+    if (sigsetjmp(aft_g_capture_jump, 0) == 0) {
         aft_async_threads_capture(ci, ucontext, frame_buffer, frames, truncated,
                                   aft_async_is_function(&next), stacks_in_file);
     } else {
+        sigprocmask(SIG_SETMASK, &aft_g_writer_mask, NULL);
         aft_g_threads.info.recorded = 0; /* the sections are left out */
     }
     atomic_store(&aft_g_capturing, 0);
@@ -330,11 +323,13 @@ void aft_async_handler(int signo, siginfo_t *info, void *ucontext) {
         if (file_size_limited) aft_async_hold_file_size_signal(&file_size_hold);
         atomic_store(&aft_g_writing, 1);
         aft_g_release_waits = 1; /* until the writer knows what comes next */
-        if (sigsetjmp(aft_g_writer_jump, 1) == 0) {
+        sigprocmask(SIG_BLOCK, NULL, &aft_g_writer_mask); /* for both jumps: one system call */
+        if (sigsetjmp(aft_g_writer_jump, 0) == 0) {
             aft_async_write_crash(signo, info, ucontext, entry_ns, aft_g_state.reserved_fd,
                                   aft_g_state.tmp_name);
-        } else {
-            aft_async_mark_handler_fault(); /* back here from a fault inside the writer */
+        } else { /* back here from a fault inside the writer */
+            sigprocmask(SIG_SETMASK, &aft_g_writer_mask, NULL);
+            aft_async_mark_handler_fault();
         }
         atomic_store(&aft_g_writing, 0);
         /* Aftermath's own threads are not paused: a hand-off to the exporter that another of

@@ -188,6 +188,7 @@ static void aft_after_fork_in_child(void) {
     aft_async_memory_reader_refresh();
     aft_unwind_helpers_prepare(1);
     aft_unwind_resident_after_fork_in_child();
+    aft_threads_after_fork_in_child();
     aft_async_id_file_name(aft_g_state.tmp_name, AFT_FILE_NAME_CAPACITY,
                            aft_g_state.context.report_id, ".crash.tmp");
     aft_async_id_file_name(aft_g_state.final_name, AFT_FILE_NAME_CAPACITY,

@@ -15,6 +15,7 @@
 #include <sys/uio.h>
 #include <stdio.h> /* renameat */
 #include <linux/falloc.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -252,6 +253,14 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
         close(fd);
     }
     return 0;
+}
+
+/* The calling thread's name: prctl(PR_GET_NAME) is one syscall, no file to open. */
+void aft_async_thread_name(char *out) {
+    char buf[AFT_THREAD_NAME + 1];
+    aft_async_memset(buf, 0, sizeof(buf));
+    if (syscall(SYS_prctl, PR_GET_NAME, buf, 0L, 0L, 0L) != 0) buf[0] = '\0';
+    aft_async_copy_tail(out, AFT_THREAD_NAME, buf, aft_async_strlen(buf, AFT_THREAD_NAME));
 }
 
 /* Marks the half-written report of a handler that faulted: the next launch says so. */

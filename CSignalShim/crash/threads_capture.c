@@ -46,9 +46,30 @@ void aft_threads_read_tls_size(void) {
     }
 }
 
+/* The crash's listing of its threads reads a descriptor opened here, not the path (see
+ * aft_async_threads_list): one descriptor, kept for the process's life. */
+AFT_SMALL_STATE int aft_g_task_fd = -1;
+AFT_SMALL_STATE uint64_t aft_g_task_pid;
+
+static void aft_threads_open_task_list(void) {
+    uint64_t pid = (uint64_t)getpid();
+    if (aft_g_task_pid == pid) return;
+    int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    aft_g_task_fd = fd;
+    aft_g_task_pid = fd >= 0 ? pid : 0;
+}
+
 void aft_threads_prepare(int requested_signal) {
     int signo = aft_watchdog_prepare_capture_signal(requested_signal);
     atomic_store(&aft_g_thread_capture_signal, signo);
+    aft_threads_open_task_list();
+}
+
+void aft_threads_after_fork_in_child(void) {
+    if (aft_g_task_pid == 0) return;
+    close(aft_g_task_fd); /* the parent's threads */
+    aft_g_task_pid = 0;
+    aft_threads_open_task_list();
 }
 
 /* tid's status file into buf: its length, 0 when it cannot be read. */

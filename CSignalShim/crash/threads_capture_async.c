@@ -89,8 +89,7 @@ static int aft_async_listed(aft_thread_capture *c, uint64_t tid) {
 }
 
 /* Records a newly listed thread and, where it can answer, signals it. */
-static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, int capture,
-                                  uint64_t *first_signal_ns) {
+static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, uint64_t *first_signal_ns) {
     uint32_t i = atomic_load(&c->count);
     if (i >= AFT_MAX_THREADS) {
         if (c->info.rounds <= 1) c->info.omitted++; /* a later listing finds the same ones */
@@ -126,6 +125,7 @@ static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, int captu
         r->why = AFT_THREAD_WHY_OWN;
         return;
     }
+    int capture = aft_async_capture_signal(c);
     if (!c->for_hang && capture > 0 && aft_async_also_crashed(tid) == NULL) {
         /* A crash: signalled at once, /proc unread (a read costs more than the answer). The
          * thread names itself when it answers; one that stays silent is looked up then
@@ -267,16 +267,55 @@ int aft_async_threads_send(aft_thread_capture *c, uint32_t i, int signo,
     return 1;
 }
 
-/* One listing of /proc/self/task; the number of threads not seen before. */
-uint32_t aft_async_threads_list(aft_thread_capture *c, int capture, uint64_t *first_signal) {
+/* Whether the n bytes of c->dirents are a task list's that names thread tid: every name a
+ * number but "." and ".." (the directory of processes, /proc, names the main thread's id too). */
+static int aft_async_dirents_list_thread(const aft_thread_capture *c, long n, uint64_t tid) {
+    int named = 0;
+    for (long at = 0; at + 19 < n;) {
+        uint16_t reclen;
+        aft_async_memcpy(&reclen, c->dirents + at + 16, sizeof(reclen));
+        if (reclen == 0 || at + reclen > n) return 0;
+        const char *name = c->dirents + at + 19;
+        at += reclen;
+        if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) continue;
+        uint64_t value = 0;
+        int digits = 0;
+        for (; digits < 20 && name[digits] >= '0' && name[digits] <= '9'; digits++)
+            value = value * 10 + (uint64_t)(name[digits] - '0');
+        if (digits == 0 || name[digits] != '\0') return 0;
+        named |= value == tid;
+    }
+    return named;
+}
+
+/* The task list open, its first batch read into c->dirents (*n bytes). A crash's descriptor
+ * was opened at install: a lookup of the path costs a cold crash 25-50 µs, most of its
+ * listing. It is trusted only where its first batch names the capturer (an app may have closed
+ * it and reused the number), and lists threads only; else, and in a hang's capture, the path
+ * is opened. */
+static int aft_async_task_list_open(aft_thread_capture *c, long *n) {
+    uint64_t self = atomic_load(&c->slots[0].tid);
+    if (!c->for_hang && aft_g_task_pid != 0 && aft_g_task_pid == c->pid &&
+        lseek(aft_g_task_fd, 0, SEEK_SET) == 0) {
+        *n = syscall(SYS_getdents64, (long)aft_g_task_fd, c->dirents, (long)sizeof(c->dirents));
+        if (*n > 0 && aft_async_dirents_list_thread(c, *n, self)) return aft_g_task_fd;
+    }
     int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) *n = syscall(SYS_getdents64, (long)fd, c->dirents, (long)sizeof(c->dirents));
+    return fd;
+}
+
+/* One listing of /proc/self/task; the number of threads not seen before. */
+uint32_t aft_async_threads_list(aft_thread_capture *c, uint64_t *first_signal) {
+    long n = 0;
+    int fd = aft_async_task_list_open(c, &n);
     if (fd < 0) {
         c->info.flags |= AFT_THREADS_NO_TASK_LIST;
         return 0;
     }
     uint32_t added = 0;
-    for (;;) {
-        long n = syscall(SYS_getdents64, (long)fd, c->dirents, (long)sizeof(c->dirents));
+    for (int batch = 0;; batch++) {
+        if (batch > 0) n = syscall(SYS_getdents64, (long)fd, c->dirents, (long)sizeof(c->dirents));
         if (n <= 0) break;
         for (long at = 0; at + 19 < n;) {
             uint16_t reclen;
@@ -292,12 +331,12 @@ uint32_t aft_async_threads_list(aft_thread_capture *c, int capture, uint64_t *fi
             if (tid == c->skip_tid) continue;
             c->info.seen++;
             added++;
-            aft_async_threads_add(c, tid, capture, first_signal);
+            aft_async_threads_add(c, tid, first_signal);
         }
         /* Room left for another entry (a thread's is 32 bytes at most): the kernel stopped at
          * the list's end, and a second call would only say so. */
         if (n + 64 <= (long)sizeof(c->dirents)) break;
     }
-    close(fd);
+    if (fd != aft_g_task_fd || c->for_hang) close(fd);
     return added;
 }

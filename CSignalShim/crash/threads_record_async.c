@@ -151,6 +151,7 @@ static void aft_async_capture_open(aft_thread_capture *c, uint64_t self_tid) {
     atomic_store(&c->left, 0);
     atomic_store(&c->count, 0);
     atomic_store(&c->slots[0].tid, self_tid);
+    c->slots[0].signal = 0;
     atomic_store(&c->slots[0].state, AFT_SLOT_LISTED);
     atomic_store(&c->count, 1);
     c->info.seen = 1;
@@ -158,23 +159,31 @@ static void aft_async_capture_open(aft_thread_capture *c, uint64_t self_tid) {
     atomic_store(&c->generation, (gen | 1u) + 2u); /* odd: open, and not the last capture's */
 }
 
+int aft_async_capture_signal(aft_thread_capture *c) {
+    if (!c->capture_checked) {
+        c->capture_checked = 1;
+        int capture = atomic_load(&aft_g_thread_capture_signal);
+        struct sigaction current;
+        if (capture > 0 &&
+            (sigaction(capture, NULL, &current) != 0 || !(current.sa_flags & SA_SIGINFO) ||
+             current.sa_sigaction != aft_async_watchdog_capture_handler))
+            capture = 0;
+        c->info.capture_signal = capture > 0 ? (uint32_t)capture : 0;
+    }
+    return (int)c->info.capture_signal;
+}
+
 /* Lists, signals and collects every other thread, then unwinds them and copies their stacks. */
 static void aft_async_capture_run(aft_thread_capture *c, uint64_t begin) {
-    /* Our handler must still be the capture signal's: an app may have taken it since. */
-    int capture = atomic_load(&aft_g_thread_capture_signal);
-    struct sigaction current;
-    if (capture > 0 &&
-        (sigaction(capture, NULL, &current) != 0 || !(current.sa_flags & SA_SIGINFO) ||
-         current.sa_sigaction != aft_async_watchdog_capture_handler))
-        capture = 0;
-    c->info.capture_signal = capture > 0 ? (uint32_t)capture : 0;
+    c->capture_checked = 0;
+    c->info.capture_signal = 0;
     uint64_t first_signal = 0;
     for (uint32_t round = 0; round < AFT_THREADS_ROUNDS; round++) {
         c->info.rounds = round + 1;
         /* Again only while threads are being paused: a thread created meanwhile is listed. */
-        if (aft_async_threads_list(c, capture, &first_signal) == 0 || first_signal == 0) break;
+        if (aft_async_threads_list(c, &first_signal) == 0 || first_signal == 0) break;
     }
-    if (first_signal != 0) aft_async_threads_collect(c, capture, first_signal);
+    if (first_signal != 0) aft_async_threads_collect(c, aft_async_capture_signal(c), first_signal);
     uint64_t collected = aft_async_now_ns(CLOCK_MONOTONIC);
     c->info.capture_ns = collected - begin;
 
@@ -269,7 +278,11 @@ void aft_async_threads_release_capture(aft_thread_capture *c, int wait) {
     uint32_t gen = atomic_load(&c->generation);
     if (!(gen & 1u)) return;
     atomic_store(&c->released, gen);
-    aft_async_futex_wake(&c->released);
+    /* A wake only where a thread was sent a signal: none else waits on the word. */
+    uint32_t count = atomic_load(&c->count);
+    int sent = 0;
+    for (uint32_t i = 0; i < count && !sent; i++) sent = c->slots[i].signal != 0;
+    if (sent) aft_async_futex_wake(&c->released);
     atomic_store(&c->generation, gen + 1u); /* closed: a late signal finds nothing to answer */
     uint64_t deadline = aft_async_now_ns(CLOCK_MONOTONIC) + 20ull * 1000 * 1000;
     while (wait) {

@@ -13,7 +13,7 @@
 
 /* Reads the readable prefix of [address, address + size) into out: its length. */
 static uint64_t aft_async_read_prefix(uint64_t address, uint8_t *out, uint64_t size) {
-    int fd = aft_g_memory.mem_fd;
+    int fd = aft_async_memory_fd();
     if (fd >= 0 && address != 0 && address + size > address) {
         ssize_t n;
         do {

@@ -61,6 +61,8 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
                            const aft_report_spec *spec, int *out_fd);
 /* Marks the reserve's half-written crash report of a handler that faulted. */
 void aft_async_mark_handler_fault(void);
+/* The calling thread's name (AFT_THREAD_NAME bytes at most, NUL-padded) into out. */
+void aft_async_thread_name(char *out);
 /* Formats 16 id bytes as 32 lowercase hex digits followed by suffix. */
 void aft_async_id_file_name(char *out, size_t capacity, const uint8_t id[AFT_ID_SIZE],
                             const char *suffix);

@@ -99,15 +99,16 @@ typedef struct aft_memory_reader {
     int pipe_fds[2];            /* non-blocking pipe for the fallback, or -1 */
     pid_t pid;                  /* the process the descriptors were opened in */
     uint64_t mem_ino, pipe_ino; /* what the descriptors were: an app may close and reuse them */
-    _Atomic int pipe_busy;
+    _Atomic int pipe_busy, unchecked; /* unchecked: to be checked at their first use */
 } aft_memory_reader;
 extern aft_memory_reader aft_g_memory;
 /* Normal time: opens the descriptors once per process (later calls return at once). */
 void aft_memory_reader_prepare(void);
-/* In a forked child (getpid() changed), or when the app closed or reused a descriptor:
- * reopens the descriptors for this process (-1 where that fails). */
+/* A forked child (getpid() changed), or a descriptor the app closed or reused: reopened for this
+ * process (-1 where that fails); _for, the pid known, checks at first use (aft_async_memory_fd). */
 void aft_async_memory_reader_refresh(void);
-void aft_async_memory_reader_refresh_for(pid_t pid); /* the same, the caller's pid known */
+void aft_async_memory_reader_refresh_for(pid_t pid);
+int aft_async_memory_fd(void);
 /* Reads size bytes at address into out; 0 on success. */
 typedef int (*aft_memory_read_fn)(uint64_t address, void *out, size_t size);
 /* Reads a small file whole into buf (NUL-terminated). Returns bytes read or -1. */
@@ -382,7 +383,6 @@ uint32_t aft_async_frame_pointer_walk(aft_stack_window *w, uint64_t pc, uint64_t
 uint32_t aft_async_frame_pointer_walk_scanning(aft_stack_window *w, uint64_t pc, uint64_t fp,
                                                uint64_t *frames, uint32_t capacity,
                                                uint32_t *truncated);
-
 void aft_async_futex_wake(_Atomic uint32_t *word); /* futex helpers (safe_io_async.c) */
 /* Waits while *word == expected, until the absolute CLOCK_MONOTONIC deadline (0 = forever). */
 void aft_async_futex_wait_until(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_ns);

@@ -84,6 +84,7 @@ typedef struct aft_thread_capture {
     int spare_sleepers;   /* a crash the app may live through: sleeping threads not signalled */
     int defer_unwinding;  /* a crash whose file takes the stacks: the next launch unwinds them */
     uint64_t pid;         /* the process's id, asked once by the capturer */
+    int capture_checked;  /* the capture signal's handler was asked for (info.capture_signal) */
     /* Shared with the paused threads. */
     _Atomic uint32_t generation; /* odd while a capture is open */
     _Atomic uint32_t answered;   /* futex word: answers so far */
@@ -204,7 +205,10 @@ typedef struct aft_lent_thread {
 extern aft_lent_thread aft_g_lent_threads[AFT_LENT_THREADS];
 /* Thread tid's own name while it is lent to the app's code, or NULL (threads_park_async.c). */
 const char *aft_async_lent_name(uint64_t tid);
-uint32_t aft_async_threads_list(aft_thread_capture *c, int capture, uint64_t *first_signal_ns);
+uint32_t aft_async_threads_list(aft_thread_capture *c, uint64_t *first_signal_ns);
+/* The capture signal where our handler still has it (an app may have taken it since), 0 when
+ * not: asked once per capture, by the first thread that needs it. */
+int aft_async_capture_signal(aft_thread_capture *c);
 void aft_async_threads_collect(aft_thread_capture *c, int capture, uint64_t first_signal_ns);
 /* "/proc/self/task/<tid>/<leaf>" read into c->proc: its length, or -1; and a record from the
  * kernel's sp and pc of /proc/self/task/<tid>/syscall, with the reason it has no more
@@ -252,6 +256,12 @@ void aft_async_threads_forget(void);
 /* ---- normal time (threads_capture.c) ---- */
 /* Chooses and installs the capture signal once per process (requested: 0 = choose). */
 void aft_threads_prepare(int requested_signal);
+/* A forked child's own /proc/self/task for its crash's listing (async-signal-safe). */
+void aft_threads_after_fork_in_child(void);
+/* /proc/self/task, opened at install for a crash's listing, and the process it lists (0: none):
+ * small state, not the capture's, whose pages an idle app never touches. */
+extern int aft_g_task_fd;
+extern uint64_t aft_g_task_pid;
 /* At the install's completion: reads glibc's static TLS size (a dlsym, which start need not pay
  * for). */
 void aft_threads_read_tls_size(void);

@@ -164,7 +164,7 @@ int aft_async_read_memory(uint64_t address, void *out, size_t size) {
     if (size == 0) return 0;
     if (address == 0 || address + size < address || address + size > (uint64_t)INT64_MAX)
         return EFAULT;
-    int fd = aft_g_memory.mem_fd;
+    int fd = aft_async_memory_fd();
     if (fd >= 0) {
         ssize_t n;
         do {
@@ -178,9 +178,28 @@ int aft_async_read_memory(uint64_t address, void *out, size_t size) {
     return aft_async_read_memory_pipe(address, out, size);
 }
 
-void aft_async_memory_reader_refresh(void) { aft_async_memory_reader_refresh_for(getpid()); }
+static void aft_async_memory_reader_check(pid_t pid);
+
+void aft_async_memory_reader_refresh(void) { aft_async_memory_reader_check(getpid()); }
 
 void aft_async_memory_reader_refresh_for(pid_t pid) {
+    /* The same process: its descriptors are checked by the first read, which a crash whose
+     * stacks are left to the next launch may never make. */
+    if (aft_g_memory.pid == pid && aft_g_memory.mem_ino != 0) {
+        atomic_store(&aft_g_memory.unchecked, 1);
+        return;
+    }
+    aft_async_memory_reader_check(pid);
+}
+
+int aft_async_memory_fd(void) {
+    if (atomic_load(&aft_g_memory.unchecked) && atomic_exchange(&aft_g_memory.unchecked, 0))
+        aft_async_memory_reader_check(aft_g_memory.pid);
+    return aft_g_memory.mem_fd;
+}
+
+static void aft_async_memory_reader_check(pid_t pid) {
+    atomic_store(&aft_g_memory.unchecked, 0);
     int forked = aft_g_memory.pid != pid;
     /* A forked child's descriptor reads the parent's memory and its pipe is shared with the
      * parent; an app that closed descriptors may have reused the numbers for other files.

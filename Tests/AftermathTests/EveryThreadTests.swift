@@ -258,6 +258,40 @@ struct EveryThreadTests {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
+    @Test("The app reuses the descriptor of its thread list for /proc: the crash lists its own threads only")
+    func taskListDescriptorReused() async throws {
+        let directory: String = TestSupport.childDirectory("threads-task-fd")
+        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
+            ExitStatusTests.childStart(directory)
+            guard aft_test_start_workers(AFT_TEST_WORKER_PARKED, 3) == 0 else { _exit(97) }
+            // Aftermath's descriptor of /proc/<pid>/task (the first: a hang's capture may have
+            // one open for a moment), replaced as an app that closes descriptors and opens
+            // others would: by a directory whose names are numbers too, this process's among them.
+            var reused = false
+            for fd in Int32(3)..<Int32(1024) where !reused {
+                var link = [CChar](repeating: 0, count: 256)
+                let n = readlink("/proc/self/fd/\(fd)", &link, 255)
+                guard n > 0, String(cString: link) == "/proc/\(getpid())/task" else { continue }
+                let procfs = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                guard procfs >= 0, dup2(procfs, fd) == fd else { _exit(96) }
+                close(procfs)
+                reused = true
+            }
+            guard reused else { _exit(95) }
+            // To the process: the main thread takes it, whose id, the process's, /proc lists.
+            kill(getpid(), SIGSEGV)
+            sleep(5)
+            _exit(0)
+        }
+        let crash = try #require(Self.crashes(directory).first)
+        let capture = try #require(crash.threadCapture)
+        let apps = crash.threads.filter { !$0.isAftermath }
+        #expect(apps.first?.crashed == true && apps.first?.isMain == true)
+        for i in 0..<3 { #expect(apps.contains { $0.name == "worker-\(i)" && $0.contextSource == .signal }) }
+        #expect(capture.omitted == 0 && capture.seen <= 12, "listed: \(capture.seen)")
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
     @Test(
         "A thread created before start overflows its stack: reported, from its alternate stack",
         arguments: [0, 150] as [Int32])

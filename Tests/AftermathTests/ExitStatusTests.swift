@@ -237,6 +237,9 @@ struct DispositionTests {
         let child = try #require(crashes.first { $0.signal == SIGSEGV })
         #expect(parent.unwinder == .libunwind && parent.unwoundAtNextLaunch && parent.unwindStatus == .complete)
         #expect(child.unwinder == .framePointer && child.frames.count > 3)
+        // Each lists its own threads: the child has one, the parent's are not its.
+        #expect(child.threads.count == 1 && child.threads.first?.id == child.threadID)
+        #expect(parent.threads.count > 1 && !parent.threads.contains { $0.id == child.threadID })
         try? FileManager.default.removeItem(atPath: directory)
     }
 
