@@ -103,7 +103,7 @@ struct ReportCollectorTests {
     func ownRunsCrashIsNotDelivered() throws {
         let dir = try TestSupport.reportsDirectory()
         let crash = try TestSupport.pendingCrash(in: dir)
-        let path = dir.crashes + "/\(crash.context.reportID.lowercased).crash"
+        let path = dir.crashes + "/\(crash.context.reportID.fileStem).crash"
         let exporter = InMemoryExporter()
         // Another thread of this run crashed while this one delivers: not this delivery's.
         let same = ReportCollector(directory: dir, currentRunID: crash.context.runID)

@@ -41,7 +41,7 @@ package enum TestSupport {
     package static func pendingCrash(in dir: ReportDirectory) throws -> CrashReport {
         let bytes = try fixture("v1/sigsegv-null-depth12.crash")
         let crash = try ReportFile.decode(bytes).crashReport()
-        try write(bytes, to: dir.crashes + "/\(crash.context.reportID.lowercased).crash")
+        try write(bytes, to: dir.crashes + "/\(crash.context.reportID.fileStem).crash")
         return crash
     }
 

@@ -113,7 +113,7 @@ extension ReportCollector {
     func recordIsPending(_ attachment: Attachment) -> Bool {
         guard let crashID = attachment.attribute("app.crash.id").flatMap(UUID.init(uuidString:)) else { return false }
         var st = stat()
-        let base = directory.crashes + "/" + crashID.lowercased + ".crash"
+        let base = directory.crashes + "/" + crashID.fileStem + ".crash"
         return lstat(base, &st) == 0 || lstat(base + ".tmp", &st) == 0
     }
 

@@ -16,4 +16,8 @@ extension UUID {
 
     /// The lowercase form used in records (session.id, app.crash.id).
     package var lowercased: String { uuidString.lowercased() }
+
+    /// The stem of the report files named by this id: its 32 hex digits, lowercase, as the
+    /// handler and the watchdog write them.
+    package var fileStem: String { lowercased.replacingOccurrences(of: "-", with: "") }
 }
