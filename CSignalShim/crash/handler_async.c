@@ -270,9 +270,10 @@ static int aft_async_chain(int signo, siginfo_t *info, void *ucontext, int origi
  * returns, and our handler is not asked again. */
 static void aft_async_survived(int signo) {
     if (signo != SIGABRT) {
-        if (aft_g_state.crash_dir_fd >= 0)
-            unlinkat(aft_g_state.crash_dir_fd, aft_g_state.final_name, 0);
         int reserved = aft_g_state.reserved_fd;
+        if (aft_g_state.crash_dir_fd >= 0) /* the reserve keeps its name, a created file not */
+            unlinkat(aft_g_state.crash_dir_fd,
+                     reserved >= 0 ? aft_g_state.tmp_name : aft_g_state.final_name, 0);
         aft_g_state.reserved_fd = -1; /* consumed: a later crash creates its file by name */
         if (reserved >= 0) close(reserved);
     }

@@ -21,7 +21,9 @@
  * (summary, records, frames), images, then the threads' stack memory, the largest part.
  * The header is written first with commit == 0 and rewritten last with the body's size, its
  * CRC-32 (IEEE) and commit == AFT_COMMIT_MARKER. A file is then renamed into place, so a file
- * with its final name is whole; a leftover ".tmp" is a writer that died midway.
+ * with its final name is whole; a leftover ".tmp" is a writer that died midway, or a crash's
+ * reserve, committed in place by the handler (the commit marker says which), which the next
+ * launch renames.
  * Fields that change after commit (a hang's duration) live in the header's live block, outside
  * the CRC, with their own check value.
  */

@@ -55,8 +55,9 @@ typedef struct aft_report_spec {
     int file_size_limit_known;
     uint64_t file_size_limit;
 } aft_report_spec;
-/* Writes a report to dir_fd/tmp_name, commits it and renames it to final_name.
- * Returns 0 or an errno value; with keep_open, *out_fd is the open, committed file. */
+/* Writes a report to dir_fd/tmp_name, commits it and renames it to final_name (a crash's
+ * reserve is committed in place and keeps its name). Returns 0 or an errno value; with
+ * keep_open, *out_fd is the open, committed file. */
 int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_name,
                            const aft_report_spec *spec, int *out_fd);
 /* Marks the reserve's half-written crash report of a handler that faulted. */

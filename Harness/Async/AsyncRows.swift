@@ -84,13 +84,15 @@ struct AsyncRow: Sendable {
     /// `aftermath show <id> --dir <dir> --json` of the row's one report, parsed; nil without it.
     func showJSON(_ dir: String) -> [String: Any]? {
         let folder = (dir as NSString).appendingPathComponent(folder)
+        // A crash's report before the next launch may still be its reserve, committed in place.
         let files = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).filter {
-            $0.hasSuffix(suffix)
+            suffix == ".crash"
+                ? FileHeader.holdsCrashReport((folder as NSString).appendingPathComponent($0)) : $0.hasSuffix(suffix)
         }
         let command = ((ChildProcess.ownExecutable as NSString).deletingLastPathComponent as NSString)
             .appendingPathComponent("aftermath")
         guard let file = files.first, FileManager.default.isExecutableFile(atPath: command) else { return nil }
-        let id = String(file.dropLast(suffix.count))
+        let id = String(file.prefix { $0 != "." })  // a file name prefix `show` takes
         let run = ChildProcess.run(command, ["show", id, "--dir", dir, "--json"], environment: [:], timeout: 120)
         guard run.termination == .exited(0),
             let object = try? JSONSerialization.jsonObject(with: Data(run.standardOutput.utf8))

@@ -75,8 +75,9 @@ enum CrashBench {
     /// Frame count and size of the one crash file in dir.
     static func crashFile(in dir: String) -> (Int, Int)? {
         guard
-            let name = try? FileManager.default.contentsOfDirectory(atPath: dir).first(where: { $0.hasSuffix(".crash") }
-            )
+            let name = try? FileManager.default.contentsOfDirectory(atPath: dir).first(where: {
+                FileHeader.holdsCrashReport(dir + "/" + $0)
+            })
         else { return nil }
         let collection = ReportCollector(directory: ReportDirectory(root: (dir as NSString).deletingLastPathComponent))
             .collect(moveRejected: false)

@@ -32,7 +32,7 @@ enum ThreadsCrashBench {
                 recorded.append(Double(crash.threads.count))
                 dumpSizes.append(Double(MinidumpWriter.write(crash).count))
                 if let name = try? FileManager.default.contentsOfDirectory(atPath: dir + "/crashes").first(where: {
-                    $0.hasSuffix(".crash")
+                    FileHeader.holdsCrashReport(dir + "/crashes/" + $0)
                 }),
                     let size = try? FileManager.default.attributesOfItem(atPath: dir + "/crashes/" + name)[.size]
                         as? Int

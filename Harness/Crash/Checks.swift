@@ -267,11 +267,12 @@ struct Checks {
         }
         let cell = "\(before.count)→\(leftovers.count)"
         var problems: [String] = []
-        if before.count != 1 || !before[0].hasSuffix(".crash") {
+        if before.count != 1 || evidence.committedAfterCrash != before {
             problems.append(
-                "after the crash crashes/ held \(before.isEmpty ? "nothing" : before.joined(separator: ", ")), expected one .crash file"
+                "after the crash crashes/ held \(before.isEmpty ? "nothing" : before.joined(separator: ", ")), "
+                    + "expected one crash report (a .crash file, or the reserve committed in place)"
             )
-        } else if let crashID, before[0] != crashID + ".crash" {
+        } else if let crashID, before[0].hasSuffix(".crash"), before[0] != crashID + ".crash" {
             problems.append("the crash file \(before[0]) is not named by app.crash.id \(crashID)")
         }
         if !leftovers.isEmpty {

@@ -17,6 +17,8 @@ struct Evidence: Sendable {
     /// Names in crashes/ after the crash, and after the next launch delivered them.
     var crashFilesAfterCrash: [String]
     var crashFilesAfterNextLaunch: [String]
+    /// Those of the first that were crash reports then (`.crash`, or a reserve committed in place).
+    var committedAfterCrash: [String]
     /// Names in rejected/ after the next launch (files it could not read).
     var rejectedAfterNextLaunch: [String]
     /// The app.crash records the next launch exported.
@@ -74,7 +76,7 @@ struct ScenarioRunner: Sendable {
         let without = ChildProcess.run(
             executable, ["child", scenario.name, "--dir", unusedDirectory, "--no-aftermath"],
             environment: environment, timeout: timeoutSeconds)
-        let afterCrash = Self.listing(crashes)
+        let afterCrash = Self.listing(crashes), committedAfterCrash = Self.committedCrashFiles(crashes)
         let artifacts = ThreadArtifacts.collect(reports: reports, root: root)
         let next = ChildProcess.run(
             executable, ["next-launch", "--dir", reports],
@@ -85,6 +87,7 @@ struct ScenarioRunner: Sendable {
         return Evidence(
             scenario: scenario, withAftermath: with, withoutAftermath: without, nextLaunch: next,
             crashFilesAfterCrash: afterCrash, crashFilesAfterNextLaunch: Self.listing(crashes),
+            committedAfterCrash: committedAfterCrash,
             rejectedAfterNextLaunch: Self.listing(ReportDirectory(root: reports).rejected),
             crashRecords: crashRecords,
             otherEventNames: records.filter { $0.eventName != "app.crash" }.map { $0.eventName ?? "(none)" },
@@ -106,8 +109,9 @@ struct ScenarioRunner: Sendable {
         return pairs
     }
 
+    /// Crash reports as they lie: `.crash` files and reserves committed in place.
     static func committedCrashFiles(_ directory: String) -> [String] {
-        listing(directory).filter { $0.hasSuffix(".crash") }
+        listing(directory).filter { FileHeader.holdsCrashReport((directory as NSString).appendingPathComponent($0)) }
     }
 
     /// Names in directory, hidden ones included (a leftover .tmp is worth seeing); [] if absent.

@@ -37,7 +37,9 @@ struct ThreadArtifacts: Sendable {
             artifacts.problems.append("the crash file does not decode: \(error)")
         }
         if let command {
-            let id = String(name.dropLast(".crash".count))
+            let id =
+                (try? ReportFile.decode(Array(try Data(contentsOf: URL(fileURLWithPath: path)))))
+                .flatMap { try? $0.crashReport().context.reportID.fileStem } ?? name
             let run = ChildProcess.run(command, ["show", id, "--dir", reports], environment: [:], timeout: 120)
             artifacts.show = run.standardOutput
             if run.termination != .exited(0) {

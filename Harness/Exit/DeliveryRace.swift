@@ -162,7 +162,7 @@ enum DeliveryRace {
                 !$0.hasSuffix(".reason")
             }
         }
-        let pending = files("crashes").filter { $0.hasSuffix(".crash") } + files("errors")
+        let pending = files("crashes").filter { FileHeader.holdsCrashReport(dir + "/crashes/" + $0) } + files("errors")
         let rejected = files("rejected")
         let wantErrors = (launches + 1) / 2 * errorsPerLaunch
         let got =

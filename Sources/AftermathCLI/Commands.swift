@@ -149,7 +149,11 @@ struct Commands {
         let (reports, _, _) = try collect()
         let q = query.lowercased()
         let matches = reports.filter { r, _ in
-            Self.id(r).lowercased().hasPrefix(q) || (r.path as NSString).lastPathComponent.lowercased().hasPrefix(q)
+            let id = Self.id(r).lowercased()
+            // The id as records print it, as file names hold it (no dashes), or the file's name:
+            // a reserve committed in place keeps the name it had before the next launch.
+            return id.hasPrefix(q) || id.replacingOccurrences(of: "-", with: "").hasPrefix(q)
+                || (r.path as NSString).lastPathComponent.lowercased().hasPrefix(q)
         }
         guard matches.count == 1, let (r, _) = matches.first else {
             throw fail(

@@ -19,11 +19,13 @@ struct EveryThreadTests {
     }
 
     /// The one crash file in directory, decoded as it is on disk (before the next launch's
-    /// unwinding).
+    /// unwinding, and its naming: the handler commits a reserve under its `.crash.tmp` name).
     static func crashFile(_ directory: String) throws -> ReportFile {
         let crashes = directory + "/crashes"
         let name = try #require(
-            try FileManager.default.contentsOfDirectory(atPath: crashes).first { $0.hasSuffix(".crash") })
+            try FileManager.default.contentsOfDirectory(atPath: crashes).first {
+                $0.hasSuffix(".crash") || $0.hasSuffix(".crash.tmp")
+            })
         let bytes = try #require(FileManager.default.contents(atPath: crashes + "/" + name))
         return try ReportFile.decode(Array(bytes))
     }

@@ -276,7 +276,36 @@ struct DispositionTests {
             aft_test_breakpoint()  // the kernel's: handed to the app's handler, which returns
             UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
         }
+        // The withdrawn report is gone, reserve and all: the later crash's file alone.
+        #expect((try? FileManager.default.contentsOfDirectory(atPath: directory + "/crashes"))?.count == 1)
         #expect(Self.collect(directory).map(\.signal) == [SIGSEGV])
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    @Test("The crash is committed in its reserve under the reserve's name; the next launch names it by its id")
+    func committedInPlace() async throws {
+        let directory: String = TestSupport.childDirectory("in-place")
+        // A run that ends well leaves its reserve, empty; the next run takes it over, name and
+        // all, and crashes into it.
+        await #expect(processExitsWith: .exitCode(0)) { [directory = directory as String] in
+            ExitStatusTests.childStart(directory)
+            _exit(0)
+        }
+        let crashes = directory + "/crashes"
+        let reserve = try FileManager.default.contentsOfDirectory(atPath: crashes)
+        #expect(reserve.count == 1 && reserve.allSatisfy { $0.hasSuffix(".crash.tmp") }, "\(reserve)")
+        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
+            ExitStatusTests.childStart(directory)
+            UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: crashes) == reserve)
+        // Whole and committed as it lies: it decodes without salvage.
+        let bytes = try #require(FileManager.default.contents(atPath: crashes + "/" + reserve[0]))
+        let id = try ReportFile.decode(Array(bytes)).crashReport().context.reportID
+        #expect(!reserve[0].hasPrefix(id.fileStem), "the reserve was the first run's")
+        let collected = Self.collect(directory)
+        #expect(collected.count == 1 && collected.first?.isPartial == false)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: crashes) == [id.fileStem + ".crash"])
         try? FileManager.default.removeItem(atPath: directory)
     }
 

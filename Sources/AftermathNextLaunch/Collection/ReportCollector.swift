@@ -130,6 +130,7 @@ package struct ReportCollector: Sendable {
             tmpIsDead: { path in
                 switch Self.reserveState(path) {
                 case .heldByLiveRun: return false
+                case .committedByLiveRun: return true
                 case .emptyOfDeadRun:
                     if moveRejected { unlink(path) }  // that run ended without crashing
                     return false
@@ -141,6 +142,7 @@ package struct ReportCollector: Sendable {
                 // This process's own crash, written by another of its threads while it delivers:
                 // the process is dying of it (or withdraws it); the next launch sends it, once.
                 if let currentRunID, crash.context.runID == currentRunID { return }
+                let path = moveRejected ? Self.named(path, file, crash.context.reportID) : path
                 pass.crashedRuns.insert(crash.context.runID)
                 pass.reports.append(
                     PendingReport(
@@ -150,6 +152,14 @@ package struct ReportCollector: Sendable {
                             previousSessionID: previousSession(of: crash.context)),
                         crash: crash))
             })
+    }
+
+    /// A handler's reserve, committed in place under the name it had while its run lived, named
+    /// as a report by its id (a rename the handler leaves to this launch); its path after that.
+    static func named(_ path: String, _ file: ReportFile, _ id: UUID) -> String {
+        guard file.committed, path.hasSuffix(".crash.tmp") else { return path }
+        let named = ReportDirectory.join((path as NSString).deletingLastPathComponent, id.fileStem + ".crash")
+        return StoreFiles.moveNoReplace(path, named) == 0 ? named : path
     }
 
     /// The walk every report directory shares. Without opening anything: non-regular entries
@@ -296,18 +306,22 @@ package struct ReportCollector: Sendable {
         StoreFiles.entries(dir).map(\.name)
     }
 
-    package enum ReserveState { case heldByLiveRun, emptyOfDeadRun, writtenByDeadRun }
+    package enum ReserveState { case heldByLiveRun, committedByLiveRun, emptyOfDeadRun, writtenByDeadRun }
 
     /// Every run reserves its crash file at start and holds a lock on it while alive. A
     /// locked reserve belongs to a running process (this one too: flock locks taken through
-    /// two opens conflict within a process); an unlocked one that is empty, or sized at start
-    /// but with its header still zero, to a run that did not crash (every writer writes the
-    /// header first); any other unlocked one to a handler that died while writing, or wrote.
+    /// two opens conflict within a process), and is a report already where its header is
+    /// committed (the handler commits in place; the process is dying, or a child it made
+    /// without exec still shares the descriptor); an unlocked one that is empty, or sized at
+    /// start but with its header still zero, to a run that did not crash (every writer writes
+    /// the header first); any other unlocked one to a handler that died while writing, or wrote.
     package static func reserveState(_ path: String) -> ReserveState {
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { return .writtenByDeadRun }  // decoding will say why
         defer { close(fd) }
-        if flock(fd, LOCK_EX | LOCK_NB) != 0 { return .heldByLiveRun }
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            return FileHeader.isCommitted(fd: fd) ? .committedByLiveRun : .heldByLiveRun
+        }
         var st = stat()
         guard fstat(fd, &st) == 0 else { return .writtenByDeadRun }
         if st.st_size == 0 { return .emptyOfDeadRun }

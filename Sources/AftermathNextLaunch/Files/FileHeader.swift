@@ -1,4 +1,5 @@
 import CSignalShim
+import Foundation
 
 /// The checks every Aftermath file's fixed header passes before anything after it is read:
 /// size, magic, version, header size, kind; and, for a committed body, its size and CRC-32.
@@ -7,6 +8,27 @@ package enum FileHeader {
     package static let knownKinds: [UInt32] = [
         UInt32(AFT_KIND_CRASH), UInt32(AFT_KIND_HANG), UInt32(AFT_KIND_RUN), UInt32(AFT_KIND_ERROR),
     ]
+
+    /// Whether the open file fd's header says it is committed (magic and commit marker), read
+    /// without anything else: a crash's reserve, committed in place by its handler, is a report.
+    package static func isCommitted(fd: Int32) -> Bool {
+        var header = aft_file_header()
+        let size = MemoryLayout<aft_file_header>.size
+        let got = withUnsafeMutableBytes(of: &header) { pread(fd, $0.baseAddress, size, 0) }
+        return got == size && header.magic == AFT_MAGIC && header.commit == AFT_COMMIT_MARKER
+    }
+
+    /// Whether the file at path is a crash report as it lies: `<id>.crash`, or a reserve
+    /// (`.crash.tmp`) its handler committed in place, which the next launch names. For what
+    /// looks at crashes/ before that launch (the debug command, the harness).
+    package static func holdsCrashReport(_ path: String) -> Bool {
+        if path.hasSuffix(".crash") { return true }
+        guard path.hasSuffix(".crash.tmp") else { return false }
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        return isCommitted(fd: fd)
+    }
 
     /// The header of bytes, when it is one of kinds; strict.
     package static func validate(
