@@ -335,8 +335,15 @@ for mode in null brk abort overflow-main overflow-thread threads hang; do
   run_times+=("$mode $took")
   why=""
   [ "$status" = "${expect_exit[$mode]}" ] || why+="exit $status, expected ${expect_exit[$mode]}; "
-  if [ "$mode" = hang ]; then files=("$dir"/hangs/*.hang); else files=("$dir"/crashes/*.crash); fi
-  if [ ! -e "${files[0]}" ] || [ ${#files[@]} != 1 ]; then
+  if [ "$mode" = hang ]; then
+    files=("$dir"/hangs/*.hang)
+  else # a .crash file, or the reserve its handler committed in place ("CMIT" at byte 28)
+    files=()
+    for f in "$dir"/crashes/*.crash "$dir"/crashes/*.crash.tmp; do
+      [ -e "$f" ] && [ "$(dd if="$f" bs=1 skip=28 count=4 2>/dev/null)" = CMIT ] && files+=("$f")
+    done
+  fi
+  if [ ${#files[@]} != 1 ] || [ ! -e "${files[0]}" ]; then
     row "$mode" FAIL "${why}expected one report file, found: $(ls -R "$dir" 2>/dev/null | tr '\n' ' ')"
     continue
   fi

@@ -50,12 +50,14 @@ void aft_threads_read_tls_size(void) {
  * aft_async_threads_list): one descriptor, kept for the process's life. */
 AFT_SMALL_STATE int aft_g_task_fd = -1;
 AFT_SMALL_STATE uint64_t aft_g_task_pid;
+AFT_SMALL_STATE int aft_g_task_fd_read;
 
 static void aft_threads_open_task_list(void) {
     uint64_t pid = (uint64_t)getpid();
     if (aft_g_task_pid == pid) return;
     int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     aft_g_task_fd = fd;
+    aft_g_task_fd_read = 0;
     aft_g_task_pid = fd >= 0 ? pid : 0;
 }
 

@@ -262,6 +262,7 @@ void aft_threads_after_fork_in_child(void);
  * small state, not the capture's, whose pages an idle app never touches. */
 extern int aft_g_task_fd;
 extern uint64_t aft_g_task_pid;
+extern int aft_g_task_fd_read; /* read before: its offset is no longer the list's start */
 /* At the install's completion: reads glibc's static TLS size (a dlsym, which start need not pay
  * for). */
 void aft_threads_read_tls_size(void);
