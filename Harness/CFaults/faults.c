@@ -68,6 +68,10 @@ void aft_test_breakpoint(void) {
 #include <sys/syscall.h>
 #include <unistd.h>
 
+int aft_test_signal_main_thread(int signo) {
+    return (int)syscall(SYS_tgkill, (long)getpid(), (long)getpid(), (long)signo);
+}
+
 int aft_test_refuse_process_vm_readv(int kill) {
 #if defined(__x86_64__)
     const uint32_t arch = AUDIT_ARCH_X86_64;

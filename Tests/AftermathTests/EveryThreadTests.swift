@@ -273,15 +273,16 @@ struct EveryThreadTests {
             for fd in Int32(3)..<Int32(1024) where !reused {
                 var link = [CChar](repeating: 0, count: 256)
                 let n = readlink("/proc/self/fd/\(fd)", &link, 255)
-                guard n > 0, String(cString: link) == "/proc/\(getpid())/task" else { continue }
+                let target = String(decoding: link.prefix(max(n, 0)).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                guard n > 0, target == "/proc/\(getpid())/task" else { continue }
                 let procfs = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
                 guard procfs >= 0, dup2(procfs, fd) == fd else { _exit(96) }
                 close(procfs)
                 reused = true
             }
             guard reused else { _exit(95) }
-            // To the process: the main thread takes it, whose id, the process's, /proc lists.
-            kill(getpid(), SIGSEGV)
+            // To the main thread, whose id (the process's) /proc lists.
+            guard aft_test_signal_main_thread(SIGSEGV) == 0 else { _exit(94) }
             sleep(5)
             _exit(0)
         }

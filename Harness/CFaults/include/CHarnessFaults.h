@@ -14,6 +14,8 @@ int32_t aft_test_divide(int32_t a, int32_t b);
 void aft_test_illegal_instruction(void);
 /* Executes a breakpoint instruction: SIGTRAP. */
 void aft_test_breakpoint(void);
+/* Sends signo to the process's main thread (tgkill), whichever thread calls: 0 or -1. */
+int aft_test_signal_main_thread(int signo);
 /* Makes the crash writer itself fault (a store to address 16) after its first flush. */
 void aft_test_fault_inside_handler(int enabled);
 /* Non-zero: the crash handler unwinds the crashing thread itself instead of leaving it to the
