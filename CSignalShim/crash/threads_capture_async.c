@@ -267,23 +267,30 @@ int aft_async_threads_send(aft_thread_capture *c, uint32_t i, int signo,
     return 1;
 }
 
+/* The dirent at *at of the n bytes of c->dirents, moving *at past it: 1 with its name's number
+ * in *tid, 2 for "." or "..", 0 for another name, -1 at the end or a malformed record. */
+static int aft_async_next_dirent(const aft_thread_capture *c, long n, long *at, uint64_t *tid) {
+    if (*at + 19 >= n) return -1;
+    uint16_t reclen;
+    aft_async_memcpy(&reclen, c->dirents + *at + 16, sizeof(reclen));
+    if (reclen == 0 || *at + reclen > n) return -1;
+    const char *name = c->dirents + *at + 19;
+    *at += reclen;
+    if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) return 2;
+    int digits = 0;
+    for (*tid = 0; digits < 20 && name[digits] >= '0' && name[digits] <= '9'; digits++)
+        *tid = *tid * 10 + (uint64_t)(name[digits] - '0');
+    return digits > 0 && name[digits] == '\0';
+}
+
 /* Whether the n bytes of c->dirents are a task list's that names thread tid: every name a
  * number but "." and ".." (the directory of processes, /proc, names the main thread's id too). */
 static int aft_async_dirents_list_thread(const aft_thread_capture *c, long n, uint64_t tid) {
-    int named = 0;
-    for (long at = 0; at + 19 < n;) {
-        uint16_t reclen;
-        aft_async_memcpy(&reclen, c->dirents + at + 16, sizeof(reclen));
-        if (reclen == 0 || at + reclen > n) return 0;
-        const char *name = c->dirents + at + 19;
-        at += reclen;
-        if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) continue;
-        uint64_t value = 0;
-        int digits = 0;
-        for (; digits < 20 && name[digits] >= '0' && name[digits] <= '9'; digits++)
-            value = value * 10 + (uint64_t)(name[digits] - '0');
-        if (digits == 0 || name[digits] != '\0') return 0;
-        named |= value == tid;
+    int named = 0, kind;
+    uint64_t value = 0;
+    for (long at = 0; (kind = aft_async_next_dirent(c, n, &at, &value)) >= 0;) {
+        if (kind == 0) return 0;
+        if (kind == 1) named |= value == tid;
     }
     return named;
 }
@@ -318,18 +325,10 @@ uint32_t aft_async_threads_list(aft_thread_capture *c, uint64_t *first_signal) {
     for (int batch = 0;; batch++) {
         if (batch > 0) n = syscall(SYS_getdents64, (long)fd, c->dirents, (long)sizeof(c->dirents));
         if (n <= 0) break;
-        for (long at = 0; at + 19 < n;) {
-            uint16_t reclen;
-            aft_async_memcpy(&reclen, c->dirents + at + 16, sizeof(reclen));
-            if (reclen == 0 || at + reclen > n) break;
-            const char *name = c->dirents + at + 19;
-            uint64_t tid = 0;
-            int digits = 0;
-            for (; digits < 20 && name[digits] >= '0' && name[digits] <= '9'; digits++)
-                tid = tid * 10 + (uint64_t)(name[digits] - '0');
-            at += reclen;
-            if (digits == 0 || name[digits] != '\0' || aft_async_listed(c, tid)) continue;
-            if (tid == c->skip_tid) continue;
+        uint64_t tid = 0;
+        int kind;
+        for (long at = 0; (kind = aft_async_next_dirent(c, n, &at, &tid)) >= 0;) {
+            if (kind != 1 || aft_async_listed(c, tid) || tid == c->skip_tid) continue;
             c->info.seen++;
             added++;
             aft_async_threads_add(c, tid, first_signal);

@@ -13,11 +13,6 @@
 
 #include "shim_internal.h"
 
-/* The loader's list of loaded objects (struct link_map, reached from _r_debug): a count and a
- * hash of (l_addr, l_name, l_ld) of every entry. Equal to the signature taken at install means
- * no library was loaded or unloaded since, so the images read then are still the images now,
- * and /proc/self/maps (the handler's most expensive read, growing with every mapping of the
- * process) need not be read. Returns 0 when the list is being changed or cannot be read. */
 /* The public head of struct link_map. */
 typedef struct {
     uint64_t addr, name, ld, next, prev;
@@ -34,6 +29,11 @@ static uint64_t aft_async_link_map_mix(uint64_t h, const aft_link_map_head *entr
     return h;
 }
 
+/* The loader's list of loaded objects (struct link_map, reached from _r_debug): a count and a
+ * hash of (l_addr, l_name, l_ld) of every entry. Equal to the signature taken at install means
+ * no library was loaded or unloaded since, so the images read then are still the images now,
+ * and /proc/self/maps (the handler's most expensive read, growing with every mapping of the
+ * process) need not be read. Returns 0 when the list is being changed or cannot be read. */
 int aft_async_link_map_signature_with(aft_memory_read_fn read, uint64_t *count, uint64_t *hash) {
     uint32_t nodes = 0;
     return aft_async_link_map_walk(read, count, hash, NULL, 0, &nodes);
