@@ -100,7 +100,14 @@ record() { # figure config run value
 }
 problem() { echo "$*" >>"$problems"; }
 reports_in() { # dir: crash reports written there (Aftermath's crash files, sentry's envelopes)
-    find "$1" \( -path '*/crashes/*.crash' -o -name '*.envelope' \) 2>/dev/null | wc -l
+    # Aftermath's: a .crash file, or the reserve its handler committed in place under its
+    # .crash.tmp name ("CMIT" at byte 28), which the next launch reads and renames.
+    local n f
+    n=$(find "$1" \( -path '*/crashes/*.crash' -o -name '*.envelope' \) 2>/dev/null | wc -l)
+    while IFS= read -r f; do
+        [ "$(dd if="$f" bs=1 skip=28 count=4 2>/dev/null)" = CMIT ] && n=$((n + 1))
+    done < <(find "$1" -path '*/crashes/*.crash.tmp' 2>/dev/null)
+    echo "$n"
 }
 
 started=$(date +%s)
