@@ -3,7 +3,8 @@
  * removing them, what their threads call (a ping's answer, a beat, a pause, a unit of work's
  * begin and end), and the pinger thread, the only thread that calls out of C for the watchdog
  * (options.notify), so that the watchdog itself never runs code that may take a lock a stuck
- * thread holds. The watchdog's step for each target is in watchdog_tick.c.
+ * thread holds. Between pings the pinger also does the run record's periodic updates
+ * (runs_updater.c). The watchdog's step for each target is in watchdog_tick.c.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -17,6 +18,7 @@
 #include "CSignalShim.h"
 #include "shim_internal.h"
 #include "libunwind_local.h"
+#include "runs_internal.h"
 #include "watchdog_internal.h"
 
 static _Thread_local uint64_t aft_tls_tid;
@@ -251,6 +253,9 @@ void aft_work_end(int32_t unit) {
 
 AFT_SMALL_STATE static pthread_t aft_g_pinger;
 AFT_SMALL_STATE static int aft_g_pinger_running;
+/* The run record's updates: no pinger, a pinger that may take them on, one that does. */
+enum { AFT_RUN_HOST_NONE, AFT_RUN_HOST_OPEN, AFT_RUN_HOST_BUSY };
+AFT_SMALL_STATE static _Atomic uint32_t aft_g_run_host;
 
 static void aft_pinger_wake(aft_watchdog *w) {
     atomic_fetch_add(&w->pinger_wake, 1);
@@ -270,6 +275,18 @@ void aft_watch_pool_appeared(void) {
         if (t != NULL && t->kind == AFT_HANG_KIND_CONCURRENCY_POOL && t->source == AFT_SOURCE_PING)
             aft_watchdog_request_ping(w, i);
     }
+}
+
+int aft_pinger_host_run(void) {
+    uint32_t open = AFT_RUN_HOST_OPEN;
+    if (!atomic_compare_exchange_strong(&aft_g_run_host, &open, AFT_RUN_HOST_BUSY)) return 0;
+    aft_pinger_wake(&aft_g_watchdog); /* its wait takes the updates' deadline */
+    return 1;
+}
+
+void aft_pinger_unhost_run(void) {
+    uint32_t busy = AFT_RUN_HOST_BUSY;
+    atomic_compare_exchange_strong(&aft_g_run_host, &busy, AFT_RUN_HOST_OPEN);
 }
 
 void aft_watchdog_request_finished(aft_watchdog *w) {
@@ -327,8 +344,11 @@ static void *aft_pinger_main(void *arg) {
             aft_pinger_notify(w, AFT_WATCHDOG_EVENT_PING, (int32_t)i);
         }
         if (finished && w->notify) aft_pinger_notify(w, AFT_WATCHDOG_EVENT_HANG_FINISHED, 0);
+        uint64_t run_due = 0;
+        if (atomic_load(&aft_g_run_host) == AFT_RUN_HOST_BUSY)
+            run_due = aft_run_hosted_tick(aft_async_now_ns(CLOCK_MONOTONIC));
         if (atomic_load(&w->pinger_wake) == seen && !atomic_load(&w->stop))
-            aft_async_futex_wait_until(&w->pinger_wake, seen, 0);
+            aft_async_futex_wait_until(&w->pinger_wake, seen, run_due);
     }
     return NULL;
 }
@@ -341,16 +361,22 @@ int aft_watchdog_start_pinger(aft_watchdog *w) {
     int err = aft_thread_create(&aft_g_pinger, &attr, aft_pinger_main, w);
     pthread_attr_destroy(&attr);
     if (err == 0) aft_g_pinger_running = 1;
+    if (err == 0) atomic_store(&aft_g_run_host, AFT_RUN_HOST_OPEN);
     return err;
 }
 
 void aft_watchdog_stop_pinger(aft_watchdog *w) {
     if (!aft_g_pinger_running) return;
+    uint32_t host = atomic_exchange(&aft_g_run_host, AFT_RUN_HOST_NONE);
     aft_pinger_wake(w); /* w->stop is set */
     pthread_join(aft_g_pinger, NULL);
     aft_g_pinger_running = 0;
     atomic_store(&w->pinger_tid, 0);
+    if (host == AFT_RUN_HOST_BUSY) aft_run_host_ended(); /* the run outlives the watchdog */
 }
 
 /* A forked child has neither thread. */
-void aft_watchdog_forget_pinger(void) { aft_g_pinger_running = 0; }
+void aft_watchdog_forget_pinger(void) {
+    aft_g_pinger_running = 0;
+    atomic_store(&aft_g_run_host, AFT_RUN_HOST_NONE);
+}

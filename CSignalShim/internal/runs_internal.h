@@ -1,10 +1,12 @@
 /*
- * runs_internal.h: state shared by runs.c (normal time), runs_async.c (the termination
- * recorder) and exports_async.c (the hand-offs to the exporter). Not seen by Swift.
+ * runs_internal.h: state shared by runs.c and runs_updater.c (normal time), runs_async.c (the
+ * termination recorder), exports_async.c (the hand-offs to the exporter) and the hang
+ * watchdog's pinger, which may host the periodic updates. Not seen by Swift.
  */
 #ifndef AFT_RUNS_INTERNAL_H
 #define AFT_RUNS_INTERNAL_H
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 
@@ -39,5 +41,42 @@ void aft_async_await_exports(void);
 int aft_run_take_spare(int dir_fd);
 /* Makes the spare in the runs directory at path unless there is one. */
 void aft_run_make_spare(const char *runs_directory);
+
+/* The run record's normal-time state (runs.c), guarded by aft_g_run_lock. */
+extern pthread_mutex_t aft_g_run_lock;
+extern aft_run_info aft_g_run_info;
+extern aft_run_live aft_g_run_live;
+extern char aft_g_run_dir[AFT_PATH_CAPACITY * 2]; /* where the next launch's spare goes */
+extern char aft_g_run_proc[AFT_PATH_CAPACITY];
+extern char aft_g_run_sys[AFT_PATH_CAPACITY];
+extern _Atomic int aft_g_run_spare_made; /* by the run's first work, else at exit */
+extern _Atomic int aft_g_run_exited;     /* set by on_exit while an update may run */
+/* The OOM and vmstat baseline is read by the run's first work, not by start. */
+extern int aft_g_run_baseline_pending;
+/* Writes the live block to its next slot. Caller holds aft_g_run_lock. */
+int aft_run_write_live(void);
+
+/* ---- the periodic updates (runs_updater.c) ---- */
+
+/* Start asked for them: now (an updater thread that does the run's first work itself), or
+ * later, at aft_run_start_updater. */
+void aft_run_updater_arm(int start_now);
+/* Ends them (the updater thread joined, or the pinger no longer hosting them). */
+void aft_run_updater_stop(void);
+/* In a forked child: neither the updater thread nor the pinger exists. */
+void aft_run_updater_after_fork_in_child(void);
+/* On the pinger, while it hosts the updates: one update when it is due; returns when the
+ * next is (CLOCK_MONOTONIC ns). */
+uint64_t aft_run_hosted_tick(uint64_t now_ns);
+/* The pinger stopped while it hosted the updates: an updater thread takes them over. Called
+ * with the watchdog's thread lock held, never with aft_g_run_lock. */
+void aft_run_host_ended(void);
+
+/* ---- the pinger's side (hang/targets.c) ---- */
+
+/* The pinger takes the updates on: 1, or 0 when no pinger runs. */
+int aft_pinger_host_run(void);
+/* The pinger stops hosting them (its next wait has no deadline for them). */
+void aft_pinger_unhost_run(void);
 
 #endif /* AFT_RUNS_INTERNAL_H */

@@ -1,9 +1,9 @@
 /*
  * runs.c: NORMAL-TIME CODE (never runs in a signal handler). The run record: creates and
- * locks runs/<run id>.run at start, keeps its live block current from a background thread
- * (about once a second) and on every change, marks normal termination in on_exit, installs
- * the termination-signal recorder (runs_async.c). The file's first contents are prepared by
- * runs_prepare.c; the evidence it records is read by evidence.c.
+ * locks runs/<run id>.run at start, writes its live block on every change, marks normal
+ * termination in on_exit, installs the termination-signal recorder (runs_async.c). The
+ * periodic updates (about once a second) are runs_updater.c's; the file's first contents are
+ * prepared by runs_prepare.c; the evidence it records is read by evidence.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,29 +26,18 @@
 aft_run_state aft_g_run = {.fd = -1};
 const int aft_g_run_signals[AFT_RUN_SIGNAL_COUNT] = {SIGTERM, SIGINT, SIGHUP};
 
-/* Normal-time state, guarded by aft_g_run_lock. */
-AFT_SMALL_STATE static pthread_mutex_t aft_g_run_lock = PTHREAD_MUTEX_INITIALIZER;
-AFT_SMALL_STATE static pthread_cond_t aft_g_run_wake = PTHREAD_COND_INITIALIZER;
-AFT_SMALL_STATE static aft_run_info aft_g_run_info;
-AFT_SMALL_STATE static aft_run_live aft_g_run_live;
+/* Normal-time state, guarded by aft_g_run_lock (runs_internal.h). */
+AFT_SMALL_STATE pthread_mutex_t aft_g_run_lock = PTHREAD_MUTEX_INITIALIZER;
+AFT_SMALL_STATE aft_run_info aft_g_run_info;
+AFT_SMALL_STATE aft_run_live aft_g_run_live;
 AFT_SMALL_STATE static char aft_g_run_path[AFT_PATH_CAPACITY * 2];
-/* where the next launch's spare goes */
-AFT_SMALL_STATE static char aft_g_run_dir[AFT_PATH_CAPACITY * 2];
-AFT_SMALL_STATE static _Atomic int aft_g_run_spare_made; /* by the updater, else at exit */
-AFT_SMALL_STATE static char aft_g_run_proc[AFT_PATH_CAPACITY];
-AFT_SMALL_STATE static char aft_g_run_sys[AFT_PATH_CAPACITY];
-AFT_SMALL_STATE static pthread_t aft_g_run_thread;
-AFT_SMALL_STATE static int aft_g_run_thread_running;
-AFT_SMALL_STATE static int aft_g_run_thread_stop;
+AFT_SMALL_STATE char aft_g_run_dir[AFT_PATH_CAPACITY * 2];
+AFT_SMALL_STATE _Atomic int aft_g_run_spare_made;
+AFT_SMALL_STATE char aft_g_run_proc[AFT_PATH_CAPACITY];
+AFT_SMALL_STATE char aft_g_run_sys[AFT_PATH_CAPACITY];
 AFT_SMALL_STATE static int aft_g_run_hooks_registered;
-AFT_SMALL_STATE static _Atomic int aft_g_run_exited; /* set by on_exit while the updater may run */
-/* The OOM and vmstat baseline is read by the updater thread, not by start (see aft_run_start). */
-AFT_SMALL_STATE static int aft_g_run_baseline_pending;
-/* Guards the updater thread's creation (by the caller of aft_run_start_updater, another thread
- * than start's) against its end. */
-AFT_SMALL_STATE static pthread_mutex_t aft_g_run_thread_lock = PTHREAD_MUTEX_INITIALIZER;
-/* aft_run_start left it to aft_run_start_updater */
-AFT_SMALL_STATE static int aft_g_run_updater_pending;
+AFT_SMALL_STATE _Atomic int aft_g_run_exited;
+AFT_SMALL_STATE int aft_g_run_baseline_pending;
 
 static void aft_run_set_error(char *error, size_t capacity, const char *what, int err) {
     if (error && capacity > 0) snprintf(error, capacity, "%s: %s", what, strerror(err));
@@ -58,8 +47,7 @@ uint32_t aft_run_check(const void *block, size_t size_before_check) {
     return aft_async_run_check(block, size_before_check);
 }
 
-/* Writes the live block to the next slot. Caller holds the lock. */
-static int aft_run_write_live(void) {
+int aft_run_write_live(void) {
     if (aft_g_run.fd < 0) return EBADF;
     aft_run_live *l = &aft_g_run_live;
     l->sequence++;
@@ -128,65 +116,6 @@ void aft_run_set_session(const uint8_t session_id[AFT_ID_SIZE],
     pthread_mutex_unlock(&aft_g_run_lock);
 }
 
-/* The run's baseline (its cgroups' OOM counters, vmstat's oom_kill) read now, and the run
- * file's info block rewritten with it, then a first full sample. Caller holds the lock. */
-static void aft_run_complete_baseline(void) {
-    aft_g_run_baseline_pending = 0;
-    aft_run_read_baseline(aft_g_run_proc, aft_g_run_sys, &aft_g_run_info);
-    if (aft_g_run.fd < 0 || aft_g_run_exited) return;
-    struct {
-        aft_file_header header;
-        aft_run_info info;
-    } head;
-    aft_run_header(&head.header, &aft_g_run_info);
-    head.info = aft_g_run_info;
-    _Static_assert(offsetof(aft_run_file, info) == sizeof(aft_file_header), "info follows");
-    if (aft_async_pwrite_all(aft_g_run.fd, &head, sizeof(head), 0) != 0) return;
-    /* at_start: the counters just read for the baseline are the sample's (read once) */
-    aft_run_sample_with(aft_g_run_proc, &aft_g_run_info, &aft_g_run_live, 1);
-    aft_run_write_live();
-}
-
-/* The run's first work, once: the OOM baseline and a first sample, then the next launch's spare
- * run file. Caller holds the lock. */
-static void aft_run_first_work(void) {
-    if (aft_g_run_baseline_pending) aft_run_complete_baseline();
-    if (aft_g_run.fd >= 0 && !aft_g_run_exited && !atomic_exchange(&aft_g_run_spare_made, 1))
-        aft_run_make_spare(aft_g_run_dir);
-}
-
-static void *aft_run_updater(void *arg) {
-    (void)arg;
-    aft_thread_set_own_mask();
-    prctl(PR_SET_NAME, "aftermath.run", 0, 0, 0); /* here: one call, no file for the creator */
-    atomic_store(&aft_g_run_updater_tid, aft_async_gettid()); /* listed at a crash without /proc */
-    pthread_mutex_lock(&aft_g_run_lock);
-    aft_run_first_work();
-    while (!aft_g_run_thread_stop) {
-        uint32_t ms = aft_g_run_info.update_interval_ms;
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += ms / 1000;
-        until.tv_nsec += (long)(ms % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
-        int rc = 0;
-        while (!aft_g_run_thread_stop && rc != ETIMEDOUT)
-            rc = pthread_cond_timedwait(&aft_g_run_wake, &aft_g_run_lock, &until);
-        if (aft_g_run_thread_stop) break;
-        if (aft_g_run.fd >= 0 && !aft_g_run_exited) {
-            aft_g_run_live.foreground = (uint32_t)aft_watchdog_is_foreground();
-            aft_run_sample(aft_g_run_proc, &aft_g_run_info, &aft_g_run_live);
-            aft_run_write_live();
-        }
-        (void)aft_release_memory_of_ended_thread(); /* the delivery thread's, once it ended */
-    }
-    pthread_mutex_unlock(&aft_g_run_lock);
-    return NULL;
-}
-
 /* ---- normal termination and fork ---- */
 
 static void aft_run_write_exit(int32_t status) {
@@ -221,11 +150,9 @@ static void aft_run_atfork_child(void) {
      * descriptor leaves the parent's lock in place (the parent still holds its own). */
     if (aft_g_run.fd >= 0) close(aft_g_run.fd);
     aft_g_run.fd = -1;
-    aft_g_run_thread_running = 0;
-    aft_g_run_updater_pending = 0;
+    aft_run_updater_after_fork_in_child();
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     aft_g_run_lock = fresh;
-    aft_g_run_thread_lock = fresh;
 }
 
 /* ---- start and stop ---- */
@@ -264,47 +191,8 @@ static void aft_run_restore_handlers(void) {
     aft_g_run.handlers_installed = 0;
 }
 
-static int aft_run_start_updater_with(int first_work_here) {
-    pthread_mutex_lock(&aft_g_run_thread_lock);
-    int err = 0;
-    if (aft_g_run_updater_pending && !aft_g_run_thread_running) {
-        if (first_work_here) {
-            /* Its deepest calls (the cgroups' paths, the baseline's file reads) on the caller,
-             * start's background thread, whose stack is given back when it ends: the updater's
-             * own stack stays as shallow as its periodic sample, for the run's life. */
-            pthread_mutex_lock(&aft_g_run_lock);
-            aft_run_first_work();
-            pthread_mutex_unlock(&aft_g_run_lock);
-        }
-        aft_g_run_updater_pending = 0;
-        aft_g_run_thread_stop = 0;
-        err = aft_thread_create(&aft_g_run_thread, NULL, aft_run_updater, NULL);
-        if (err == 0) aft_g_run_thread_running = 1;
-    }
-    pthread_mutex_unlock(&aft_g_run_thread_lock);
-    return err;
-}
-
-int aft_run_start_updater(void) { return aft_run_start_updater_with(1); }
-
-static void aft_run_stop_thread(void) {
-    pthread_mutex_lock(&aft_g_run_thread_lock);
-    aft_g_run_updater_pending = 0;
-    if (!aft_g_run_thread_running) {
-        pthread_mutex_unlock(&aft_g_run_thread_lock);
-        return;
-    }
-    pthread_mutex_lock(&aft_g_run_lock);
-    aft_g_run_thread_stop = 1;
-    pthread_cond_broadcast(&aft_g_run_wake);
-    pthread_mutex_unlock(&aft_g_run_lock);
-    pthread_join(aft_g_run_thread, NULL);
-    aft_g_run_thread_running = 0;
-    pthread_mutex_unlock(&aft_g_run_thread_lock);
-}
-
 void aft_run_stop(void) {
-    aft_run_stop_thread();
+    aft_run_updater_stop();
     aft_run_restore_handlers();
     pthread_mutex_lock(&aft_g_run_lock);
     int fd = aft_g_run.fd;
@@ -390,11 +278,6 @@ int aft_run_start(const aft_run_options *o, char *error, size_t error_capacity) 
         aft_g_run_hooks_registered = 1;
     }
     if (o->catch_termination) aft_run_install_handlers();
-    if (o->start_updater) {
-        pthread_mutex_lock(&aft_g_run_thread_lock);
-        aft_g_run_updater_pending = 1;
-        pthread_mutex_unlock(&aft_g_run_thread_lock);
-        if (o->start_updater != AFT_RUN_UPDATER_LATER) aft_run_start_updater_with(0);
-    }
+    if (o->start_updater) aft_run_updater_arm(o->start_updater != AFT_RUN_UPDATER_LATER);
     return 0;
 }
