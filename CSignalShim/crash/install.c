@@ -384,3 +384,9 @@ uint32_t aft_installed_images(aft_image *images, uint32_t capacity) {
 }
 
 void aft_installed_context(aft_context *context) { *context = aft_g_state.context; }
+
+uint64_t aft_crash_reserve_inode(void) {
+    struct stat st;
+    int fd = aft_g_state.reserved_fd;
+    return fd >= 0 && fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}

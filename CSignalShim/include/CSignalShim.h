@@ -38,6 +38,10 @@ typedef struct aft_install_options {
  * message in error (NUL-terminated). Calling it again replaces the context and directory. */
 int aft_install(const aft_install_options *options, char *error, size_t error_capacity);
 
+/* The inode number of this run's crash reserve in the crash directory (0 when it has none):
+ * the next launch's quiet delivery tells it from a dead run's by its directory entry alone. */
+uint64_t aft_crash_reserve_inode(void);
+
 /* The images read at install (with build ids), in address order; returns their number. */
 uint32_t aft_installed_images(aft_image *images, uint32_t capacity);
 /* Finishes what aft_install leaves to a thread of its own, or to the caller's thread with

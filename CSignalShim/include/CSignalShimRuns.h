@@ -68,6 +68,8 @@ int aft_run_update_now(void);
  * start, in a forked child, or another root): the caller reads them itself. */
 int aft_run_started_with(const char *proc_root, char *boot_id, size_t capacity,
                          uint64_t *start_ticks);
+/* The inode number of this run's file in runs/ (0 when none). */
+uint64_t aft_run_file_inode(void);
 /* Writes the clean-exit block, as normal termination does (tests). */
 void aft_run_mark_clean_exit(int32_t status);
 /* Stops the updater, closes the file (releasing the lock) without a clean-exit mark, restores

@@ -129,6 +129,14 @@ static void aft_run_write_exit(int32_t status) {
     aft_async_pwrite_all(aft_g_run.fd, &e, sizeof(e), (off_t)offsetof(aft_run_file, exit));
 }
 
+uint64_t aft_run_file_inode(void) {
+    pthread_mutex_lock(&aft_g_run_lock);
+    struct stat st;
+    uint64_t inode = aft_g_run.fd >= 0 && fstat(aft_g_run.fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
+    pthread_mutex_unlock(&aft_g_run_lock);
+    return inode;
+}
+
 void aft_run_mark_clean_exit(int32_t status) {
     pthread_mutex_lock(&aft_g_run_lock);
     aft_run_write_exit(status);

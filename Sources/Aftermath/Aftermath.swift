@@ -110,10 +110,7 @@ public enum Aftermath {
                 waitWhileCrashing()
                 startBackgroundThreads(configuration, watchingPool: watchingPool)
                 aft_install_complete()  // every image's build id, the older threads' stacks
-                let collector = self.collector(configuration, directory: directory, context: installed)
-                deliver(
-                    collector, to: configuration.exporter, attachments: configuration.attachmentExporter,
-                    resource: resource(for: configuration, environment: environment()))
+                deliverAtStart(configuration, directory: directory, context: installed, environment: environment)
                 // What the delivery allocated (files read, records encoded) is free by now: back
                 // to the system, so a long-running app does not keep its start's peak resident.
                 aft_release_free_memory()
@@ -155,9 +152,27 @@ public enum Aftermath {
     ) {
         startBackgroundThreads(configuration, watchingPool: watchingPool)
         aft_install_complete()
-        let collector = self.collector(configuration, directory: directory, context: context)
+        deliverAtStart(configuration, directory: directory, context: context, environment: environment)
+    }
+
+    /// Start's delivery of what earlier runs left: the quiet one when nothing is pending (the
+    /// runs that ended cleanly marked ended, nothing collected, no resource read), else the
+    /// full one.
+    private static func deliverAtStart(
+        _ configuration: Configuration, directory: ReportDirectory, context: ReportContext,
+        environment: @Sendable () -> OTelEnvironment
+    ) {
+        let collector = ReportCollector(
+            directory: directory, currentRunID: context.runID, limits: limits(configuration))
+        let dropped = HandledErrorRecorder.takeDropped()  // a count to send: not quiet
+        HandledErrorRecorder.restoreDropped(dropped)
+        if dropped == 0, let quiet = collector.deliverQuietly(own: .installed()) {
+            lastDeliveryState.withLock { $0 = Delivery(quiet) }
+            return
+        }
         deliver(
-            collector, to: configuration.exporter, attachments: configuration.attachmentExporter,
+            self.collector(configuration, directory: directory, context: context), to: configuration.exporter,
+            attachments: configuration.attachmentExporter,
             resource: resource(for: configuration, environment: environment()))
     }
 
@@ -264,6 +279,14 @@ public enum Aftermath {
             kernelRelease: context.kernelRelease,
             process: started?.startTicks.map { (Int64(getpid()), $0) }
                 ?? ExitEnvironment.currentProcess(procRoot: c.procRoot))
+        var collector = ReportCollector(
+            directory: directory, currentRunID: context.runID, environment: environment, limits: limits(c))
+        collector.minidump = c.minidump
+        return collector
+    }
+
+    /// The collection's limits from the configuration.
+    static func limits(_ c: Configuration) -> ReportCollector.Limits {
         var limits = ReportCollector.Limits(
             maxRunFiles: c.maxRunFiles, maxRunAgeSeconds: c.maxRunAge.seconds,
             maxReportAgeSeconds: c.maxReportAge.seconds)
@@ -271,10 +294,7 @@ public enum Aftermath {
         limits.maxPendingAttachments = max(c.maxPendingAttachments, 0)
         limits.maxAttachmentAgeSeconds = c.maxAttachmentAge.seconds
         limits.maxAttachmentBytes = max(c.maxAttachmentBytes, 0)
-        var collector = ReportCollector(
-            directory: directory, currentRunID: context.runID, environment: environment, limits: limits)
-        collector.minidump = c.minidump
-        return collector
+        return limits
     }
 
     /// The boot id and process start ticks this process's run record read at start under

@@ -1,0 +1,123 @@
+import CSignalShim
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension ReportCollector {
+    /// The running process's own files in the directory, by inode number (0: none).
+    package struct OwnFiles: Sendable {
+        /// Its crash reserve in crashes/.
+        package var crashReserve: UInt64
+        /// Its run file in runs/.
+        package var runFile: UInt64
+
+        package init(crashReserve: UInt64, runFile: UInt64) {
+            self.crashReserve = crashReserve
+            self.runFile = runFile
+        }
+
+        /// This process's, as installed by start.
+        package static func installed() -> OwnFiles {
+            OwnFiles(crashReserve: aft_crash_reserve_inode(), runFile: aft_run_file_inode())
+        }
+    }
+
+    /// Most launches find nothing to send: crashes/ holds only this run's reserve, hangs/,
+    /// errors/ and attachments/ nothing, and runs/ this run's file, the spare, ended runs and
+    /// the few runs that ended since, cleanly (their exit block written) or still alive. What
+    /// ``deliver(to:attachments:resource:)`` would do then is rename the clean ones to .ended;
+    /// this does that from the directories' listings, under the same locks, without the
+    /// collection's passes (their file, record and collection types cost every launch's
+    /// delivery thread about 0.2 ms and 6-8 pages of the Swift runtime's memory). Nil when
+    /// anything else is there, or retention is due (over the run count, or this launch's turn
+    /// to read ages): the full delivery then runs, and finds at most those renames done.
+    package func deliverQuietly(own: OwnFiles) -> Delivery? {
+        guard let currentRunID, currentRunID.uuid.0 & 15 != 0 else { return nil }  // an age pass
+        guard aft_delivery_lock() == 0 else { return nil }
+        defer { aft_delivery_unlock() }
+        let lockPath = (directory.root as NSString).appendingPathComponent(".deliver.lock")
+        guard case .success(let lock) = StoreFiles.openLockFile(lockPath) else { return nil }
+        defer { close(lock) }
+        guard Self.lockWholeFile(lock), aft_crash_in_progress() == 0 else { return nil }
+        guard Self.holdsNothing(directory.crashes, but: own.crashReserve),
+            Self.holdsNothing(directory.hangs, but: 0), Self.holdsNothing(directory.errors, but: 0),
+            Self.holdsNothing(directory.attachments, but: 0, orIsMissing: true),
+            endCleanRuns(ownRunFile: own.runFile, currentRunID: currentRunID)
+        else { return nil }
+        return Delivery(exported: 0, rejected: [], exportError: nil)
+    }
+
+    /// Whether dir lists no entry but hidden ones and the one with inode `allowed`.
+    static func holdsNothing(_ dir: String, but allowed: UInt64, orIsMissing missingIsEmpty: Bool = false) -> Bool {
+        let fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0 else { return missingIsEmpty && errno == ENOENT }
+        guard let stream = fdopendir(fd) else {
+            close(fd)
+            return false
+        }
+        defer { closedir(stream) }
+        while let entry = readdir(stream) {
+            let hidden = withUnsafeBytes(of: entry.pointee.d_name) { $0.first == UInt8(ascii: ".") }
+            if !hidden, allowed == 0 || UInt64(entry.pointee.d_ino) != allowed { return false }
+        }
+        return true
+    }
+
+    /// runs/ as ``collectRuns(_:)`` would leave it with nothing to report: every dead run that
+    /// ended cleanly renamed to .ended. False at the first entry it would do more with (a run
+    /// that ended otherwise, or too old, a leftover, a foreign name, more than four dead runs),
+    /// or when the ended runs are over the count.
+    func endCleanRuns(ownRunFile: UInt64, currentRunID: UUID) -> Bool {
+        let runs = directory.runs
+        let fd = open(runs, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0, let stream = fdopendir(fd) else {
+            if fd >= 0 { close(fd) }
+            return false
+        }
+        defer { closedir(stream) }
+        let now = Double(Clock.realtimeNanoseconds()) / 1e9
+        var kept = 0
+        var dead = 0
+        while let entry = readdir(stream) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name.hasPrefix(".") { continue }
+            guard Int(entry.pointee.d_type) == Int(DT_REG) else { return false }
+            if UInt64(entry.pointee.d_ino) == ownRunFile {
+                kept += 1
+                continue
+            }
+            let path = ReportDirectory.join(runs, name)
+            if name == AFT_RUN_SPARE_FILE_NAME {
+                guard Self.isEmptySpare(path, name: name) else { return false }
+                continue
+            }
+            let isEnded = name.hasSuffix(".ended")
+            guard isEnded || name.hasSuffix(".run"),
+                Hex.decode(String(name.prefix { $0 != "." }))?.count == 16
+            else { return false }
+            if isEnded {
+                kept += 1
+                continue
+            }
+            dead += 1
+            var st = stat()
+            guard dead <= 4, lstat(path, &st) == 0,
+                now - Double(st.st_mtim.tv_sec) <= limits.maxReportAgeSeconds
+            else { return false }
+            switch aft_run_is_locked(path) {
+            case 1: kept += 1  // alive
+            case 0:
+                guard let run = try? RunFile.decode(FileReader.read(path, maximumSize: RunFile.maximumSize)),
+                    run.exit != nil, run.runID != currentRunID,
+                    rename(path, String(path.dropLast(".run".count)) + ".ended") == 0
+                else { return false }
+                kept += 1
+            default: return false
+            }
+        }
+        return kept <= limits.maxRunFiles
+    }
+}

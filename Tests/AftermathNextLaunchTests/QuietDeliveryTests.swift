@@ -1,0 +1,166 @@
+import AftermathNextLaunch
+import AftermathOTLP
+import CSignalShim
+import TestSupport
+import Foundation
+import Testing
+
+/// The delivery of a launch with nothing pending: it does what the full one would (the runs
+/// that ended cleanly marked ended) and nothing else, and leaves every other state to it.
+@Suite("Quiet delivery")
+struct QuietDeliveryTests {
+    /// A reports directory as a later launch finds it: this run's reserve and run file, the
+    /// spare, two ended runs, one run that ended cleanly and one that is alive (locked).
+    struct Launch {
+        let system: CraftedSystem
+        let directory: ReportDirectory
+        let own: ReportCollector.OwnFiles
+        let runID: UUID
+        let cleanPath: String
+        let livePath: String
+        let liveLock: Int32
+        /// Held as the running process holds them: its reserve and its run file.
+        let ownLocks: [Int32]
+
+        init() throws {
+            system = try CraftedSystem()
+            directory = try TestSupport.reportsDirectory()
+            var mine = system.runFile()
+            runID = UUID(bytes: &mine.info.context.run_id)
+            let reserve = directory.crashes + "/0123456789abcdef0123456789abcdef.crash.tmp"
+            try TestSupport.write([], to: reserve)
+            let ownRun = directory.runs + "/\(RunRetentionTests.name(mine)).run"
+            try RunRetentionTests.write(mine, ownRun)
+            own = ReportCollector.OwnFiles(crashReserve: Self.inode(reserve), runFile: Self.inode(ownRun))
+            ownLocks = [reserve, ownRun].map { (path: String) -> Int32 in open(path, O_RDONLY) }
+            guard ownLocks.allSatisfy({ flock($0, LOCK_EX) == 0 }) else { throw CocoaError(.fileLocking) }
+            try TestSupport.write([], to: directory.runs + "/" + AFT_RUN_SPARE_FILE_NAME)
+            for _ in 0..<2 {
+                let ended = system.runFile()
+                try RunRetentionTests.write(ended, directory.runs + "/\(RunRetentionTests.name(ended)).ended")
+            }
+            var clean = system.runFile()
+            clean.exit.clean = AFT_RUN_CLEAN_MARKER
+            RunBytes.sealExit(&clean.exit)
+            cleanPath = directory.runs + "/\(RunRetentionTests.name(clean)).run"
+            try RunRetentionTests.write(clean, cleanPath)
+            let live = system.runFile()
+            livePath = directory.runs + "/\(RunRetentionTests.name(live)).run"
+            try RunRetentionTests.write(live, livePath)
+            liveLock = open(livePath, O_RDONLY)
+            guard flock(liveLock, LOCK_EX) == 0 else { throw CocoaError(.fileLocking) }
+        }
+
+        static func inode(_ path: String) -> UInt64 {
+            var st = stat()
+            return lstat(path, &st) == 0 ? UInt64(st.st_ino) : 0
+        }
+
+        /// A run id that is not an age pass's (one launch in 16 reads the ended runs' ages).
+        var collector: ReportCollector {
+            var id = runID.uuid
+            id.0 = id.0 | 1
+            return ReportCollector(
+                directory: directory, currentRunID: UUID(uuid: id), environment: system.environment())
+        }
+
+        func quiet() -> Bool { collector.deliverQuietly(own: own) != nil }
+
+        func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+
+        func release() { ([liveLock] + ownLocks).forEach { close($0) } }
+    }
+
+    @Test("Nothing pending: the run that ended cleanly is marked ended, the live one and this run's are left")
+    func marksCleanRunsEnded() throws {
+        let launch = try Launch()
+        defer { launch.release() }
+        let delivery = try #require(launch.collector.deliverQuietly(own: launch.own))
+        #expect(delivery.exported == 0 && delivery.rejected.isEmpty && delivery.exportError == nil)
+        #expect(!launch.exists(launch.cleanPath))
+        #expect(launch.exists(String(launch.cleanPath.dropLast(".run".count)) + ".ended"))
+        #expect(launch.exists(launch.livePath))
+        // The full delivery finds nothing left to do.
+        let after = launch.collector.collect()
+        #expect(after.reports.isEmpty && after.rejected.isEmpty)
+    }
+
+    @Test("A run that ended without its exit block is left to the full delivery, which reports it")
+    func abnormalRunIsNotQuiet() throws {
+        let launch = try Launch()
+        defer { launch.release() }
+        let dead = launch.system.runFile()
+        let deadPath = launch.directory.runs + "/\(RunRetentionTests.name(dead)).run"
+        try RunRetentionTests.write(dead, deadPath)
+        #expect(!launch.quiet())
+        #expect(launch.exists(deadPath), "not renamed")
+        let exits = launch.collector.collect().reports.filter { $0.kind == .abnormalExit }
+        #expect(exits.count == 1 && exits.first?.path == deadPath)
+    }
+
+    @Test(
+        "Any pending report, leftover or foreign file is the full delivery's",
+        arguments: [
+            "crashes/0123456789abcdef0123456789abcdee.crash", "crashes/0123456789abcdef0123456789abcdee.crash.tmp",
+            "hangs/0123456789abcdef0123456789abcdef.hang", "errors/0123456789abcdef0123456789abcdef.error",
+            "attachments/0123456789abcdef0123456789abcdef.dmp", "runs/0123456789abcdef0123456789abcdef.run.tmp",
+            "runs/notes.txt", "runs/0123456789abcdef.run",
+        ])
+    func otherFilesAreNotQuiet(relative: String) throws {
+        let launch = try Launch()
+        defer { launch.release() }
+        let path = launch.directory.root + "/" + relative
+        if relative.hasPrefix("attachments/") { try launch.directory.prepareAttachments() }
+        try TestSupport.write([1, 2, 3], to: path)
+        #expect(!launch.quiet())
+    }
+
+    @Test("A spare that is not empty, a dead run older than the report age, five dead runs: not quiet")
+    func boundsAreNotQuiet() throws {
+        let spare = try Launch()
+        defer { spare.release() }
+        try TestSupport.write([1], to: spare.directory.runs + "/" + AFT_RUN_SPARE_FILE_NAME)
+        #expect(!spare.quiet())
+
+        let old = try Launch()
+        defer { old.release() }
+        try FileManager.default.setAttributes(
+            [.modificationDate: Date().addingTimeInterval(-31 * 24 * 3600)], ofItemAtPath: old.cleanPath)
+        #expect(!old.quiet())
+        #expect(old.exists(old.cleanPath), "left for the full delivery to reject")
+
+        let many = try Launch()
+        defer { many.release() }
+        for _ in 0..<4 {
+            var clean = many.system.runFile()
+            clean.exit.clean = AFT_RUN_CLEAN_MARKER
+            RunBytes.sealExit(&clean.exit)
+            try RunRetentionTests.write(clean, many.directory.runs + "/\(RunRetentionTests.name(clean)).run")
+        }
+        #expect(!many.quiet())
+    }
+
+    @Test("Over the run count, or at a launch that reads ages: the full delivery's retention runs")
+    func retentionIsNotQuiet() throws {
+        let launch = try Launch()
+        defer { launch.release() }
+        var few = launch.collector
+        few.limits.maxRunFiles = 4  // this run's, the live one, two ended, the clean one: 5
+        #expect(few.deliverQuietly(own: launch.own) == nil)
+        var id = launch.runID.uuid
+        id.0 = 0x30
+        let agePass = ReportCollector(
+            directory: launch.directory, currentRunID: UUID(uuid: id), environment: launch.system.environment())
+        #expect(agePass.deliverQuietly(own: launch.own) == nil)
+        #expect(launch.quiet())
+    }
+
+    @Test("A delivery lock file that cannot be used (a planted link): not quiet, nothing renamed")
+    func unusableLockIsNotQuiet() throws {
+        let launch = try Launch()
+        defer { launch.release() }
+        #expect(symlink("/dev/null", launch.directory.root + "/.deliver.lock") == 0)
+        #expect(!launch.quiet())
+        #expect(launch.exists(launch.cleanPath))
+    }
+}
