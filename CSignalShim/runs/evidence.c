@@ -43,24 +43,30 @@ static uint64_t aft_counter_in_line(const char *line, const char *key, size_t kl
     return aft_run_parse_u64(line + klen, &v) ? v : AFT_RUN_UNREAD;
 }
 
-uint64_t aft_read_counter(const char *path, const char *key) {
-    if (!path || !key || path[0] == '\0') return AFT_RUN_UNREAD;
+/* The values of keys (count of them, at most 4) in the "key value" lines of the file at path,
+ * each AFT_RUN_UNREAD when absent: one read of the file for all of them. */
+static void aft_read_counters(const char *path, const char *const *keys, uint64_t *values,
+                              uint32_t count) {
+    for (uint32_t i = 0; i < count; i++) values[i] = AFT_RUN_UNREAD;
+    if (!path || path[0] == '\0' || count == 0 || count > 4) return;
     /* Non-blocking, no final symlink, regular files only, as aft_async_read_small_file. */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
-    if (fd < 0) return AFT_RUN_UNREAD;
+    if (fd < 0) return;
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return AFT_RUN_UNREAD;
+        return;
     }
-    /* Line by line through 1 KiB: /proc/vmstat is some 5 KiB, and the run record's updater,
-     * which reads it every second, keeps every stack page it ever touched. A line longer than
-     * that (no counter's) is skipped. */
+    /* Line by line through 1 KiB: /proc/vmstat is some 5 KiB, and the thread that samples the
+     * run record every second keeps every stack page it ever touched. A line longer than that
+     * (no counter's) is skipped. */
     char buf[1024];
-    size_t klen = strlen(key), have = 0;
-    int skipping = 0, found = 0, ended = 0;
-    uint64_t value = AFT_RUN_UNREAD;
-    while (!found && !ended) {
+    size_t klen[4], have = 0;
+    int found[4] = {0, 0, 0, 0};
+    uint32_t missing = count;
+    for (uint32_t i = 0; i < count; i++) klen[i] = strlen(keys[i]);
+    int skipping = 0, ended = 0;
+    while (missing > 0 && !ended) {
         ssize_t n = read(fd, buf + have, sizeof(buf) - 1 - have);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) { /* the end: a last line without its newline counts too */
@@ -72,9 +78,17 @@ uint64_t aft_read_counter(const char *path, const char *key) {
         }
         size_t start = 0;
         char *newline;
-        while (!found && (newline = memchr(buf + start, '\n', have - start)) != NULL) {
+        while (missing > 0 && (newline = memchr(buf + start, '\n', have - start)) != NULL) {
             *newline = '\0';
-            if (!skipping) value = aft_counter_in_line(buf + start, key, klen, &found);
+            for (uint32_t i = 0; i < count && !skipping; i++) {
+                if (found[i]) continue;
+                uint64_t v = aft_counter_in_line(buf + start, keys[i], klen[i], &found[i]);
+                if (found[i]) {
+                    values[i] = v;
+                    missing--;
+                    break; /* a line holds one key */
+                }
+            }
             skipping = 0;
             start = (size_t)(newline - buf) + 1;
         }
@@ -86,7 +100,13 @@ uint64_t aft_read_counter(const char *path, const char *key) {
         }
     }
     close(fd);
-    return found ? value : AFT_RUN_UNREAD;
+}
+
+uint64_t aft_read_counter(const char *path, const char *key) {
+    uint64_t value;
+    if (!key) return AFT_RUN_UNREAD;
+    aft_read_counters(path, &key, &value, 1);
+    return value;
 }
 
 /* The avg10 of the line that begins with prefix in a pressure file's text, in hundredths. */
@@ -253,6 +273,14 @@ static uint64_t aft_run_counter_in(const char *dir, const char *file, const char
     return aft_read_counter(path, key);
 }
 
+static void aft_run_events_in(const char *dir, const char *const keys[2], uint64_t values[2]) {
+    values[0] = values[1] = AFT_RUN_UNREAD;
+    if (dir[0] == '\0') return;
+    char path[AFT_PATH_CAPACITY + 32];
+    if (snprintf(path, sizeof(path), "%s/memory.events", dir) >= (int)sizeof(path)) return;
+    aft_read_counters(path, keys, values, 2);
+}
+
 void aft_read_oom_counters(const char dirs[AFT_CGROUP_DIRS][AFT_PATH_CAPACITY],
                            uint64_t out[AFT_OOM_COUNTERS]) {
     for (uint32_t i = 0; i < AFT_OOM_COUNTERS; i++) out[i] = AFT_RUN_UNREAD;
@@ -260,14 +288,15 @@ void aft_read_oom_counters(const char dirs[AFT_CGROUP_DIRS][AFT_PATH_CAPACITY],
         aft_run_counter_in(dirs[AFT_CGROUP_V1_SELF], "memory.oom_control", "oom_kill");
     out[AFT_OOM_V1_PARENT] =
         aft_run_counter_in(dirs[AFT_CGROUP_V1_PARENT], "memory.oom_control", "oom_kill");
-    out[AFT_OOM_V2_SELF] =
-        aft_run_counter_in(dirs[AFT_CGROUP_V2_SELF], "memory.events", "oom_kill");
-    out[AFT_OOM_V2_SELF_GROUP] =
-        aft_run_counter_in(dirs[AFT_CGROUP_V2_SELF], "memory.events", "oom_group_kill");
-    out[AFT_OOM_V2_PARENT] =
-        aft_run_counter_in(dirs[AFT_CGROUP_V2_PARENT], "memory.events", "oom_kill");
-    out[AFT_OOM_V2_PARENT_GROUP] =
-        aft_run_counter_in(dirs[AFT_CGROUP_V2_PARENT], "memory.events", "oom_group_kill");
+    /* v2: both counters from one read of memory.events. */
+    static const char *const v2_keys[2] = {"oom_kill", "oom_group_kill"};
+    uint64_t v[2];
+    aft_run_events_in(dirs[AFT_CGROUP_V2_SELF], v2_keys, v);
+    out[AFT_OOM_V2_SELF] = v[0];
+    out[AFT_OOM_V2_SELF_GROUP] = v[1];
+    aft_run_events_in(dirs[AFT_CGROUP_V2_PARENT], v2_keys, v);
+    out[AFT_OOM_V2_PARENT] = v[0];
+    out[AFT_OOM_V2_PARENT_GROUP] = v[1];
 }
 
 int aft_run_is_locked(const char *path) {

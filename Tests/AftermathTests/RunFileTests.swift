@@ -56,6 +56,17 @@ struct RunFileTests {
         #expect(v2Dirs[0] == "" && v2Dirs[2] == v2Only.sys + "/fs/cgroup/app/svc")
     }
 
+    @Test("v2 memory.events: both OOM counters from one read, in either order; one that is missing is unread")
+    func readsBothV2CountersOnce() throws {
+        let system = try CraftedSystem(v1: false, v2: true)
+        try system.set("sys/fs/cgroup/app/svc/memory.events", "oom_group_kill 4\nlow 0\noom 2\noom_kill 7\n")
+        try system.set("sys/fs/cgroup/app/memory.events", "low 0\noom_killer 9\noom_kill 3")
+        let run = try RunFile.decode(RunBytes.of(system.runFile()))
+        let start = withUnsafeBytes(of: run.info.oom_at_start) { Array($0.bindMemory(to: UInt64.self)) }
+        #expect(start[Int(AFT_OOM_V2_SELF)] == 7 && start[Int(AFT_OOM_V2_SELF_GROUP)] == 4)
+        #expect(start[Int(AFT_OOM_V2_PARENT)] == 3 && start[Int(AFT_OOM_V2_PARENT_GROUP)] == AFT_RUN_UNREAD)
+    }
+
     @Test func readsTracerAndPressure() throws {
         let system = try CraftedSystem()
         try system.set("proc/self/status", "Name:\tapp\nTracerPid:\t4242\n")
