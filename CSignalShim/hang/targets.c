@@ -41,6 +41,9 @@ void aft_watchdog_reset_target(aft_watch_target *t) {
     t->rebase = 1;
     t->blocked_since = t->earliest_onset = t->last_beats = t->last_ping_ns = 0;
     t->idle_seen_ns = 0;
+    t->loop_wait.nr = t->asked_wait.nr = -1;
+    t->loop_wait_seen = 0;
+    t->loop_wait_cpu_ns = UINT64_MAX;
     t->hang_fd = -1;
     t->hang_onset_ns = t->hang_stopped_ns = t->hang_last_live_ns = 0;
     t->rate_tokens_ns = (uint64_t)AFT_WATCH_RATE_BURST * AFT_WATCH_RATE_REFILL_S * 1000000000ull;

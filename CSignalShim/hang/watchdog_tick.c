@@ -34,8 +34,7 @@ static int aft_target_detecting(aft_watchdog *w, aft_watch_target *t) {
            (p == NULL || atomic_load(&p->pause_depth) <= 0) && !atomic_load(&w->background);
 }
 
-/* Opens /proc/self/task/<tid>/<leaf> for reading again and again (pread at 0). */
-static int aft_open_task_leaf(aft_watchdog *w, uint64_t tid, const char *leaf, size_t leaf_size) {
+int aft_watchdog_open_task_leaf(aft_watchdog *w, uint64_t tid, const char *leaf, size_t leaf_size) {
     char *p = w->path_buf;
     static const char prefix[] = "/proc/self/task/";
     size_t n = sizeof(prefix) - 1;
@@ -47,7 +46,7 @@ static int aft_open_task_leaf(aft_watchdog *w, uint64_t tid, const char *leaf, s
 
 /* Whether /proc still lists the thread (its state may be unreadable, as under emulation). */
 static int aft_task_exists(aft_watchdog *w, uint64_t tid) {
-    int fd = aft_open_task_leaf(w, tid, "", 1);
+    int fd = aft_watchdog_open_task_leaf(w, tid, "", 1);
     if (fd < 0) return 0;
     close(fd);
     return 1;
@@ -60,8 +59,8 @@ static int aft_loop_idle(aft_watchdog *w, aft_watch_target *t, uint64_t tid) {
         if (t->syscall_fd >= 0) close(t->syscall_fd);
         if (t->schedstat_fd >= 0) close(t->schedstat_fd);
         t->syscall_fd_tid = tid;
-        t->syscall_fd = aft_open_task_leaf(w, tid, "/syscall", sizeof("/syscall"));
-        t->schedstat_fd = aft_open_task_leaf(w, tid, "/schedstat", sizeof("/schedstat"));
+        t->syscall_fd = aft_watchdog_open_task_leaf(w, tid, "/syscall", sizeof("/syscall"));
+        t->schedstat_fd = aft_watchdog_open_task_leaf(w, tid, "/schedstat", sizeof("/schedstat"));
         t->idle_run_ns = UINT64_MAX;
     }
     if (t->syscall_fd < 0) return 0;
@@ -94,6 +93,16 @@ static void aft_maybe_ping(aft_watchdog *w, aft_watch_target *t, uint64_t now) {
         t->idle_seen_ns = now; /* waiting for work: alive, as a ping that ran */
         return;
     }
+    /* The main thread waiting in its run loop where pings found it idle before: alive, no ping
+     * (the main queue's would wake it, its thread and ours, ten times a second). */
+    if (t == &w->targets[0] && tid != 0 && t->last_ping_ns != 0 &&
+        now - t->last_ping_ns < (uint64_t)AFT_WATCH_IDLE_PING_MS * 1000000ull &&
+        aft_main_loop_idle(w, t, tid)) {
+        atomic_fetch_add(&w->idle_skips, 1);
+        t->idle_seen_ns = now;
+        return;
+    }
+    if (t == &w->targets[0] && tid != 0) aft_main_note_ping(w, t, tid);
     t->last_ping_ns = now;
     aft_watchdog_request_ping(w, aft_index(w, t));
 }
@@ -230,6 +239,7 @@ void aft_watchdog_tick_target(aft_watchdog *w, aft_watch_target *t, uint64_t now
     /* The target's silence so far. */
     if (t->source == AFT_SOURCE_PING) {
         if (!atomic_load(&t->ping_outstanding)) {
+            if (t == &w->targets[0]) aft_main_note_answer(t);
             uint64_t ran = atomic_load(&t->ping_ran_ns);
             if (t->idle_seen_ns > ran) ran = t->idle_seen_ns;
             t->earliest_onset = ran > t->baseline_ns ? ran : t->baseline_ns;

@@ -53,6 +53,12 @@
 #define AFT_STRETCH_IGNORED 2
 
 /* One watched target: the main one (index 0), an added one, or a unit of work in progress. */
+/* Where a thread waits in a system call, from /proc/self/task/<tid>/syscall; nr < 0: none. */
+typedef struct aft_wait_site {
+    uint64_t tid, sp, pc;
+    int64_t nr;
+} aft_wait_site;
+
 typedef struct aft_watch_target {
     /* Set while the slot is claimed, read-only while active. */
     _Atomic uint32_t slot; /* AFT_SLOT_* | sequence << 8 */
@@ -91,7 +97,13 @@ typedef struct aft_watch_target {
     uint64_t syscall_fd_tid;
     uint64_t idle_run_ns;  /* its CPU time when last found idle (UINT64_MAX: not idle) */
     uint64_t idle_seen_ns; /* when it was last found idle */
-    int hang_fd;           /* the committed file of its hang, kept open for live updates */
+    /* The main thread's run loop between jobs (main_idle.c): where it waits (system call,
+     * stack pointer, pc), learned from waits a ping then woke at once, and the wait read when
+     * the last ping was asked for. */
+    aft_wait_site loop_wait, asked_wait;
+    uint32_t loop_wait_seen;   /* pings that found it waiting there and ran at once */
+    uint64_t loop_wait_cpu_ns; /* its CPU time when last found there (UINT64_MAX: not) */
+    int hang_fd;               /* the committed file of its hang, kept open for live updates */
     uint64_t hang_onset_ns, hang_stopped_ns, hang_last_live_ns;
     uint64_t rate_tokens_ns; /* the rate limit's bucket, in nanoseconds of refill */
     uint64_t rate_last_ns;
@@ -260,6 +272,14 @@ typedef struct aft_hang_facts {
 #define AFT_HANG_VERDICT_ALIVE 1u  /* silent for less than the threshold */
 #define AFT_HANG_VERDICT_IGNORE 2u /* silent past it, but held by a crash, debugger or SIGSTOP */
 #define AFT_HANG_VERDICT_HANG 3u   /* hung: capture and persist it */
+
+/* The main thread idle in its run loop: asked before a ping of the main queue is (main_idle.c). */
+int aft_main_loop_idle(aft_watchdog *w, aft_watch_target *t, uint64_t tid);
+/* Notes where the main thread waits as its ping is asked for, and learns from the answer. */
+void aft_main_note_ping(aft_watchdog *w, aft_watch_target *t, uint64_t tid);
+void aft_main_note_answer(aft_watch_target *t);
+/* Opens /proc/self/task/<tid>/<leaf> (leaf_size with its NUL) for reading (pread at 0). */
+int aft_watchdog_open_task_leaf(aft_watchdog *w, uint64_t tid, const char *leaf, size_t leaf_size);
 
 /* The hang decision: a pure function of the facts (no clock, no /proc, no state). */
 uint32_t aft_async_hang_decide(const aft_hang_facts *facts);

@@ -2,13 +2,15 @@
  * event_loop.c: NORMAL-TIME CODE, test-only. An event loop as SwiftNIO's is built: a named
  * thread waiting in epoll_wait on an eventfd, with a queue of jobs that any thread adds to
  * (execute writes the eventfd to wake it). The hang harness watches these loops, blocks them,
- * leaves them idle, keeps them busy with short jobs, and counts their wake-ups.
+ * leaves them idle, keeps them busy with short jobs, and counts their wake-ups. And a ppoll
+ * of its own for the main thread, the call its run loop waits in.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
@@ -116,3 +118,13 @@ uint64_t aft_test_loop_wakeups(int loop) {
 }
 
 void aft_test_set_thread_name(const char *name) { prctl(PR_SET_NAME, name, 0, 0, 0); }
+
+void hang_harness_ppoll(uint32_t ms) {
+    int ends[2];
+    if (pipe(ends) != 0) return;
+    struct pollfd entry = {.fd = ends[0], .events = POLLIN};
+    struct timespec timeout = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    (void)syscall(SYS_ppoll, &entry, 1, &timeout, NULL, (size_t)8);
+    close(ends[0]);
+    close(ends[1]);
+}

@@ -1,3 +1,4 @@
+import CHarnessFaults
 import Dispatch
 import Foundation
 #if canImport(Glibc)
@@ -39,6 +40,14 @@ enum Blocking {
         pthread_mutex_lock(lock.pointer)
         pthread_mutex_unlock(lock.pointer)
         blackHole(lock)
+    }
+
+    /// Waits in a ppoll of its own (the call the main run loop waits in, from deeper in the
+    /// stack) on a pipe nobody writes to.
+    @inline(never)
+    static func hangHarnessPoll(seconds: Double) {
+        hang_harness_ppoll(UInt32(seconds * 1000))
+        blackHole(seconds)
     }
 
     /// Sleeps in usleep (clock_nanosleep: a handler would cut it short, so no signal is sent).

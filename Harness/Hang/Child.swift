@@ -90,6 +90,16 @@ enum Child {
         case "lock":
             Blocking.hangHarnessLockWait(seconds: 1.0)
             finish(expecting: 1)
+        case "idlepoll":
+            // Idle in the run loop for 1.2 s first (its wait learned, its pings skipped), then
+            // a job that waits in a ppoll of its own: a hang all the same.
+            DispatchQueue.main.asyncAfter(deadline: .now() + 1.2) {
+                var stats = aft_watchdog_stats()
+                aft_watchdog_get_stats(&stats)
+                emit("IDLE skips=\(stats.idle_skips) pings=\(stats.pings)")
+                Blocking.hangHarnessPoll(seconds: 1.0)
+                finish(expecting: 1)
+            }
         case "sleep", "dmsleep", "asyncsleep":
             Blocking.hangHarnessSleep(seconds: 1.0)
             finish(expecting: 1)

@@ -93,6 +93,21 @@ func traced(_ name: String) -> () -> (String, [String]) {
     }
 }
 
+/// An idle main run loop costs no pings once its wait is learned (skipped at most 2 s, so in
+/// 1.2 s of idling at least 5 ticks skip theirs), and a job then waiting in a ppoll of its own,
+/// the run loop's call from deeper in the stack, is a hang all the same.
+func idlePoll() -> (String, [String]) {
+    let dir = Parent.makeDirectory("idlepoll")
+    let outcome = Parent.runChild(["child", "idlepoll", dir])
+    var (seen, failures) = Scenario.checkHang(
+        outcome, function: "hangHarnessPoll", durationMs: 900...1100, unfinished: false, state: "sleeping")
+    let idle = outcome.lines.first { $0.hasPrefix("IDLE ") } ?? ""
+    let skips = idle.split(separator: " ").first { $0.hasPrefix("skips=") }.flatMap { Int($0.dropFirst(6)) } ?? 0
+    if skips < 5 { failures.append("the idle run loop skipped \(skips) pings in 1.2 s (\(idle))") }
+    seen += ", \(idle.dropFirst(5))"
+    return (seen, failures)
+}
+
 let strace = ["/usr/bin/strace", "/bin/strace"].first { FileManager.default.isExecutableFile(atPath: $0) }
 
 let scenarios: [Scenario] = [
@@ -126,6 +141,7 @@ let scenarios: [Scenario] = [
         run: live("lock", "hangHarnessLockWait", state: "sleeping", otherThread: "hangHarnessLockWait")),
     Scenario(name: "sleep", summary: "blocked in usleep", run: live("sleep", "hangHarnessSleep", state: "sleeping")),
     Scenario(name: "busy", summary: "busy loop 1 s", run: live("busy", "hangHarnessBusyLoop", state: "running")),
+    Scenario(name: "idlepoll", summary: "idle run loop unpinged, then its own ppoll 1 s", run: idlePoll),
     Scenario(name: "stall200", summary: "five stalls of 200 ms", run: none("stall200")),
     Scenario(name: "sigstop", summary: "SIGSTOP 2 s, SIGCONT", run: stopped("sigstop", after: 200_000)),
     Scenario(name: "tracer", summary: "blocked 1 s under strace -f", run: traced("tracer")),

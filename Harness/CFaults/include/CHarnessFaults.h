@@ -153,6 +153,10 @@ int aft_test_malloc_arenas(void);
  * (a first hang's capture cannot load libunwind meanwhile). */
 void hang_harness_in_loader_lock(uint32_t ms);
 
+/* The calling thread waits ms in the ppoll system call (on a pipe nobody writes to), the call
+ * the main run loop waits in between jobs. */
+void hang_harness_ppoll(uint32_t ms);
+
 /* Forks a child that only sleeps ms (holding a copy of every descriptor), then exits; its pid,
  * or -1. */
 int aft_test_fork_sleeper(uint32_t ms);
