@@ -40,9 +40,8 @@ static int aft_same_site(const aft_wait_site *a, const aft_wait_site *b) {
     return a->nr >= 0 && a->nr == b->nr && a->tid == b->tid && a->sp == b->sp && a->pc == b->pc;
 }
 
-/* tid's CPU time (a thread of this process: its CPU clock, as pthread_getcpuclockid makes it
- * from the tid); UINT64_MAX when unreadable. */
-static uint64_t aft_thread_cpu_ns(uint64_t tid) {
+/* The thread's CPU clock, as pthread_getcpuclockid makes it from the tid. */
+uint64_t aft_thread_cpu_ns(uint64_t tid) {
     clockid_t clock = (clockid_t)((~(unsigned int)tid << 3) | 6u); /* per thread, scheduler */
     struct timespec ts;
     if (clock_gettime(clock, &ts) != 0) return UINT64_MAX;

@@ -105,7 +105,7 @@ int32_t aft_watch_add(uint32_t kind, const char *name, uint32_t threshold_ms) {
         /* A work target needs no first sign of life: its units are watched from their begin. */
         atomic_store(&t->armed, kind == AFT_HANG_KIND_WORK);
         atomic_store(&t->attention, kind == AFT_HANG_KIND_THREAD ? AFT_TARGET_BIND : 0u);
-        t->syscall_fd = t->schedstat_fd = -1;
+        t->syscall_fd = -1;
         t->syscall_fd_tid = 0;
         aft_watchdog_reset_target(t);
         atomic_store(&t->slot, (claimed & ~0xffu) | AFT_SLOT_ACTIVE);
@@ -133,8 +133,7 @@ void aft_watch_remove(int32_t target) {
     }
     if (aft_watchdog_thread_running()) return; /* freed at its next tick */
     if (t->syscall_fd >= 0) close(t->syscall_fd);
-    if (t->schedstat_fd >= 0) close(t->schedstat_fd);
-    t->syscall_fd = t->schedstat_fd = -1;
+    t->syscall_fd = -1;
     t->syscall_fd_tid = 0;
     uint32_t ended = (s & ~0xffu) | AFT_SLOT_ENDED;
     atomic_compare_exchange_strong(&t->slot, &ended, (s & ~0xffu) | AFT_SLOT_FREE);
@@ -214,7 +213,7 @@ int32_t aft_work_begin(int32_t target) {
         u->threshold_ms = parent->threshold_ms;
         u->threshold_ns = parent->threshold_ns;
         u->parent = target;
-        u->syscall_fd = u->schedstat_fd = -1; /* a unit opens none: never close(0) */
+        u->syscall_fd = -1; /* a unit opens none: never close(0) */
         u->syscall_fd_tid = 0;
         atomic_store_explicit(&u->tid, aft_cached_tid(), memory_order_relaxed);
         atomic_store_explicit(&u->begin_ns, aft_async_now_ns(CLOCK_MONOTONIC),

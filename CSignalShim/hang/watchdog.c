@@ -52,9 +52,8 @@ static void aft_watchdog_atfork_child(void) {
         if (t->stretch == AFT_STRETCH_HANG && t->hang_fd >= 0) close(t->hang_fd); /* the parent's */
         if (t->syscall_fd_tid != 0) { /* the parent's threads' */
             if (t->syscall_fd >= 0) close(t->syscall_fd);
-            if (t->schedstat_fd >= 0) close(t->schedstat_fd);
         }
-        t->hang_fd = t->syscall_fd = t->schedstat_fd = -1;
+        t->hang_fd = t->syscall_fd = -1;
         t->syscall_fd_tid = 0;
         t->stretch = AFT_STRETCH_NONE;
         atomic_store(&t->in_hang, 0);
@@ -107,8 +106,7 @@ static void aft_watchdog_release_ended(aft_watchdog *w, aft_watch_target *t, uin
         aft_watchdog_finish_target(w, t, end != 0 ? end : now);
     }
     if (t->syscall_fd >= 0) close(t->syscall_fd);
-    if (t->schedstat_fd >= 0) close(t->schedstat_fd);
-    t->syscall_fd = t->schedstat_fd = -1;
+    t->syscall_fd = -1;
     t->syscall_fd_tid = 0;
     t->stretch = AFT_STRETCH_NONE;
     atomic_store(&t->slot, (s & ~0xffu) | AFT_SLOT_FREE);
@@ -231,7 +229,7 @@ int aft_watchdog_start(const aft_watchdog_options *options, char *error, size_t 
     main_target->threshold_ns = (uint64_t)w->threshold_ms * 1000000ull;
     main_target->parent = -1;
     aft_async_memcpy(main_target->name, "main", 5);
-    main_target->syscall_fd = main_target->schedstat_fd = -1;
+    main_target->syscall_fd = -1;
     aft_watchdog_reset_target(main_target);
     atomic_store(&main_target->ping_outstanding, 0);
     __atomic_fetch_and(&aft_g_heartbeat_attention, ~AFT_ATTENTION_HANG, __ATOMIC_RELEASE);

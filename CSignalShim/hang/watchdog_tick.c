@@ -52,25 +52,18 @@ static int aft_task_exists(aft_watchdog *w, uint64_t tid) {
     return 1;
 }
 
-/* An event loop waiting for its descriptors. Its CPU time first (schedstat, the cheaper
- * read): a loop found idle that has not run since is idle still; otherwise its system call. */
+/* An event loop waiting for its descriptors. Its CPU time first (its CPU clock, no read): a
+ * loop found idle that has not run since is idle still; otherwise its system call. */
 static int aft_loop_idle(aft_watchdog *w, aft_watch_target *t, uint64_t tid) {
     if (t->syscall_fd_tid != tid) {
         if (t->syscall_fd >= 0) close(t->syscall_fd);
-        if (t->schedstat_fd >= 0) close(t->schedstat_fd);
         t->syscall_fd_tid = tid;
         t->syscall_fd = aft_watchdog_open_task_leaf(w, tid, "/syscall", sizeof("/syscall"));
-        t->schedstat_fd = aft_watchdog_open_task_leaf(w, tid, "/schedstat", sizeof("/schedstat"));
         t->idle_run_ns = UINT64_MAX;
     }
     if (t->syscall_fd < 0) return 0;
-    uint64_t run_ns = UINT64_MAX - 1;
-    if (t->schedstat_fd >= 0) {
-        ssize_t m = pread(t->schedstat_fd, w->proc_buf, 64, 0);
-        if (m <= 0 || !aft_async_first_number(w->proc_buf, (size_t)m, &run_ns))
-            run_ns = UINT64_MAX - 1;
-    }
-    if (run_ns == t->idle_run_ns) return 1;
+    uint64_t run_ns = aft_thread_cpu_ns(tid); /* unreadable (UINT64_MAX): its call is read */
+    if (run_ns != UINT64_MAX && run_ns == t->idle_run_ns) return 1;
     ssize_t n = pread(t->syscall_fd, w->proc_buf, sizeof(w->proc_buf) - 1, 0);
     int64_t nr = -1;
     uint64_t sp = 0, pc = 0;

@@ -93,7 +93,6 @@ typedef struct aft_watch_target {
     uint64_t last_beats;
     uint64_t last_ping_ns; /* when a ping was last asked for */
     int syscall_fd;        /* an event loop's /proc/self/task/<tid>/syscall, kept open */
-    int schedstat_fd;      /* and its schedstat (CPU time) */
     uint64_t syscall_fd_tid;
     uint64_t idle_run_ns;  /* its CPU time when last found idle (UINT64_MAX: not idle) */
     uint64_t idle_seen_ns; /* when it was last found idle */
@@ -278,6 +277,9 @@ int aft_main_loop_idle(aft_watchdog *w, aft_watch_target *t, uint64_t tid);
 /* Notes where the main thread waits as its ping is asked for, and learns from the answer. */
 void aft_main_note_ping(aft_watchdog *w, aft_watch_target *t, uint64_t tid);
 void aft_main_note_answer(aft_watch_target *t);
+/* A thread of this process's CPU time, from its CPU clock (no /proc, no descriptor);
+ * UINT64_MAX when unreadable. */
+uint64_t aft_thread_cpu_ns(uint64_t tid);
 /* Opens /proc/self/task/<tid>/<leaf> (leaf_size with its NUL) for reading (pread at 0). */
 int aft_watchdog_open_task_leaf(aft_watchdog *w, uint64_t tid, const char *leaf, size_t leaf_size);
 

@@ -25,6 +25,15 @@ enum ServerChild {
         }
     }
 
+    /// The process's descriptors open on a thread's /proc files (/proc/<pid>/task/<tid>/...).
+    static func taskDescriptors() -> Int {
+        let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return fds.filter { fd in
+            let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)")) ?? ""
+            return target.hasPrefix("/proc/") && target.contains("/task/") && target.split(separator: "/").count >= 5
+        }.count
+    }
+
     /// The app's SIGPROF handler (a profiler's tick) in srv-pool-app-sigprof.
     static let appSigprof: @convention(c) (Int32) -> Void = { _ in
         ServerChild.appSigprofCalls.add(1, ordering: .relaxed)
@@ -65,8 +74,8 @@ enum ServerChild {
             let pinger = (ownThreadsCPU([\.pinger_tid]) - pingerBefore) / seconds
             Child.emit(
                 String(
-                    format: "FIGURE wakeups_per_s_max=%.2f watchdog_cpu_pct=%.4f pinger_cpu_pct=%.4f",
-                    wakes.max() ?? 0, cpu * 100, pinger * 100))
+                    format: "FIGURE wakeups_per_s_max=%.2f watchdog_cpu_pct=%.4f pinger_cpu_pct=%.4f task_fds=%d",
+                    wakes.max() ?? 0, cpu * 100, pinger * 100, taskDescriptors()))
             Child.finish(expecting: 0, within: 0.5)
         case "srv-loop-busy":
             let l = loops(1)

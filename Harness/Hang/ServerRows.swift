@@ -179,7 +179,14 @@ enum ServerRows {
                     }
                     // The CPU figure is the benchmark's (aftermath-bench loops, release); here it is shown.
                     if cpu < 0 { failures.append("no watchdog CPU figure") }
-                    seen += String(format: ", loop wake-ups %.2f/s, watchdog CPU %.3f %%", wakes, cpu)
+                    // One descriptor a loop, its system call's file; its CPU time is its CPU clock.
+                    let fds = figure(outcome, "task_fds") ?? -1
+                    if fds < 0 || fds > 8 {
+                        failures.append("\(Int(fds)) descriptors on the loops' /proc files (8 loops)")
+                    }
+                    seen += String(
+                        format: ", loop wake-ups %.2f/s, watchdog CPU %.3f %%, %d /proc descriptors", wakes, cpu,
+                        Int(fds))
                     return (seen, failures)
                 }),
             Scenario(
