@@ -18,6 +18,7 @@
 #include "watchdog_internal.h"
 
 #define AFT_LOOP_WAIT_CONFIRMATIONS 3u
+#define AFT_LOOP_WAIT_QUIET_PINGS 5u          /* pings before the first look at the wait */
 #define AFT_LOOP_WAKE_NS (5ull * 1000 * 1000) /* a ping that ran this soon woke the loop */
 
 /* Where tid waits now: its system call, in a wait an idle loop makes. 0 otherwise. */
@@ -59,6 +60,13 @@ int aft_main_loop_idle(aft_watchdog *w, aft_watch_target *t, uint64_t tid) {
 }
 
 void aft_main_note_ping(aft_watchdog *w, aft_watch_target *t, uint64_t tid) {
+    /* Not in a launch's first half second (its first pings), whose CPU a short-lived process
+     * would pay for nothing; learned over the next ones. */
+    if (t->loop_wait_asks < AFT_LOOP_WAIT_QUIET_PINGS) {
+        t->loop_wait_asks++;
+        t->asked_wait.nr = -1;
+        return;
+    }
     if (!aft_read_wait_site(w, tid, &t->asked_wait)) t->asked_wait.nr = -1;
 }
 

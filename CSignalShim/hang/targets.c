@@ -42,7 +42,7 @@ void aft_watchdog_reset_target(aft_watch_target *t) {
     t->blocked_since = t->earliest_onset = t->last_beats = t->last_ping_ns = 0;
     t->idle_seen_ns = 0;
     t->loop_wait.nr = t->asked_wait.nr = -1;
-    t->loop_wait_seen = 0;
+    t->loop_wait_seen = t->loop_wait_asks = 0;
     t->loop_wait_cpu_ns = UINT64_MAX;
     t->hang_fd = -1;
     t->hang_onset_ns = t->hang_stopped_ns = t->hang_last_live_ns = 0;

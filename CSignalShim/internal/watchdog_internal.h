@@ -101,6 +101,7 @@ typedef struct aft_watch_target {
      * the last ping was asked for. */
     aft_wait_site loop_wait, asked_wait;
     uint32_t loop_wait_seen;   /* pings that found it waiting there and ran at once */
+    uint32_t loop_wait_asks;   /* pings asked for before the first look (main_idle.c) */
     uint64_t loop_wait_cpu_ns; /* its CPU time when last found there (UINT64_MAX: not) */
     int hang_fd;               /* the committed file of its hang, kept open for live updates */
     uint64_t hang_onset_ns, hang_stopped_ns, hang_last_live_ns;

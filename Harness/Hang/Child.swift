@@ -91,9 +91,9 @@ enum Child {
             Blocking.hangHarnessLockWait(seconds: 1.0)
             finish(expecting: 1)
         case "idlepoll":
-            // Idle in the run loop for 1.2 s first (its wait learned, its pings skipped), then
-            // a job that waits in a ppoll of its own: a hang all the same.
-            DispatchQueue.main.asyncAfter(deadline: .now() + 1.2) {
+            // Idle in the run loop for 1.5 s first (its wait learned from the 6th ping on, its
+            // pings skipped), then a job that waits in a ppoll of its own: a hang all the same.
+            DispatchQueue.main.asyncAfter(deadline: .now() + 1.5) {
                 var stats = aft_watchdog_stats()
                 aft_watchdog_get_stats(&stats)
                 emit("IDLE skips=\(stats.idle_skips) pings=\(stats.pings)")
