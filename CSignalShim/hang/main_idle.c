@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "CSignalShim.h"
+#include "shim_internal.h"
 #include "watchdog_internal.h"
 
 #define AFT_LOOP_WAIT_CONFIRMATIONS 3u
@@ -22,15 +23,23 @@
 #define AFT_LOOP_WAKE_NS (5ull * 1000 * 1000) /* a ping that ran this soon woke the loop */
 
 /* Where tid waits now: its system call, in a wait an idle loop makes. 0 otherwise. */
-static int aft_read_wait_site(aft_watchdog *w, uint64_t tid, aft_wait_site *out) {
+static int aft_read_wait_site(uint64_t tid, aft_wait_site *out) {
     out->nr = -1;
-    int fd = aft_watchdog_open_task_leaf(w, tid, "/syscall", sizeof("/syscall"));
+    /* On this stack, not in the watchdog's buffers: a page of those written for this alone
+     * would stay dirty in an app that never hangs. The line is about 170 bytes. */
+    static const char prefix[] = "/proc/self/task/", leaf[] = "/syscall";
+    char path[sizeof(prefix) + 24 + sizeof(leaf)], text[256];
+    size_t p = sizeof(prefix) - 1;
+    aft_async_memcpy(path, prefix, p);
+    p += aft_async_u64_to_dec(tid, path + p);
+    aft_async_memcpy(path + p, leaf, sizeof(leaf));
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) return 0;
-    ssize_t n = pread(fd, w->proc_buf, sizeof(w->proc_buf) - 1, 0);
+    ssize_t n = pread(fd, text, sizeof(text) - 1, 0);
     close(fd);
     int64_t nr = -1;
     uint64_t sp = 0, pc = 0;
-    if (n <= 0 || !aft_async_syscall_parse(w->proc_buf, (size_t)n, &nr, &sp, &pc) || nr < 0 ||
+    if (n <= 0 || !aft_async_syscall_parse(text, (size_t)n, &nr, &sp, &pc) || nr < 0 ||
         !aft_async_syscall_idle_wait(nr))
         return 0;
     *out = (aft_wait_site){.tid = tid, .sp = sp, .pc = pc, .nr = nr};
@@ -49,17 +58,17 @@ uint64_t aft_thread_cpu_ns(uint64_t tid) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-int aft_main_loop_idle(aft_watchdog *w, aft_watch_target *t, uint64_t tid) {
+int aft_main_loop_idle(aft_watch_target *t, uint64_t tid) {
     if (t->loop_wait_seen < AFT_LOOP_WAIT_CONFIRMATIONS || t->loop_wait.tid != tid) return 0;
     uint64_t cpu = aft_thread_cpu_ns(tid);
     if (cpu != UINT64_MAX && cpu == t->loop_wait_cpu_ns) return 1; /* not run since */
     aft_wait_site now;
-    int idle = aft_read_wait_site(w, tid, &now) && aft_same_site(&now, &t->loop_wait);
+    int idle = aft_read_wait_site(tid, &now) && aft_same_site(&now, &t->loop_wait);
     t->loop_wait_cpu_ns = idle ? cpu : UINT64_MAX;
     return idle;
 }
 
-void aft_main_note_ping(aft_watchdog *w, aft_watch_target *t, uint64_t tid) {
+void aft_main_note_ping(aft_watch_target *t, uint64_t tid) {
     /* Not in a launch's first half second (its first pings), whose CPU a short-lived process
      * would pay for nothing; learned over the next ones. */
     if (t->loop_wait_asks < AFT_LOOP_WAIT_QUIET_PINGS) {
@@ -67,7 +76,7 @@ void aft_main_note_ping(aft_watchdog *w, aft_watch_target *t, uint64_t tid) {
         t->asked_wait.nr = -1;
         return;
     }
-    if (!aft_read_wait_site(w, tid, &t->asked_wait)) t->asked_wait.nr = -1;
+    if (!aft_read_wait_site(tid, &t->asked_wait)) t->asked_wait.nr = -1;
 }
 
 void aft_main_note_answer(aft_watch_target *t) {

@@ -90,12 +90,12 @@ static void aft_maybe_ping(aft_watchdog *w, aft_watch_target *t, uint64_t now) {
      * (the main queue's would wake it, its thread and ours, ten times a second). */
     if (t == &w->targets[0] && tid != 0 && t->last_ping_ns != 0 &&
         now - t->last_ping_ns < (uint64_t)AFT_WATCH_IDLE_PING_MS * 1000000ull &&
-        aft_main_loop_idle(w, t, tid)) {
+        aft_main_loop_idle(t, tid)) {
         atomic_fetch_add(&w->idle_skips, 1);
         t->idle_seen_ns = now;
         return;
     }
-    if (t == &w->targets[0] && tid != 0) aft_main_note_ping(w, t, tid);
+    if (t == &w->targets[0] && tid != 0) aft_main_note_ping(t, tid);
     t->last_ping_ns = now;
     aft_watchdog_request_ping(w, aft_index(w, t));
 }

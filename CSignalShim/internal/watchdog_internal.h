@@ -274,9 +274,9 @@ typedef struct aft_hang_facts {
 #define AFT_HANG_VERDICT_HANG 3u   /* hung: capture and persist it */
 
 /* The main thread idle in its run loop: asked before a ping of the main queue is (main_idle.c). */
-int aft_main_loop_idle(aft_watchdog *w, aft_watch_target *t, uint64_t tid);
+int aft_main_loop_idle(aft_watch_target *t, uint64_t tid);
 /* Notes where the main thread waits as its ping is asked for, and learns from the answer. */
-void aft_main_note_ping(aft_watchdog *w, aft_watch_target *t, uint64_t tid);
+void aft_main_note_ping(aft_watch_target *t, uint64_t tid);
 void aft_main_note_answer(aft_watch_target *t);
 /* A thread of this process's CPU time, from its CPU clock (no /proc, no descriptor);
  * UINT64_MAX when unreadable. */
