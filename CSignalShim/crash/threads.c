@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "CSignalShim.h"
@@ -172,4 +173,12 @@ int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start)
     int rc = real(thread, attr, aft_thread_trampoline, boxed);
     if (rc != 0) aft_start_unbox(boxed);
     return rc;
+}
+
+void aft_set_thread_name(const char *name) {
+    char buf[16];
+    size_t n = name ? strnlen(name, sizeof(buf) - 1) : 0;
+    memcpy(buf, name ? name : "", n);
+    buf[n] = '\0';
+    prctl(PR_SET_NAME, buf, 0, 0, 0);
 }

@@ -51,13 +51,7 @@ enum StartHelpers {
             &thread, &attributes,
             { argument in
                 let box = Unmanaged<Box>.fromOpaque(argument!).takeRetainedValue()
-                // pthread_setname_np is not visible to Swift: the name goes where it writes it.
-                let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
-                if fd >= 0 {
-                    let name = Array(box.name.utf8.prefix(15))
-                    _ = name.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-                    close(fd)
-                }
+                aft_set_thread_name(box.name)
                 box.body()
                 // Where the stack is glibc's, it keeps it for a later thread with every page
                 // the body touched: the pages below this frame go back to the system.
