@@ -10,12 +10,10 @@
  * While the thread's CPU time stands still it cannot have left the wait it was found in: the
  * check is then one clock_gettime on its CPU clock, no /proc read, no descriptor kept.
  */
-#include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "CSignalShim.h"
-#include "shim_internal.h"
 #include "watchdog_internal.h"
 
 #define AFT_LOOP_WAIT_CONFIRMATIONS 3u
@@ -25,15 +23,10 @@
 /* Where tid waits now: its system call, in a wait an idle loop makes. 0 otherwise. */
 static int aft_read_wait_site(uint64_t tid, aft_wait_site *out) {
     out->nr = -1;
-    /* On this stack, not in the watchdog's buffers: a page of those written for this alone
+    /* On this stack, not in the watchdog's /proc buffer: a page of it written for this alone
      * would stay dirty in an app that never hangs. The line is about 170 bytes. */
-    static const char prefix[] = "/proc/self/task/", leaf[] = "/syscall";
-    char path[sizeof(prefix) + 24 + sizeof(leaf)], text[256];
-    size_t p = sizeof(prefix) - 1;
-    aft_async_memcpy(path, prefix, p);
-    p += aft_async_u64_to_dec(tid, path + p);
-    aft_async_memcpy(path + p, leaf, sizeof(leaf));
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    char text[256];
+    int fd = aft_watchdog_open_task_leaf(tid, "/syscall", sizeof("/syscall"));
     if (fd < 0) return 0;
     ssize_t n = pread(fd, text, sizeof(text) - 1, 0);
     close(fd);

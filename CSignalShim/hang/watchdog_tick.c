@@ -34,9 +34,10 @@ static int aft_target_detecting(aft_watchdog *w, aft_watch_target *t) {
            (p == NULL || atomic_load(&p->pause_depth) <= 0) && !atomic_load(&w->background);
 }
 
-int aft_watchdog_open_task_leaf(aft_watchdog *w, uint64_t tid, const char *leaf, size_t leaf_size) {
-    char *p = w->path_buf;
+int aft_watchdog_open_task_leaf(uint64_t tid, const char *leaf, size_t leaf_size) {
     static const char prefix[] = "/proc/self/task/";
+    char p[sizeof(prefix) + 24 + 16]; /* the tid's digits, the longest leaf ("/schedstat") */
+    if (leaf_size > 16) return -1;
     size_t n = sizeof(prefix) - 1;
     aft_async_memcpy(p, prefix, n);
     n += aft_async_u64_to_dec(tid, p + n);
@@ -45,8 +46,8 @@ int aft_watchdog_open_task_leaf(aft_watchdog *w, uint64_t tid, const char *leaf,
 }
 
 /* Whether /proc still lists the thread (its state may be unreadable, as under emulation). */
-static int aft_task_exists(aft_watchdog *w, uint64_t tid) {
-    int fd = aft_watchdog_open_task_leaf(w, tid, "", 1);
+static int aft_task_exists(uint64_t tid) {
+    int fd = aft_watchdog_open_task_leaf(tid, "", 1);
     if (fd < 0) return 0;
     close(fd);
     return 1;
@@ -58,7 +59,7 @@ static int aft_loop_idle(aft_watchdog *w, aft_watch_target *t, uint64_t tid) {
     if (t->syscall_fd_tid != tid) {
         if (t->syscall_fd >= 0) close(t->syscall_fd);
         t->syscall_fd_tid = tid;
-        t->syscall_fd = aft_watchdog_open_task_leaf(w, tid, "/syscall", sizeof("/syscall"));
+        t->syscall_fd = aft_watchdog_open_task_leaf(tid, "/syscall", sizeof("/syscall"));
         t->idle_run_ns = UINT64_MAX;
     }
     if (t->syscall_fd < 0) return 0;
@@ -79,23 +80,17 @@ static void aft_maybe_ping(aft_watchdog *w, aft_watch_target *t, uint64_t now) {
     if (atomic_load(&t->ping_outstanding)) return;
     if (t->last_ping_ns != 0 && now - t->last_ping_ns < AFT_PING_PERIOD_NS) return;
     uint64_t tid = atomic_load(&t->tid);
-    if (t->kind == AFT_HANG_KIND_EVENT_LOOP && tid != 0 && t->last_ping_ns != 0 &&
+    /* An event loop in its wait, or the main thread waiting in its run loop where pings found
+     * it idle before (main_idle.c): alive without a ping, one every AFT_WATCH_IDLE_PING_MS. */
+    int is_main = t == &w->targets[0];
+    if ((t->kind == AFT_HANG_KIND_EVENT_LOOP || is_main) && tid != 0 && t->last_ping_ns != 0 &&
         now - t->last_ping_ns < (uint64_t)AFT_WATCH_IDLE_PING_MS * 1000000ull &&
-        aft_loop_idle(w, t, tid)) {
+        (is_main ? aft_main_loop_idle(t, tid) : aft_loop_idle(w, t, tid))) {
         atomic_fetch_add(&w->idle_skips, 1);
         t->idle_seen_ns = now; /* waiting for work: alive, as a ping that ran */
         return;
     }
-    /* The main thread waiting in its run loop where pings found it idle before: alive, no ping
-     * (the main queue's would wake it, its thread and ours, ten times a second). */
-    if (t == &w->targets[0] && tid != 0 && t->last_ping_ns != 0 &&
-        now - t->last_ping_ns < (uint64_t)AFT_WATCH_IDLE_PING_MS * 1000000ull &&
-        aft_main_loop_idle(t, tid)) {
-        atomic_fetch_add(&w->idle_skips, 1);
-        t->idle_seen_ns = now;
-        return;
-    }
-    if (t == &w->targets[0] && tid != 0) aft_main_note_ping(t, tid);
+    if (is_main && tid != 0) aft_main_note_ping(t, tid);
     t->last_ping_ns = now;
     aft_watchdog_request_ping(w, aft_index(w, t));
 }
@@ -264,7 +259,7 @@ void aft_watchdog_tick_target(aft_watchdog *w, aft_watch_target *t, uint64_t now
     uint64_t tid = t->kind == AFT_HANG_KIND_CONCURRENCY_POOL ? 0 : atomic_load(&t->tid);
     char state = tid != 0 ? aft_async_watchdog_thread_state(w, tid) : '?';
     aft_hang_facts facts = {
-        .thread_gone = tid != 0 && state == '?' && !aft_task_exists(w, tid),
+        .thread_gone = tid != 0 && state == '?' && !aft_task_exists(tid),
         .silent_ns = now - t->blocked_since,
         .threshold_ns = t->threshold_ns,
         .armed = atomic_load(&t->armed),

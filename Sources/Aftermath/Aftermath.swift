@@ -164,9 +164,8 @@ public enum Aftermath {
     ) {
         let collector = ReportCollector(
             directory: directory, currentRunID: context.runID, limits: limits(configuration))
-        let dropped = HandledErrorRecorder.takeDropped()  // a count to send: not quiet
-        HandledErrorRecorder.restoreDropped(dropped)
-        if dropped == 0, let quiet = collector.deliverQuietly(own: .installed()) {
+        // Dropped errors' count to send: not quiet.
+        if HandledErrorRecorder.droppedCount == 0, let quiet = collector.deliverQuietly(own: .installed()) {
             lastDeliveryState.withLock { $0 = Delivery(quiet) }
             return
         }

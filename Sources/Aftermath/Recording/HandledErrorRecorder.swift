@@ -40,6 +40,9 @@ enum HandledErrorRecorder {
         }
     }
 
+    /// The errors dropped since the last ``takeDropped()``, left counted.
+    static var droppedCount: Int { state.withLock { $0.dropped } }
+
     /// Gives back a count the caller could not report.
     static func restoreDropped(_ n: Int) {
         state.withLock { $0.dropped += n }
