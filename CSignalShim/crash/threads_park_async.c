@@ -191,7 +191,7 @@ static void aft_async_sigprof_handler(int signo, siginfo_t *info, void *ucontext
     int saved_errno = errno;
     if (!aft_async_threads_on_signal(signo, info, ucontext)) {
         /* A profiler's own tick while we hold the signal: its handler still gets it. */
-        struct sigaction prev = aft_g_threads.sigprof_previous;
+        struct sigaction prev = aft_g_sigprof_loan.previous;
         if ((prev.sa_flags & SA_SIGINFO) && prev.sa_sigaction != NULL)
             prev.sa_sigaction(signo, info, ucontext);
         else if (!(prev.sa_flags & SA_SIGINFO) && prev.sa_handler != SIG_DFL &&
@@ -209,6 +209,39 @@ int aft_async_sigprof_owner(void) {
     return now.sa_handler == SIG_DFL ? 0 : -1;
 }
 
+AFT_SMALL_STATE aft_sigprof_loan aft_g_sigprof_loan;
+
+static uint32_t aft_async_sigprof_bit(const aft_thread_capture *c) {
+    return c == &aft_g_threads ? 1u : 2u;
+}
+
+/* Installs the captures' handler on SIGPROF; 1 when done, the action it replaced in *before. */
+static int aft_async_sigprof_take(struct sigaction *before) {
+    struct sigaction ours;
+    aft_async_memset(&ours, 0, sizeof(ours));
+    ours.sa_sigaction = aft_async_sigprof_handler;
+    /* SA_NODEFER: a thread still in this handler can take SIGPROF again, from the other
+     * capture or from whoever pauses threads after us (the Swift runtime's backtracer). */
+    ours.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART | SA_NODEFER;
+    sigemptyset(&ours.sa_mask);
+    return sigaction(SIGPROF, &ours, before) == 0;
+}
+
+void aft_async_sigprof_return(aft_thread_capture *c, int pending) {
+    aft_sigprof_loan *loan = &aft_g_sigprof_loan;
+    if (!c->sigprof_borrowed) return;
+    c->sigprof_borrowed = 0;
+    if (pending) atomic_store(&loan->stranded, 1);
+    uint32_t mine = aft_async_sigprof_bit(c);
+    uint32_t others = atomic_fetch_and(&loan->holders, ~mine) & ~mine;
+    /* Only while still ours: a profiler that took it meanwhile keeps it. */
+    if (others != 0 || atomic_load(&loan->stranded) || aft_async_sigprof_owner() != 1) return;
+    sigaction(SIGPROF, &loan->previous, NULL);
+    /* The other capture took it between the count and the restore: ours again, at once. */
+    struct sigaction before;
+    if (atomic_load(&loan->holders) != 0) (void)aft_async_sigprof_take(&before);
+}
+
 /* The signal a thread with this blocked mask can take: the capture signal, else SIGPROF
  * (libdispatch's workers block every asynchronous signal but SIGPROF), else 0. A hang's
  * capture (the app lives on) takes SIGPROF only where nobody handles or ignores it. */
@@ -218,18 +251,18 @@ int aft_async_pick_signal(aft_thread_capture *c, uint64_t blocked, int capture) 
     if (c->for_hang && !c->sigprof_borrowed && aft_async_sigprof_owner() < 0)
         return 0; /* a live app's SIGPROF stays its own */
     if (!c->sigprof_borrowed) {
-        struct sigaction ours;
-        aft_async_memset(&ours, 0, sizeof(ours));
-        ours.sa_sigaction = aft_async_sigprof_handler;
-        /* SA_NODEFER: a thread still in this handler can take SIGPROF again, from whoever
-         * pauses threads after us (the Swift runtime's backtracer). */
-        ours.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART | SA_NODEFER;
-        sigemptyset(&ours.sa_mask);
+        /* Held before it is taken: a capture that gives it back meanwhile leaves it ours. */
+        uint32_t mine = aft_async_sigprof_bit(c);
+        atomic_fetch_or(&aft_g_sigprof_loan.holders, mine);
         struct sigaction before;
-        if (sigaction(SIGPROF, &ours, &before) != 0) return 0;
-        /* Ours still, from a crash withdrawn while a thread held SIGPROF: its owner stays. */
+        if (!aft_async_sigprof_take(&before)) {
+            atomic_fetch_and(&aft_g_sigprof_loan.holders, ~mine);
+            return 0;
+        }
+        /* Ours already (the other capture's, or left by one with a late answer): the owner's
+         * action was saved when it was taken from the owner. */
         if (!((before.sa_flags & SA_SIGINFO) && before.sa_sigaction == aft_async_sigprof_handler))
-            c->sigprof_previous = before;
+            aft_g_sigprof_loan.previous = before;
         c->sigprof_borrowed = 1;
         c->info.flags |= AFT_THREADS_SIGPROF_BORROWED;
     }

@@ -294,15 +294,11 @@ void aft_async_threads_release_capture(aft_thread_capture *c, int wait) {
     /* SIGPROF back to its owner, unless a thread we sent it to never answered: it may still be
      * pending there, and its default action would end the process. */
     if (c->sigprof_borrowed) {
-        int pending = 0;
+        int pending = c->sigprof_left_pending;
         uint32_t n = atomic_load(&c->count);
         for (uint32_t i = 1; i < n; i++)
             if (c->slots[i].signal == SIGPROF && atomic_load(&c->slots[i].state) == AFT_SLOT_LATE)
                 pending = 1;
-        /* Only while still ours: a profiler that took it meanwhile (the app lives on after a
-         * hang's capture) keeps it. */
-        if (!pending && !c->sigprof_left_pending && aft_async_sigprof_owner() == 1)
-            sigaction(SIGPROF, &c->sigprof_previous, NULL);
-        c->sigprof_borrowed = 0;
+        aft_async_sigprof_return(c, pending);
     }
 }

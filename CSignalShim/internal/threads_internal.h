@@ -102,7 +102,6 @@ typedef struct aft_thread_capture {
     int sigprof_left_pending; /* a thread that blocks SIGPROF was sent it: it stays ours */
     uint32_t waking;          /* slots waited for out of uninterruptible sleep */
     aft_threads_info info;
-    struct sigaction sigprof_previous;
     aft_also_crashed also[AFT_THREADS_ALSO_CRASHED];
     char path[64];
     aft_capture_slot slots[AFT_MAX_THREADS];
@@ -228,6 +227,20 @@ int aft_async_thread_unwind_deferrable(const aft_thread_capture *c, uint32_t ind
 int aft_async_pick_signal(aft_thread_capture *c, uint64_t blocked, int capture);
 /* 1 when SIGPROF's handler is the captures' own; 0 when it has its default action; else -1. */
 int aft_async_sigprof_owner(void);
+/* SIGPROF while the captures (a crash's, a hang's, which may overlap) borrow it: its owner's
+ * action, saved by the capture that took it from the owner; the captures holding it, a bit
+ * each; and whether a signal sent with it may still be pending on a thread that never
+ * answered, which keeps it the captures' for good (their handler passes on the owner's own
+ * ticks, and drops a late answer). */
+typedef struct aft_sigprof_loan {
+    struct sigaction previous;
+    _Atomic uint32_t holders;
+    _Atomic int stranded;
+} aft_sigprof_loan;
+extern aft_sigprof_loan aft_g_sigprof_loan;
+/* Capture c lets SIGPROF go (pending: it may have left one on a thread): back to its owner
+ * when no other capture holds it and none may be pending, and while still the captures'. */
+void aft_async_sigprof_return(aft_thread_capture *c, int pending);
 /* Sends slot i's thread signo and marks it sent; 0 when it could not be sent (the record then
  * says why, or the thread is gone). */
 int aft_async_threads_send(aft_thread_capture *c, uint32_t i, int signo, uint64_t *first_signal_ns);

@@ -69,11 +69,7 @@ __attribute__((noinline)) void aft_test_worker_blocking_signals(void) {
 /* As libdispatch's workers (and so the Swift concurrency pool) mask themselves: every signal
  * blocked but SIGPROF and the synchronous ones. */
 __attribute__((noinline)) void aft_test_worker_sigprof_only(void) {
-    sigset_t mask;
-    sigfillset(&mask);
-    int open[] = {SIGILL, SIGTRAP, SIGFPE, SIGBUS, SIGSEGV, SIGSYS, SIGPIPE, SIGPROF};
-    for (size_t i = 0; i < sizeof(open) / sizeof(open[0]); i++) sigdelset(&mask, open[i]);
-    pthread_sigmask(SIG_BLOCK, &mask, NULL);
+    aft_test_block_all_but_sigprof();
     atomic_fetch_add(&aft_g_workers_ready, 1);
     aft_block_forever();
     __asm__ volatile("" ::: "memory");

@@ -1,3 +1,4 @@
+import CHarnessFaults
 import CSignalShim
 import Foundation
 import Testing
@@ -110,6 +111,36 @@ struct WatchdogSignalTests {
             var now = sigset_t()
             pthread_sigmask(SIG_BLOCK, nil, &now)
             exit(sigismember(&now, signo) == 0 && sigismember(&now, SIGTERM) == 1 ? 0 : 1)
+        }
+    }
+
+    @Test("A crash withdrawn during a hang's capture leaves SIGPROF borrowed until the hang's lets it go")
+    func sigprofSharedByCaptures() async {
+        await #expect(processExitsWith: .success) {
+            var handled = sigaction()
+            handled.__sigaction_handler.sa_handler = { _ in }
+            sigaction(SIGTRAP, &handled, nil)
+            var config = Aftermath.Configuration(
+                serviceName: "hang-test", serviceVersion: "1", exporter: InMemoryExporter(),
+                reportsDirectory: TestSupport.childDirectory("hang-sigprof"))
+            config.hangHeartbeat = .off
+            config.watchConcurrencyPool = false
+            do { try Aftermath.start(config) } catch { exit(10) }
+            aft_install_complete()  // its requests for alternate stacks borrow SIGPROF too
+            // A busy libdispatch-style worker: SIGPROF is the one signal that pauses it.
+            guard aft_test_start_sigprof_spinner() == 0 else { exit(11) }
+            aft_test_hang_capture_hold(0)  // every other thread paused, the worker by SIGPROF
+            guard aft_test_hang_capture_borrowed_sigprof() == 1 else { exit(12) }
+            raise(SIGTRAP)  // a crash's capture, then withdrawn: the app's handler returns
+            // SIGPROF as the hang's capture still sends it (one that answers late): it must
+            // still find the captures' handler, not the default action that ends the process.
+            kill(getpid(), SIGPROF)
+            usleep(20_000)
+            guard aft_test_sigprof_owner() == 1 else { exit(13) }
+            aft_test_hang_capture_release()
+            // The last capture gives it back, unless a thread never answered it (a loaded
+            // machine): then it stays the captures' for good, lest that answer end the process.
+            exit(aft_test_sigprof_owner() == (aft_test_sigprof_stranded() == 1 ? 1 : 0) ? 0 : 14)
         }
     }
     #endif

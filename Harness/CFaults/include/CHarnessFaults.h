@@ -196,4 +196,19 @@ int aft_test_thread_named(const char *name);
  * it through one). */
 int aft_test_call_slot_unbound(const char *name);
 
+/* A busy thread masked as libdispatch's workers are, "dispatch-spin" (0 or an error); a hang's
+ * capture of every thread but watched_tid and the caller, left open with its threads paused
+ * until aft_test_hang_capture_release (sigprof_loan.c); whether it borrowed SIGPROF;
+ * SIGPROF's handler: 1 the captures', 0 its default action, -1 someone else's; and whether a
+ * signal a capture sent with it may still be pending (it then stays the captures'). */
+int aft_test_start_sigprof_spinner(void);
+/* Blocks every signal of the calling thread but SIGPROF and the synchronous ones, as
+ * libdispatch's workers (and so the Swift concurrency pool) do. */
+void aft_test_block_all_but_sigprof(void);
+void aft_test_hang_capture_hold(uint64_t watched_tid);
+void aft_test_hang_capture_release(void);
+int aft_test_hang_capture_borrowed_sigprof(void);
+int aft_test_sigprof_owner(void);
+int aft_test_sigprof_stranded(void);
+
 #endif /* CHARNESSFAULTS_H */
