@@ -87,20 +87,14 @@ int aft_run_take_spare(int dir_fd) { return aft_take_empty_file(dir_fd, AFT_RUN_
 void aft_run_make_spare(const char *runs_directory) {
     int dir = open(runs_directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir < 0) return;
-    struct stat st;
-    if (fstatat(dir, AFT_RUN_SPARE_NAME, &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT) {
-        /* Made under a hidden name and moved into place only where no spare is: one a launch
-         * is writing (its own run file until renamed) is never replaced. */
-        static const char made[] = ".spare.run.new";
-        int fd = openat(dir, made, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (fd >= 0) {
-            /* renameat2 by number: older C libraries do not declare it. A kernel or file
-             * system without RENAME_NOREPLACE gets no spare. */
-            if (fchmod(fd, 0600) != 0 || syscall(SYS_renameat2, (long)dir, made, (long)dir,
-                                                 AFT_RUN_SPARE_NAME, 1L /* NOREPLACE */) != 0)
-                unlinkat(dir, made, 0);
-            close(fd);
-        }
+    /* Made in place, only where no spare is (O_EXCL): one a launch is writing (its own run file
+     * until renamed) is never replaced. Empty as it appears, it may be taken at once: the taker
+     * sets its mode too. No hidden name and rename: a directory update less at every launch. */
+    int fd =
+        openat(dir, AFT_RUN_SPARE_NAME, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd >= 0) {
+        (void)fchmod(fd, 0600); /* whatever the umask */
+        close(fd);
     }
     close(dir);
 }
