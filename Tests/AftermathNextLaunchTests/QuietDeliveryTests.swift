@@ -104,7 +104,9 @@ struct QuietDeliveryTests {
             "crashes/0123456789abcdef0123456789abcdee.crash", "crashes/0123456789abcdef0123456789abcdee.crash.tmp",
             "hangs/0123456789abcdef0123456789abcdef.hang", "errors/0123456789abcdef0123456789abcdef.error",
             "attachments/0123456789abcdef0123456789abcdef.dmp", "runs/0123456789abcdef0123456789abcdef.run.tmp",
-            "runs/notes.txt", "runs/0123456789abcdef.run",
+            "runs/notes.txt", "runs/0123456789abcdef.run", "runs/0123456789abcdef0123456789abcdeg.ended",
+            "runs/0123456789abcdef0123456789abcde.ended", "runs/0123456789abcdef0123456789abcdef.endedx",
+            "runs/0123456789abcdef0123456789abcdef0.ended",
         ])
     func otherFilesAreNotQuiet(relative: String) throws {
         let launch = try Launch()

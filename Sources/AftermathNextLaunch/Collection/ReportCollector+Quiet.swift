@@ -80,6 +80,14 @@ extension ReportCollector {
         var kept = 0
         var dead = 0
         while let entry = readdir(stream) {
+            // Most entries are ended runs, kept for their reports' sessions: known from the raw
+            // name, without a String (a long-used runs/ holds dozens).
+            if Int(entry.pointee.d_type) == Int(DT_REG),
+                withUnsafeBytes(of: entry.pointee.d_name, { Self.isEndedRunName($0) })
+            {
+                kept += 1
+                continue
+            }
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
             }
@@ -119,5 +127,25 @@ extension ReportCollector {
             }
         }
         return kept <= limits.maxRunFiles
+    }
+
+    /// Whether a NUL-terminated directory entry name is an ended run's: 32 hex digits (a run
+    /// id), then ".ended".
+    static func isEndedRunName(_ raw: UnsafeRawBufferPointer) -> Bool {
+        let suffix: StaticString = ".ended"
+        let idLength = 32
+        let length = idLength + suffix.utf8CodeUnitCount
+        guard raw.count > length, raw[length] == 0 else { return false }
+        for i in 0..<idLength {
+            switch raw[i] {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"),
+                UInt8(ascii: "A")...UInt8(ascii: "F"):
+                continue
+            default: return false
+            }
+        }
+        return suffix.withUTF8Buffer { tail in
+            tail.indices.allSatisfy { raw[idLength + $0] == tail[$0] }
+        }
     }
 }
