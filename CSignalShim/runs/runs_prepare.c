@@ -5,13 +5,11 @@
  * block, the header over the info block, and every block's check value. And the file itself
  * for the next launch, made ahead (the spare).
  */
-#include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
