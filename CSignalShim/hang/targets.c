@@ -76,6 +76,10 @@ uint32_t aft_watch_pool_width(void) {
 }
 
 int32_t aft_watch_add(uint32_t kind, const char *name, uint32_t threshold_ms) {
+    return aft_watch_add_tagged(kind, name, threshold_ms, -1);
+}
+
+int32_t aft_watch_add_tagged(uint32_t kind, const char *name, uint32_t threshold_ms, int32_t tag) {
     aft_watchdog *w = &aft_g_watchdog;
     if (kind == AFT_HANG_KIND_MAIN || kind > AFT_HANG_KIND_CONCURRENCY_POOL || threshold_ms == 0)
         return -EINVAL;
@@ -92,6 +96,7 @@ int32_t aft_watch_add(uint32_t kind, const char *name, uint32_t threshold_ms) {
         t->threshold_ms = threshold_ms;
         t->threshold_ns = (uint64_t)threshold_ms * 1000000ull;
         t->parent = -1;
+        t->tag = tag;
         size_t n = 0;
         while (name != NULL && name[n] != '\0' && n + 1 < sizeof(t->name)) {
             t->name[n] = name[n];
@@ -116,6 +121,11 @@ int32_t aft_watch_add(uint32_t kind, const char *name, uint32_t threshold_ms) {
         return (int32_t)i;
     }
     return -ENOSPC;
+}
+
+int32_t aft_watch_tag(int32_t target) {
+    aft_watch_target *t = target > 0 ? aft_target(target) : NULL;
+    return t != NULL ? t->tag : -1;
 }
 
 void aft_watch_remove(int32_t target) {

@@ -314,6 +314,11 @@ void aft_watchdog_get_stats(aft_watchdog_stats *out);
 /* Adds a target (name: at most 63 bytes kept). Returns its number (1 and up), or -errno:
  * EINVAL (kind or threshold), ENOSPC (every target taken). */
 int32_t aft_watch_add(uint32_t kind, const char *name, uint32_t threshold_ms);
+/* The same with a tag of the caller's (0 and up), set before the target can be pinged and read
+ * back with aft_watch_tag (the concurrency pool's probes: their task priority). */
+int32_t aft_watch_add_tagged(uint32_t kind, const char *name, uint32_t threshold_ms, int32_t tag);
+/* An active target's tag; -1 when it has none or is not active. */
+int32_t aft_watch_tag(int32_t target);
 /* Removes a target: a hang in progress is finished at this moment; its number is reused. */
 void aft_watch_remove(int32_t target);
 /* Called by the job a ping ran (event loops, the pool): records the thread and the time. */

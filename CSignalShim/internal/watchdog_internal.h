@@ -67,6 +67,7 @@ typedef struct aft_watch_target {
     uint32_t threshold_ms;
     uint64_t threshold_ns;
     int32_t parent; /* a unit: its work target; else -1 */
+    int32_t tag;    /* the adder's (aft_watch_add_tagged), -1: none */
     char name[AFT_SHORT_STRING];
 
     /* Shared with the target's threads. */

@@ -20,7 +20,14 @@ extension Aftermath {
         /// the records; a pending attachment is deleted only once this exporter acknowledged it.
         /// Default: ``exporter`` when it is also an ``AttachmentExporter`` (``FileExporter``
         /// is); nil: crashes get no attachment.
-        public var attachmentExporter: (any AttachmentExporter)?
+        public var attachmentExporter: (any AttachmentExporter)? {
+            get { attachmentExporterBox?.exporter }
+            set { attachmentExporterBox = newValue.map(AttachmentExporterBox.init) }
+        }
+        /// The attachment exporter in a box: an optional reference copies with a retain, where
+        /// an optional existential has the runtime build its type's metadata by name, on start's
+        /// caller, at the configuration's first copy.
+        var attachmentExporterBox: AttachmentExporterBox?
         /// Pending attachments kept at most (default 64); the oldest beyond are deleted.
         public var maxPendingAttachments = 64
         /// Pending attachments older than this are deleted (default 365 days, as Crashpad).
@@ -99,20 +106,30 @@ extension Aftermath {
         /// A configuration with the defaults.
         public init(
             serviceName: String, serviceVersion: String, exporter: any LogExporter,
-            attachmentExporter: (any AttachmentExporter)? = nil,
+            attachmentExporter: consuming (any AttachmentExporter)? = nil,
             reportsDirectory: String? = nil, appRoot: String? = nil,
             fsyncReports: Bool = false, deliverPendingReportsSynchronously: Bool = false
         ) {
             self.serviceName = serviceName
             self.serviceVersion = serviceVersion
             self.exporter = exporter
-            self.attachmentExporter = attachmentExporter ?? exporter.asAttachmentExporter
+            switch consume attachmentExporter {
+            case .some(let chosen): attachmentExporterBox = AttachmentExporterBox(chosen)
+            case .none: attachmentExporterBox = exporter.asAttachmentExporter.map(AttachmentExporterBox.init)
+            }
             self.reportsDirectory = reportsDirectory ?? ReportDirectory.defaultRoot(serviceName: serviceName)
             self.appRoot = appRoot
             self.fsyncReports = fsyncReports
             self.deliverPendingReportsSynchronously = deliverPendingReportsSynchronously
         }
     }
+}
+
+/// An attachment exporter held by reference (``Aftermath/Configuration/attachmentExporter``).
+final class AttachmentExporterBox: Sendable {
+    let exporter: any AttachmentExporter
+
+    init(_ exporter: any AttachmentExporter) { self.exporter = exporter }
 }
 
 extension Duration {

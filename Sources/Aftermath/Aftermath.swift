@@ -165,8 +165,8 @@ public enum Aftermath {
         let collector = ReportCollector(
             directory: directory, currentRunID: context.runID, limits: limits(configuration))
         // Dropped errors' count to send: not quiet.
-        if HandledErrorRecorder.droppedCount == 0, let quiet = collector.deliverQuietly(own: .installed()) {
-            lastDeliveryState.withLock { $0 = Delivery(quiet) }
+        if HandledErrorRecorder.droppedCount == 0, collector.deliverQuietly(own: .installed()) {
+            lastDeliveryState.withLock { $0 = Delivery.nothing() }
             return
         }
         deliver(

@@ -25,6 +25,24 @@ extension Aftermath {
             public var reason: String
         }
 
+        /// A delivery that found nothing to send (the quiet one at start): built field by field,
+        /// not from the collector's, whose optionals' copies have the runtime build their types'
+        /// metadata by name.
+        static func nothing() -> Delivery {
+            Delivery(exported: 0, rejected: [], exportError: nil, attachments: [:], attachmentError: nil)
+        }
+
+        init(
+            exported: Int, rejected: [Rejected], exportError: String?, attachments: [String: String],
+            attachmentError: String?
+        ) {
+            self.exported = exported
+            self.rejected = rejected
+            self.exportError = exportError
+            self.attachments = attachments
+            self.attachmentError = attachmentError
+        }
+
         init(_ d: ReportCollector.Delivery) {
             exported = d.exported
             rejected = d.rejected.map {

@@ -184,5 +184,31 @@ struct HangTargetTests {
             exit(unwatched == 10 ? 0 : 13)
         }
     }
+
+    @Test("A later start's pool probes replace the earlier start's, one per priority, tagged with it; other targets stay")
+    func poolProbesReplacedAtRestart() async {
+        await #expect(processExitsWith: .success) {
+            func poolTags() -> [Int32] {
+                (1..<Int32(AFT_WATCH_MAX_TARGETS)).map { aft_watch_tag($0) }.filter { $0 >= 0 }.sorted()
+            }
+            var config = Aftermath.Configuration(
+                serviceName: "hang-test", serviceVersion: "1", exporter: InMemoryExporter(),
+                reportsDirectory: TestSupport.childDirectory("hang-pool-restart"),
+                deliverPendingReportsSynchronously: true)
+            config.concurrencyPoolPriorities = [.high, .low, .high]
+            do { try Aftermath.start(config) } catch { exit(10) }
+            let first = [Int32(TaskPriority.low.rawValue), Int32(TaskPriority.high.rawValue)].sorted()
+            guard poolTags() == first else { exit(11) }
+            guard let work = try? Aftermath.watchWork(named: "job", threshold: .seconds(5)) else { exit(12) }
+            config.concurrencyPoolPriorities = [.medium]
+            do { try Aftermath.start(config) } catch { exit(13) }
+            guard poolTags() == [Int32(TaskPriority.medium.rawValue)] else { exit(14) }
+            // The work target is untagged and still watched: its unit begins.
+            let unit = work.begin()
+            guard unit.isWatched else { exit(15) }
+            unit.end()
+            exit(0)
+        }
+    }
     #endif
 }

@@ -22,39 +22,23 @@ enum HangMonitor {
     /// How each pinged target other than the main queue runs a job: an event loop's `schedule`,
     /// the pool's probe.
     static let schedules = Mutex(PingSchedules())
-    /// The pool's probes of the running start, removed at the next: each target's task
-    /// priority (its raw value), -1 where a target is not one. Not schedules: a probe needs no
-    /// closure of its own, and storing one built that closure's and its tuple's type metadata by
-    /// name at every start.
-    static let poolPriorities = Mutex<[Int32]>(Array(repeating: -1, count: Int(AFT_WATCH_MAX_TARGETS)))
-
     /// Watches the Swift concurrency pool at each configured priority: a probe job every
-    /// 100 ms, a hang when one has not started within the threshold.
+    /// 100 ms, a hang when one has not started within the threshold. A probe's target carries
+    /// its task priority as its tag (set before its first ping), and a later start removes the
+    /// earlier start's probes by it: no table of Swift's, whose array and lock the runtime
+    /// would set up at every start.
     static func watchPool(_ configuration: Aftermath.Configuration) {
-        let old = poolPriorities.withLock { priorities in
-            defer { priorities = Array(repeating: -1, count: priorities.count) }
-            return priorities.indices.filter { priorities[$0] >= 0 }
+        for target in 1..<Int32(AFT_WATCH_MAX_TARGETS) where aft_watch_tag(target) >= 0 {
+            aft_watch_remove(target)
         }
-        for target in old { aft_watch_remove(Int32(target)) }
         guard configuration.watchConcurrencyPool else { return }
         let threshold = max(1, configuration.concurrencyPoolThreshold.clampedMilliseconds)
         let priorities = configuration.poolPriorityRawValues.sorted()
         for (index, priority) in priorities.enumerated() where index == 0 || priorities[index - 1] != priority {
-            // Under the priorities' lock: the first probe, asked for at once, finds its priority.
-            poolPriorities.withLock { known in
-                let target = aft_watch_add(
-                    AFT_HANG_KIND_CONCURRENCY_POOL,
-                    "concurrency-pool." + priorityName(TaskPriority(rawValue: priority)),
-                    threshold)
-                if target > 0 && Int(target) < known.count { known[Int(target)] = Int32(priority) }
-            }
+            _ = aft_watch_add_tagged(
+                AFT_HANG_KIND_CONCURRENCY_POOL, "concurrency-pool." + priorityName(TaskPriority(rawValue: priority)),
+                threshold, Int32(priority))
         }
-    }
-
-    /// The task priority of a pool target's probes; nil for any other target.
-    static func poolPriority(_ target: Int32) -> TaskPriority? {
-        let raw = poolPriorities.withLock { target >= 0 && Int(target) < $0.count ? $0[Int(target)] : -1 }
-        return raw >= 0 ? TaskPriority(rawValue: UInt8(raw)) : nil
     }
 
     static func priorityName(_ p: TaskPriority) -> String {
@@ -102,8 +86,9 @@ enum HangMonitor {
         case UInt32(AFT_WATCHDOG_EVENT_PING) where target == 0:
             DispatchQueue.main.async { aft_watchdog_ping_ran() }
         case UInt32(AFT_WATCHDOG_EVENT_PING):
-            if let priority = poolPriority(target) {
-                Task.detached(priority: priority) { aft_watch_ping_ran(target) }
+            let priority = aft_watch_tag(target)  // a pool's probe: its task priority
+            if priority >= 0 {
+                probePool(target, priority: priority)
                 return
             }
             guard let schedule = schedules.withLock({ $0[target] }) else { return }
@@ -117,6 +102,16 @@ enum HangMonitor {
             reportQueue.async { reportFinishedHangs() }
         default:
             break
+        }
+    }
+
+    /// One probe job of the pool at priority (a raw value). A function of its own: where it was
+    /// inline, every call of ``handle(_:target:)``, the main queue's first ping at start
+    /// included, had the runtime build its optional priority's metadata by name.
+    @inline(never)
+    static func probePool(_ target: Int32, priority: Int32) {
+        Task.detached(priority: TaskPriority(rawValue: UInt8(truncatingIfNeeded: priority))) {
+            aft_watch_ping_ran(target)
         }
     }
 

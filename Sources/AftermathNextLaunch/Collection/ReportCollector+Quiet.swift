@@ -32,20 +32,20 @@ extension ReportCollector {
     /// delivery thread about 0.2 ms and 6-8 pages of the Swift runtime's memory). Nil when
     /// anything else is there, or retention is due (over the run count, or this launch's turn
     /// to read ages): the full delivery then runs, and finds at most those renames done.
-    package func deliverQuietly(own: OwnFiles) -> Delivery? {
-        guard let currentRunID, currentRunID.uuid.0 & 15 != 0 else { return nil }  // an age pass
-        guard aft_delivery_lock() == 0 else { return nil }
+    /// Returns whether it did the delivery (a Bool: an optional ``Delivery`` would have the
+    /// runtime build its type's metadata by name at every launch).
+    package func deliverQuietly(own: OwnFiles) -> Bool {
+        guard let currentRunID, currentRunID.uuid.0 & 15 != 0 else { return false }  // an age pass
+        guard aft_delivery_lock() == 0 else { return false }
         defer { aft_delivery_unlock() }
-        let lockPath = (directory.root as NSString).appendingPathComponent(".deliver.lock")
-        guard case .success(let lock) = StoreFiles.openLockFile(lockPath) else { return nil }
+        let lockPath = ReportDirectory.join(directory.root, ".deliver.lock")
+        guard case .success(let lock) = StoreFiles.openLockFile(lockPath) else { return false }
         defer { close(lock) }
-        guard Self.lockWholeFile(lock), aft_crash_in_progress() == 0 else { return nil }
-        guard Self.holdsNothing(directory.crashes, but: own.crashReserve),
-            Self.holdsNothing(directory.hangs, but: 0), Self.holdsNothing(directory.errors, but: 0),
-            Self.holdsNothing(directory.attachments, but: 0, orIsMissing: true),
-            endCleanRuns(ownRunFile: own.runFile, currentRunID: currentRunID)
-        else { return nil }
-        return Delivery(exported: 0, rejected: [], exportError: nil)
+        guard Self.lockWholeFile(lock), aft_crash_in_progress() == 0 else { return false }
+        return Self.holdsNothing(directory.crashes, but: own.crashReserve)
+            && Self.holdsNothing(directory.hangs, but: 0) && Self.holdsNothing(directory.errors, but: 0)
+            && Self.holdsNothing(directory.attachments, but: 0, orIsMissing: true)
+            && endCleanRuns(ownRunFile: own.runFile, currentRunID: currentRunID)
     }
 
     /// Whether dir lists no entry but hidden ones and the one with inode `allowed`.

@@ -15,7 +15,18 @@ package struct ReportCollector: Sendable {
 
     /// The environment dead runs are judged in: the reporting launch's release and OS, the
     /// proc and sys roots. Nil: the system's, with the release unknown.
-    package var environment: ExitEnvironment?
+    package var environment: ExitEnvironment? {
+        get { environmentBox?.value }
+        set { environmentBox = newValue.map(EnvironmentBox.init) }
+    }
+    /// The environment by reference: an optional reference is copied and destroyed with a
+    /// retain and a release, where an optional ExitEnvironment has the runtime build its type's
+    /// metadata by name, on every launch's delivery thread.
+    private var environmentBox: EnvironmentBox?
+    private final class EnvironmentBox: Sendable {
+        let value: ExitEnvironment
+        init(_ value: ExitEnvironment) { self.value = value }
+    }
     /// How many pending files of each kind a launch reads, how old they may be, and how many
     /// ended run files are kept.
     package var limits: Limits
@@ -74,7 +85,7 @@ package struct ReportCollector: Sendable {
     ) {
         self.directory = directory
         self.currentRunID = currentRunID
-        self.environment = environment
+        self.environmentBox = environment.map(EnvironmentBox.init)
         self.limits = limits
     }
 

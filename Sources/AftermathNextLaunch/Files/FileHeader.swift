@@ -4,10 +4,24 @@ import Foundation
 /// The checks every Aftermath file's fixed header passes before anything after it is read:
 /// size, magic, version, header size, kind; and, for a committed body, its size and CRC-32.
 package enum FileHeader {
-    /// Every kind this build knows (a known kind in the wrong place is `unexpectedKind`).
-    package static let knownKinds: [UInt32] = [
-        UInt32(AFT_KIND_CRASH), UInt32(AFT_KIND_HANG), UInt32(AFT_KIND_RUN), UInt32(AFT_KIND_ERROR),
-    ]
+    /// A set of file kinds, one bit each: no array to allocate for every file a launch reads.
+    package struct Kinds: OptionSet, Sendable {
+        package let rawValue: UInt32
+        package init(rawValue: UInt32) { self.rawValue = rawValue }
+        /// The set holding kind alone (AFT_KIND_*; empty for a kind beyond the set's bits).
+        package init(_ kind: UInt32) { rawValue = kind < 32 ? 1 << kind : 0 }
+
+        package static var crash: Kinds { Kinds(UInt32(AFT_KIND_CRASH)) }
+        package static var hang: Kinds { Kinds(UInt32(AFT_KIND_HANG)) }
+        package static var run: Kinds { Kinds(UInt32(AFT_KIND_RUN)) }
+        package static var error: Kinds { Kinds(UInt32(AFT_KIND_ERROR)) }
+        /// Every kind this build knows (a known kind in the wrong place is `unexpectedKind`).
+        /// Unions, not an array literal, whose storage's type the runtime would build by name.
+        package static var known: Kinds { crash.union(hang).union(run).union(error) }
+
+        /// Whether kind (a header's, any value) is in the set.
+        package func holds(_ kind: UInt32) -> Bool { !Kinds(kind).isEmpty && contains(Kinds(kind)) }
+    }
 
     /// Whether the open file fd's header says it is committed (magic and commit marker), read
     /// without anything else: a crash's reserve, committed in place by its handler, is a report.
@@ -32,7 +46,7 @@ package enum FileHeader {
 
     /// The header of bytes, when it is one of kinds; strict.
     package static func validate(
-        _ bytes: [UInt8], kinds: [UInt32], maximumSize: Int
+        _ bytes: [UInt8], kinds: Kinds, maximumSize: Int
     ) throws(ReportFileError) -> aft_file_header {
         let headerSize = MemoryLayout<aft_file_header>.size
         guard bytes.count <= maximumSize else { throw .tooLarge(bytes: bytes.count) }
@@ -45,8 +59,8 @@ package enum FileHeader {
         guard Int(h.header_size) >= headerSize, Int(h.header_size) <= bytes.count else {
             throw .badHeaderSize(h.header_size)
         }
-        guard kinds.contains(h.kind) else {
-            throw knownKinds.contains(h.kind) ? .unexpectedKind(h.kind) : .unknownKind(h.kind)
+        guard kinds.holds(h.kind) else {
+            throw Kinds.known.holds(h.kind) ? .unexpectedKind(h.kind) : .unknownKind(h.kind)
         }
         return h
     }

@@ -75,7 +75,7 @@ package enum HandledErrorFile {
 
     /// Decodes a file's bytes.
     package static func decode(_ bytes: [UInt8]) throws(ReportFileError) -> HandledError {
-        let h = try FileHeader.validate(bytes, kinds: [UInt32(AFT_KIND_ERROR)], maximumSize: maximumSize)
+        let h = try FileHeader.validate(bytes, kinds: .error, maximumSize: maximumSize)
         guard h.commit == AFT_COMMIT_MARKER else { throw .notCommitted }
         let start = Int(h.header_size)
         try FileHeader.verifyBody(bytes, header: h, start: start, length: bytes.count - start)

@@ -33,9 +33,7 @@ package struct ReportFile {
     /// Decodes a file's bytes. A file that was never committed is decoded only when
     /// salvage is true (a leftover .tmp), and then only as far as it is whole.
     package static func decode(_ bytes: [UInt8], salvage: Bool = false) throws(ReportFileError) -> ReportFile {
-        let h = try FileHeader.validate(
-            bytes, kinds: [UInt32(AFT_KIND_CRASH), UInt32(AFT_KIND_HANG)],
-            maximumSize: maximumSize)
+        let h = try FileHeader.validate(bytes, kinds: FileHeader.Kinds.crash.union(.hang), maximumSize: maximumSize)
         let committed = h.commit == AFT_COMMIT_MARKER
         let bodyStart = Int(h.header_size)
         if committed {

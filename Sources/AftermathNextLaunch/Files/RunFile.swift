@@ -69,7 +69,7 @@ package struct RunFile: Sendable {
     package static func decode(_ bytes: [UInt8]) throws(ReportFileError) -> RunFile {
         let headerSize = MemoryLayout<aft_file_header>.size
         let infoSize = MemoryLayout<aft_run_info>.size
-        let h = try FileHeader.validate(bytes, kinds: [UInt32(AFT_KIND_RUN)], maximumSize: maximumSize)
+        let h = try FileHeader.validate(bytes, kinds: .run, maximumSize: maximumSize)
         guard Int(h.header_size) == headerSize else { throw .badHeaderSize(h.header_size) }
         guard h.commit == AFT_COMMIT_MARKER else { throw .notCommitted }
         // The CRC covers the fixed info only; the live slots and the termination and exit
