@@ -78,7 +78,8 @@ public enum Aftermath {
         try installHandlers(configuration, directory: directory, context: context)
         // The build id the handler read from memory is the one records carry.
         var installed = context
-        if let id = currentAppBuildID() {
+        let id = currentAppBuildID()
+        if !id.value.isEmpty {
             installed.appBuildID = id.value
             installed.isAppBuildIDTextHash = id.isTextHash
         }
@@ -328,9 +329,9 @@ public enum Aftermath {
 
     package static func cContext(_ c: ReportContext) -> aft_context {
         var out = aft_context()
-        withUnsafeMutableBytes(of: &out.report_id) { $0.copyBytes(from: c.reportID.bytes) }
-        withUnsafeMutableBytes(of: &out.session_id) { $0.copyBytes(from: c.sessionID.bytes) }
-        withUnsafeMutableBytes(of: &out.run_id) { $0.copyBytes(from: c.runID.bytes) }
+        withUnsafeMutableBytes(of: &out.report_id) { c.reportID.copyBytes(into: $0) }
+        withUnsafeMutableBytes(of: &out.session_id) { c.sessionID.copyBytes(into: $0) }
+        withUnsafeMutableBytes(of: &out.run_id) { c.runID.copyBytes(into: $0) }
         out.pid = UInt64(bitPattern: c.pid)
         out.start_realtime_ns = c.startTimeUnixNano
         withUnsafeMutableBytes(of: &out.service_name) { CString.write(c.serviceName, intoBytes: $0) }
@@ -363,16 +364,23 @@ public enum Aftermath {
         var buffer = [CChar](repeating: 0, count: 4097)
         let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
         guard n > 0 else { return CommandLine.arguments.first ?? "" }
-        return String(decoding: buffer[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        // Decoded where it lies: a [UInt8] copy would have the runtime build its type by name.
+        return buffer.withUnsafeBytes { String(decoding: $0.prefix(n), as: UTF8.self) }
     }
 
     /// The main executable's GNU build id (or its text hash, without one), as the handler read
-    /// it from memory at install.
+    /// it from memory at install; an empty value when it has neither. Not an optional: one of
+    /// this tuple has the runtime build its type by name, on start's caller.
     @inline(never)  // its C context stays out of start's frame on the caller's stack
-    static func currentAppBuildID() -> (value: String, isTextHash: Bool)? {
+    static func currentAppBuildID() -> (value: String, isTextHash: Bool) {
         var context = aft_context()
         aft_installed_context(&context)
-        let c = ReportContext(context)
-        return c.appBuildID.isEmpty ? nil : (c.appBuildID, c.isAppBuildIDTextHash)
+        // The build id alone, not a whole ReportContext (its strings and ids) read back.
+        let count = Int(min(context.app_build_id_size, AFT_BUILD_ID_CAPACITY))
+        guard count > 0 else { return ("", false) }
+        let value = withUnsafeBytes(of: &context.app_build_id) {
+            Hex.encode(raw: UnsafeRawBufferPointer(rebasing: $0.prefix(count)))
+        }
+        return (value, ReportContext.hasTextHashMarker(context))
     }
 }

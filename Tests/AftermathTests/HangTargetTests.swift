@@ -185,7 +185,7 @@ struct HangTargetTests {
         }
     }
 
-    @Test("A later start's pool probes replace the earlier start's, one per priority, tagged with it; other targets stay")
+    @Test("A later start's pool probes replace the earlier start's, one per priority, tagged with it")
     func poolProbesReplacedAtRestart() async {
         await #expect(processExitsWith: .success) {
             func poolTags() -> [Int32] {

@@ -33,11 +33,17 @@ enum HangMonitor {
         }
         guard configuration.watchConcurrencyPool else { return }
         let threshold = max(1, configuration.concurrencyPoolThreshold.clampedMilliseconds)
-        let priorities = configuration.poolPriorityRawValues.sorted()
-        for (index, priority) in priorities.enumerated() where index == 0 || priorities[index - 1] != priority {
+        func probe(_ priority: UInt8) {
             _ = aft_watch_add_tagged(
                 AFT_HANG_KIND_CONCURRENCY_POOL, "concurrency-pool." + priorityName(TaskPriority(rawValue: priority)),
                 threshold, Int32(priority))
+        }
+        // The default without an array: the first [UInt8] of a launch has the runtime build
+        // its type by name.
+        guard let configured = configuration.poolPriorityValues else { return probe(TaskPriority.medium.rawValue) }
+        let priorities = configured.sorted()
+        for (index, priority) in priorities.enumerated() where index == 0 || priorities[index - 1] != priority {
+            probe(priority)
         }
     }
 

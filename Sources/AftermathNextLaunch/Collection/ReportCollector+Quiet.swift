@@ -103,9 +103,7 @@ extension ReportCollector {
                 continue
             }
             let isEnded = name.hasSuffix(".ended")
-            guard isEnded || name.hasSuffix(".run"),
-                Hex.decode(String(name.prefix { $0 != "." }))?.count == 16
-            else { return false }
+            guard isEnded || name.hasSuffix(".run"), Self.hasRunIDStem(name) else { return false }
             if isEnded {
                 kept += 1
                 continue
@@ -129,6 +127,24 @@ extension ReportCollector {
         return kept <= limits.maxRunFiles
     }
 
+    /// Whether name begins with a run id (32 hex digits) and a dot: read on its bytes, with no
+    /// array of them, whose type the runtime builds by name.
+    static func hasRunIDStem(_ name: String) -> Bool {
+        var name = name
+        return name.withUTF8 { bytes in
+            bytes.count > 32 && bytes[32] == UInt8(ascii: ".") && bytes[..<32].allSatisfy(Self.isHexDigit)
+        }
+    }
+
+    static func isHexDigit(_ c: UInt8) -> Bool {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"),
+            UInt8(ascii: "A")...UInt8(ascii: "F"):
+            return true
+        default: return false
+        }
+    }
+
     /// Whether a NUL-terminated directory entry name is an ended run's: 32 hex digits (a run
     /// id), then ".ended".
     static func isEndedRunName(_ raw: UnsafeRawBufferPointer) -> Bool {
@@ -136,14 +152,7 @@ extension ReportCollector {
         let idLength = 32
         let length = idLength + suffix.utf8CodeUnitCount
         guard raw.count > length, raw[length] == 0 else { return false }
-        for i in 0..<idLength {
-            switch raw[i] {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"),
-                UInt8(ascii: "A")...UInt8(ascii: "F"):
-                continue
-            default: return false
-            }
-        }
+        for i in 0..<idLength where !isHexDigit(raw[i]) { return false }
         return suffix.withUTF8Buffer { tail in
             tail.indices.allSatisfy { raw[idLength + $0] == tail[$0] }
         }

@@ -169,7 +169,7 @@ package struct ReportCollector: Sendable {
     /// as a report by its id (a rename the handler leaves to this launch); its path after that.
     static func named(_ path: String, _ file: ReportFile, _ id: UUID) -> String {
         guard file.committed, path.hasSuffix(".crash.tmp") else { return path }
-        let named = ReportDirectory.join((path as NSString).deletingLastPathComponent, id.fileStem + ".crash")
+        let named = ReportDirectory.join(ReportDirectory.parent(of: path), id.fileStem + ".crash")
         return StoreFiles.moveNoReplace(path, named) == 0 ? named : path
     }
 

@@ -72,16 +72,20 @@ package struct ReportDirectory: Sendable, Hashable {
     /// The directory that holds path ("/" for a top-level one, "" for a bare name), as
     /// NSString's deletingLastPathComponent gives it.
     package static func parent(of path: String) -> String {
-        // On bytes: a Substring's count walks its characters, at every step of start's checks.
-        let bytes = Array(path.utf8)
-        let slash = UInt8(ascii: "/")
-        var end = bytes.count
-        while end > 1, bytes[end - 1] == slash { end -= 1 }
-        guard let last = bytes[..<end].lastIndex(of: slash) else { return "" }
-        if last == 0 { return "/" }
-        var parentEnd = last
-        while parentEnd > 1, bytes[parentEnd - 1] == slash { parentEnd -= 1 }
-        return String(decoding: bytes[..<parentEnd], as: UTF8.self)
+        // On the string's own UTF-8 bytes: a Substring's count walks its characters, at every
+        // step of start's checks, and an array of them would be start's first [UInt8], whose
+        // type the runtime builds by name.
+        var path = path
+        return path.withUTF8 { bytes in
+            let slash = UInt8(ascii: "/")
+            var end = bytes.count
+            while end > 1, bytes[end - 1] == slash { end -= 1 }
+            guard let last = bytes[..<end].lastIndex(of: slash) else { return "" }
+            if last == 0 { return "/" }
+            var parentEnd = last
+            while parentEnd > 1, bytes[parentEnd - 1] == slash { parentEnd -= 1 }
+            return String(decoding: UnsafeBufferPointer(rebasing: bytes[..<parentEnd]), as: UTF8.self)
+        }
     }
 
     /// Creates the directories that do not exist yet (0700, missing parents too), and checks

@@ -23,21 +23,26 @@ package enum CString {
     package static func write(_ s: String, intoBytes raw: UnsafeMutableRawBufferPointer) {
         raw.initializeMemory(as: UInt8.self, repeating: 0)
         guard raw.count > 0 else { return }
-        raw.copyBytes(from: clippedUTF8(s, capacity: raw.count))
+        withClippedUTF8(s, capacity: raw.count) { raw.copyBytes(from: $0) }
     }
 
     /// s as a field of capacity bytes (NUL included) keeps it: what a later read gives back.
     /// Values compared across runs (service.version) are clipped once, so both sides agree.
     package static func clipped(_ s: String, capacity: Int) -> String {
-        String(decoding: clippedUTF8(s, capacity: capacity), as: UTF8.self)
+        withClippedUTF8(s, capacity: capacity) { String(decoding: $0, as: UTF8.self) }
     }
 
-    @usableFromInline
-    package static func clippedUTF8(_ s: String, capacity: Int) -> ArraySlice<UInt8> {
-        let full = Array(s.utf8)
-        var end = min(full.count, max(0, capacity - 1))
-        // Do not cut a multi-byte character in half.
-        while end > 0, end < full.count, full[end] & 0xC0 == 0x80 { end -= 1 }
-        return full[..<end]
+    /// Calls body with the UTF-8 bytes of s that a field of capacity bytes (NUL included)
+    /// keeps, cut at a character boundary. The string's own bytes, not a copy: start clips
+    /// every string of its context, and an array of them had the runtime build its type by
+    /// name.
+    static func withClippedUTF8<R>(_ s: String, capacity: Int, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        var s = s
+        return s.withUTF8 { full in
+            var end = min(full.count, max(0, capacity - 1))
+            // Do not cut a multi-byte character in half.
+            while end > 0, end < full.count, full[end] & 0xC0 == 0x80 { end -= 1 }
+            return body(UnsafeBufferPointer(rebasing: full[..<end]))
+        }
     }
 }

@@ -43,6 +43,9 @@ package enum FileReader {
             used += n
         }
         guard used <= maximumSize else { throw .tooLarge(bytes: used) }
-        return Array(bytes.prefix(used))
+        // Truncated in place: a copy of the prefix would have the runtime build the array
+        // storage's type by name, at start's first file.
+        bytes.removeSubrange(used...)
+        return bytes
     }
 }

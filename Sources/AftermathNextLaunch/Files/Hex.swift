@@ -1,15 +1,34 @@
 /// Lowercase hex of byte buffers.
 package enum Hex {
+    static let digits: StaticString = "0123456789abcdef"
+
+    /// The first count bytes of a C array, written straight into the string: no array between.
+    /// (Generic: called from another module, it has the runtime build T's metadata, by name
+    /// for a C array's tuple. Code on start's path passes the bytes to ``encode(raw:)``.)
     package static func encode<T>(_ field: inout T, count: Int) -> String {
-        withUnsafeBytes(of: &field) { raw in encode(Array(raw.prefix(max(0, count)))) }
+        withUnsafeBytes(of: &field) { raw in encode(raw: UnsafeRawBufferPointer(rebasing: raw.prefix(max(0, count)))) }
+    }
+
+    /// The bytes' hex, written straight into the string.
+    package static func encode(raw bytes: UnsafeRawBufferPointer) -> String {
+        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+            digits.withUTF8Buffer { d in
+                for (i, b) in bytes.enumerated() {
+                    out[2 * i] = d[Int(b >> 4)]
+                    out[2 * i + 1] = d[Int(b & 15)]
+                }
+            }
+            return bytes.count * 2
+        }
     }
 
     package static func encode(_ bytes: some Sequence<UInt8>) -> String {
-        let digits = Array("0123456789abcdef".utf8)
         var out = [UInt8]()
-        for b in bytes {
-            out.append(digits[Int(b >> 4)])
-            out.append(digits[Int(b & 15)])
+        digits.withUTF8Buffer { d in
+            for b in bytes {
+                out.append(d[Int(b >> 4)])
+                out.append(d[Int(b & 15)])
+            }
         }
         return String(decoding: out, as: UTF8.self)
     }

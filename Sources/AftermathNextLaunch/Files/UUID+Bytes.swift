@@ -2,16 +2,25 @@ import Foundation
 
 extension UUID {
     /// A UUID from 16 bytes of a C array.
+    /// Copied byte for byte, zero-filled past a shorter array: no [UInt8] between, which had the
+    /// runtime build its type by name at start.
     package init<T>(bytes field: inout T) {
-        let b = withUnsafeBytes(of: &field) { Array($0.prefix(16)) + Array(repeating: 0, count: max(0, 16 - $0.count)) }
-        self.init(
-            uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15])
-        )
+        var u: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &u) { out in
+            withUnsafeBytes(of: &field) { out.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0.prefix(16))) }
+        }
+        self.init(uuid: u)
     }
 
     /// The 16 bytes of this UUID.
     package var bytes: [UInt8] {
         withUnsafeBytes(of: uuid) { Array($0) }
+    }
+
+    /// Copies the 16 bytes into raw (its first 16; raw must hold them): no array between, as
+    /// start fills its C context, where a [UInt8] had the runtime build its type by name.
+    package func copyBytes(into raw: UnsafeMutableRawBufferPointer) {
+        withUnsafeBytes(of: uuid) { raw.copyBytes(from: $0) }
     }
 
     /// The lowercase form used in records (session.id, app.crash.id).

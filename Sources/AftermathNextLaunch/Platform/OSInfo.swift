@@ -31,9 +31,9 @@ package struct OSInfo: Sendable, Hashable {
                 // No dictionary: start reads this on the app's thread, and the first
                 // Dictionary<String, String> of a process costs a protocol-conformance scan.
                 visitOSRelease(bytes) { key, value in
-                    if key.elementsEqual("NAME".utf8) { name = String(decoding: value, as: UTF8.self) }
-                    if key.elementsEqual("VERSION_ID".utf8) { versionID = String(decoding: value, as: UTF8.self) }
-                    if key.elementsEqual("VERSION".utf8) { version = String(decoding: value, as: UTF8.self) }
+                    if key.elementsEqual("NAME".utf8) { name = value }
+                    if key.elementsEqual("VERSION_ID".utf8) { versionID = value }
+                    if key.elementsEqual("VERSION".utf8) { version = value }
                 }
                 break
             }
@@ -48,13 +48,15 @@ package struct OSInfo: Sendable, Hashable {
     package static func parseOSRelease(_ text: String) -> [String: String] {
         var out: [String: String] = [:]
         visitOSRelease(Array(text.utf8)) { key, value in
-            out[String(decoding: key, as: UTF8.self)] = String(decoding: value, as: UTF8.self)
+            out[String(decoding: key, as: UTF8.self)] = value
         }
         return out
     }
 
-    /// Calls visit with each KEY and its unquoted value, in file order.
-    package static func visitOSRelease(_ bytes: [UInt8], _ visit: (ArraySlice<UInt8>, [UInt8]) -> Void) {
+    /// Calls visit with each KEY and its unquoted value, in file order. The value is built as a
+    /// String from the file's bytes, with no array of its own: start's first [UInt8] made here
+    /// had the runtime build the array storage's type by name.
+    package static func visitOSRelease(_ bytes: [UInt8], _ visit: (ArraySlice<UInt8>, String) -> Void) {
         let newline = UInt8(ascii: "\n"), cr = UInt8(ascii: "\r"), space = UInt8(ascii: " "), tab = UInt8(ascii: "\t")
         let equals = UInt8(ascii: "="), hash = UInt8(ascii: "#"), double = UInt8(ascii: "\""),
             single = UInt8(ascii: "'")
@@ -69,18 +71,26 @@ package struct OSInfo: Sendable, Hashable {
             while b > a && (bytes[b - 1] == space || bytes[b - 1] == tab || bytes[b - 1] == cr) { b -= 1 }
             guard a < b, bytes[a] != hash, let eq = bytes[a..<b].firstIndex(of: equals), eq > a else { continue }
             var v = eq + 1, vEnd = b
-            var value: [UInt8] = []
+            var value = ""
             if vEnd - v >= 2, bytes[v] == double || bytes[v] == single, bytes[vEnd - 1] == bytes[v] {
                 let quote = bytes[v]
                 v += 1
                 vEnd -= 1
+                // The runs between backslashes as they are; a backslash in double quotes keeps
+                // the byte after it.
+                var run = v
                 while v < vEnd {
-                    if quote == double && bytes[v] == backslash && v + 1 < vEnd { v += 1 }
-                    value.append(bytes[v])
+                    if quote == double && bytes[v] == backslash && v + 1 < vEnd {
+                        value += String(decoding: bytes[run..<v], as: UTF8.self)
+                        run = v + 1
+                        v += 2
+                        continue
+                    }
                     v += 1
                 }
+                value += String(decoding: bytes[run..<vEnd], as: UTF8.self)
             } else {
-                value = Array(bytes[v..<vEnd])
+                value = String(decoding: bytes[v..<vEnd], as: UTF8.self)
             }
             visit(bytes[a..<eq], value)
         }

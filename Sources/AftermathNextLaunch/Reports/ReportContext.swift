@@ -82,7 +82,7 @@ extension ReportContext {
     /// The marker after the hash in app_build_id: a GNU build id leaves those bytes zero.
     package static let textHashMarker = Array(AFT_TEXT_HASH_MARKER.utf8) + [0]
 
-    static func hasTextHashMarker(_ c: aft_context) -> Bool {
+    package static func hasTextHashMarker(_ c: aft_context) -> Bool {
         guard c.app_build_id_size == AFT_TEXT_HASH_SIZE else { return false }
         return withUnsafeBytes(of: c.app_build_id) { raw in
             Array(raw.dropFirst(Int(AFT_TEXT_HASH_SIZE)).prefix(textHashMarker.count)) == textHashMarker
