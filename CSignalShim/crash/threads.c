@@ -23,6 +23,7 @@
 #include "threads_internal.h"
 
 aft_known_thread aft_g_known_threads[AFT_KNOWN_THREADS];
+AFT_SMALL_STATE _Atomic uint32_t aft_g_known_threads_high;
 
 typedef int (*aft_pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
                                      void *);
@@ -55,6 +56,11 @@ static aft_known_thread *aft_register_thread(void) {
         uint64_t free_slot = 0;
         aft_known_thread *k = &aft_g_known_threads[i];
         if (atomic_load(&k->tid) != 0) continue;
+        /* Raised first: a lookup scans below it, and may pass a slot that stays free. */
+        uint32_t high = atomic_load(&aft_g_known_threads_high);
+        while (high < i + 1 &&
+               !atomic_compare_exchange_weak(&aft_g_known_threads_high, &high, i + 1)) {
+        }
         atomic_store(&k->thread_pointer, tp);
         if (atomic_compare_exchange_strong(&k->tid, &free_slot, tid)) return k;
     }

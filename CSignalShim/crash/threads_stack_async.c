@@ -180,7 +180,8 @@ void aft_async_copy_stack(aft_thread_capture *c, uint32_t index, uint64_t *used)
 }
 
 uint64_t aft_async_known_thread_pointer(uint64_t tid) {
-    for (uint32_t i = 0; i < AFT_KNOWN_THREADS; i++) {
+    uint32_t high = atomic_load(&aft_g_known_threads_high);
+    for (uint32_t i = 0; i < high && i < AFT_KNOWN_THREADS; i++) {
         const aft_known_thread *k = &aft_g_known_threads[i];
         if (atomic_load(&k->tid) == tid) return atomic_load(&k->thread_pointer);
     }

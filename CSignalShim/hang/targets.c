@@ -123,11 +123,6 @@ int32_t aft_watch_add_tagged(uint32_t kind, const char *name, uint32_t threshold
     return -ENOSPC;
 }
 
-int32_t aft_watch_tag(int32_t target) {
-    aft_watch_target *t = target > 0 ? aft_target(target) : NULL;
-    return t != NULL ? t->tag : -1;
-}
-
 void aft_watch_remove(int32_t target) {
     aft_watch_target *t = target > 0 ? aft_target(target) : NULL;
     if (t == NULL) return;

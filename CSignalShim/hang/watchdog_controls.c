@@ -2,7 +2,7 @@
  * watchdog_controls.c: NORMAL-TIME CODE. What the app's threads call into the hang watchdog
  * (watchdog.c): the main-queue ping's answer and the heartbeat's rare path (which bind the
  * watched thread and let the capture signal through on it), pause/resume, foreground, the
- * previous session, and the watchdog's counters.
+ * previous session, the targets' tags, and the watchdog's counters.
  */
 #include <string.h>
 #include <time.h>
@@ -11,6 +11,20 @@
 #include "watchdog_internal.h"
 
 void aft_watchdog_ping_ran(void) { aft_watch_ping_ran(0); }
+
+int32_t aft_watch_tag(int32_t target) {
+    if (target <= 0 || (uint32_t)target >= AFT_WATCH_MAX_TARGETS) return -1;
+    const aft_watch_target *t = &aft_g_watchdog.targets[target];
+    return (atomic_load(&t->slot) & 0xffu) == AFT_SLOT_ACTIVE ? t->tag : -1;
+}
+
+int32_t aft_watch_next_tagged(int32_t after) {
+    /* Below the highest target ever added: the untouched slots' pages stay untouched. */
+    uint32_t high = atomic_load(&aft_g_watchdog.target_high);
+    for (int32_t i = after < 1 ? 1 : after + 1; (uint32_t)i < high; i++)
+        if (aft_watch_tag(i) >= 0) return i;
+    return -1;
+}
 
 void aft_heartbeat_slow(void) {
     aft_watchdog *w = &aft_g_watchdog;

@@ -319,6 +319,8 @@ int32_t aft_watch_add(uint32_t kind, const char *name, uint32_t threshold_ms);
 int32_t aft_watch_add_tagged(uint32_t kind, const char *name, uint32_t threshold_ms, int32_t tag);
 /* An active target's tag; -1 when it has none or is not active. */
 int32_t aft_watch_tag(int32_t target);
+/* The first active target after `after` (0: from the first) with a tag, or -1. */
+int32_t aft_watch_next_tagged(int32_t after);
 /* Removes a target: a hang in progress is finished at this moment; its number is reused. */
 void aft_watch_remove(int32_t target);
 /* Called by the job a ping ran (event loops, the pool): records the thread and the time. */

@@ -172,6 +172,8 @@ typedef struct aft_known_thread {
     _Atomic uint64_t thread_pointer;
 } aft_known_thread;
 extern aft_known_thread aft_g_known_threads[AFT_KNOWN_THREADS];
+/* The slots below it have been used: a lookup reads no further (the rest stays untouched). */
+extern _Atomic uint32_t aft_g_known_threads_high;
 /* The registered thread pointer of tid, 0 when it has none (threads_stack_async.c). */
 uint64_t aft_async_known_thread_pointer(uint64_t tid);
 

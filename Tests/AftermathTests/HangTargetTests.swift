@@ -189,7 +189,14 @@ struct HangTargetTests {
     func poolProbesReplacedAtRestart() async {
         await #expect(processExitsWith: .success) {
             func poolTags() -> [Int32] {
-                (1..<Int32(AFT_WATCH_MAX_TARGETS)).map { aft_watch_tag($0) }.filter { $0 >= 0 }.sorted()
+                let all = (1..<Int32(AFT_WATCH_MAX_TARGETS)).map { aft_watch_tag($0) }.filter { $0 >= 0 }.sorted()
+                var listed: [Int32] = []  // the same through aft_watch_next_tagged
+                var target = aft_watch_next_tagged(0)
+                while target > 0 {
+                    listed.append(aft_watch_tag(target))
+                    target = aft_watch_next_tagged(target)
+                }
+                return listed.sorted() == all ? all : [-2]
             }
             var config = Aftermath.Configuration(
                 serviceName: "hang-test", serviceVersion: "1", exporter: InMemoryExporter(),

@@ -28,8 +28,10 @@ enum HangMonitor {
     /// earlier start's probes by it: no table of Swift's, whose array and lock the runtime
     /// would set up at every start.
     static func watchPool(_ configuration: Aftermath.Configuration) {
-        for target in 1..<Int32(AFT_WATCH_MAX_TARGETS) where aft_watch_tag(target) >= 0 {
-            aft_watch_remove(target)
+        var earlier = aft_watch_next_tagged(0)
+        while earlier > 0 {
+            aft_watch_remove(earlier)
+            earlier = aft_watch_next_tagged(earlier)
         }
         guard configuration.watchConcurrencyPool else { return }
         let threshold = max(1, configuration.concurrencyPoolThreshold.clampedMilliseconds)
