@@ -29,11 +29,13 @@ static uint64_t aft_cached_tid(void) {
     return aft_tls_tid;
 }
 
-static aft_watch_target *aft_target(int32_t target) {
-    if (target < 0 || (uint32_t)target >= AFT_WATCH_MAX_TARGETS) return NULL;
-    aft_watch_target *t = &aft_g_watchdog.targets[target];
-    uint32_t state = atomic_load(&t->slot) & 0xffu;
-    return target == 0 || state == AFT_SLOT_ACTIVE ? t : NULL;
+static aft_watch_target *aft_target(int32_t handle) { return aft_watch_target_of(handle); }
+
+/* The target at index (the pinger's requests), without a handle's sequence. */
+static aft_watch_target *aft_target_at(uint32_t index) {
+    if (index >= AFT_WATCH_MAX_TARGETS) return NULL;
+    aft_watch_target *t = &aft_g_watchdog.targets[index];
+    return index == 0 || (atomic_load(&t->slot) & 0xffu) == AFT_SLOT_ACTIVE ? t : NULL;
 }
 
 void aft_watchdog_reset_target(aft_watch_target *t) {
@@ -104,6 +106,8 @@ int32_t aft_watch_add_tagged(uint32_t kind, const char *name, uint32_t threshold
         }
         t->name[n] = '\0';
         atomic_store(&t->tid, 0);
+        atomic_store(&t->roaming, 0);
+        t->ping_due_ns = 0;
         atomic_store(&t->pause_depth, 0);
         atomic_store(&t->ping_outstanding, 0);
         atomic_store(&t->beats, 0);
@@ -118,7 +122,7 @@ int32_t aft_watch_add_tagged(uint32_t kind, const char *name, uint32_t threshold
         while (high < i + 1 && !atomic_compare_exchange_weak(&w->target_high, &high, i + 1)) {
         }
         aft_watchdog_wake(w);
-        return (int32_t)i;
+        return aft_watch_handle(i, claimed);
     }
     return -ENOSPC;
 }
@@ -152,7 +156,8 @@ void aft_watch_ping_ran(int32_t target) {
      * (libdispatch's block every signal), which a pool's hang then reads in full. */
     aft_watchdog_admit_capture_signal(w);
     uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC);
-    atomic_store(&t->tid, aft_async_gettid());
+    uint64_t tid = aft_async_gettid(), before = atomic_exchange(&t->tid, tid);
+    if (before != 0 && before != tid) atomic_store(&t->roaming, 1); /* not one thread's loop */
     atomic_store(&t->ping_ran_ns, now);
     if (target == 0) __atomic_fetch_add(&aft_g_heartbeat_beats, 1, __ATOMIC_RELEASE);
     atomic_store(&t->ping_outstanding, 0);
@@ -217,8 +222,8 @@ int32_t aft_work_begin(int32_t target) {
         u->source = AFT_SOURCE_UNIT;
         u->threshold_ms = parent->threshold_ms;
         u->threshold_ns = parent->threshold_ns;
-        u->parent = target;
-        u->syscall_fd = -1; /* a unit opens none: never close(0) */
+        u->parent = (int32_t)((uint32_t)target & 0xffu); /* its index */
+        u->syscall_fd = -1;                              /* a unit opens none: never close(0) */
         u->syscall_fd_tid = 0;
         atomic_store_explicit(&u->tid, aft_cached_tid(), memory_order_relaxed);
         atomic_store_explicit(&u->begin_ns, aft_async_now_ns(CLOCK_MONOTONIC),
@@ -278,7 +283,7 @@ void aft_watchdog_request_ping(aft_watchdog *w, uint32_t target) {
 void aft_watch_pool_appeared(void) {
     aft_watchdog *w = &aft_g_watchdog;
     for (uint32_t i = 1; i < AFT_WATCH_MAX_TARGETS && i < 64u; i++) {
-        aft_watch_target *t = aft_target((int32_t)i);
+        aft_watch_target *t = aft_target_at(i);
         if (t != NULL && t->kind == AFT_HANG_KIND_CONCURRENCY_POOL && t->source == AFT_SOURCE_PING)
             aft_watchdog_request_ping(w, i);
     }
@@ -327,16 +332,35 @@ static void *aft_pinger_main(void *arg) {
     atomic_store(&w->pinger_tid, aft_async_gettid());
     while (!atomic_load(&w->stop)) {
         uint32_t seen = atomic_load(&w->pinger_wake);
-        uint64_t requests = atomic_exchange(&w->ping_requests, 0);
+        uint64_t requests = atomic_exchange(&w->ping_requests, 0), deferred = 0, defer_due = 0;
         uint32_t finished = atomic_exchange(&w->finished_requests, 0);
         /* Before any ping: the watchdog waits for it, with a hang's capture on hold. */
         if (atomic_exchange(&w->libunwind_requests, 0)) (void)aft_libunwind_load();
         for (uint32_t i = 0; i < 64u && requests != 0; i++) {
             if (!((requests >> i) & 1u)) continue;
             requests &= ~(1ull << i);
-            aft_watch_target *t = aft_target((int32_t)i);
+            aft_watch_target *t = aft_target_at(i);
             if (t == NULL || t->source != AFT_SOURCE_PING || atomic_load(&t->ping_outstanding))
                 continue;
+            uint32_t slot = atomic_load(&t->slot);
+            uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC);
+            if (t->kind == AFT_HANG_KIND_EVENT_LOOP && atomic_load(&t->tid) != 0) {
+                /* A loop that was shut down refuses jobs (SwiftNIO traps in strict mode) while
+                 * its thread still ends, and a thread that ends is seen leaving its wait, as
+                 * a loop with work is: its ping goes AFT_LOOP_PING_DELAY_NS later, once the
+                 * thread is seen still there. One that has ended is over: its place is freed. */
+                if (t->ping_due_ns == 0) t->ping_due_ns = now + AFT_LOOP_PING_DELAY_NS;
+                if (now < t->ping_due_ns) {
+                    deferred |= 1ull << i;
+                    if (defer_due == 0 || t->ping_due_ns < defer_due) defer_due = t->ping_due_ns;
+                    continue;
+                }
+                t->ping_due_ns = 0;
+                if (aft_watch_thread_gone(t)) {
+                    aft_watchdog_retire_target(w, t, slot, now);
+                    continue;
+                }
+            }
             if (t->kind == AFT_HANG_KIND_CONCURRENCY_POOL) {
                 /* No pool yet (no thread of libdispatch's): nothing to starve, and a probe
                  * would start the pool's threads itself. Asked again when it has one. Then
@@ -345,17 +369,21 @@ static void *aft_pinger_main(void *arg) {
                 if (!atomic_exchange(&t->armed, 1)) aft_watchdog_wake(w);
             }
             if (t->kind == AFT_HANG_KIND_CONCURRENCY_POOL) aft_watchdog_prepare_pool(w);
-            atomic_store(&t->ping_posted_ns, aft_async_now_ns(CLOCK_MONOTONIC));
+            atomic_store(&t->ping_posted_ns, now);
             atomic_store(&t->ping_outstanding, 1);
             atomic_fetch_add(&w->pings, 1);
-            aft_pinger_notify(w, AFT_WATCHDOG_EVENT_PING, (int32_t)i);
+            aft_pinger_notify(w, AFT_WATCHDOG_EVENT_PING, aft_watch_handle(i, slot));
         }
         if (finished && w->notify) aft_pinger_notify(w, AFT_WATCHDOG_EVENT_HANG_FINISHED, 0);
-        uint64_t run_due = 0;
+        uint64_t due = 0;
         if (atomic_load(&aft_g_run_host) == AFT_RUN_HOST_BUSY)
-            run_due = aft_run_hosted_tick(aft_async_now_ns(CLOCK_MONOTONIC));
+            due = aft_run_hosted_tick(aft_async_now_ns(CLOCK_MONOTONIC));
+        if (deferred != 0) {
+            atomic_fetch_or(&w->ping_requests, deferred); /* taken again at defer_due */
+            if (due == 0 || defer_due < due) due = defer_due;
+        }
         if (atomic_load(&w->pinger_wake) == seen && !atomic_load(&w->stop))
-            aft_async_futex_wait_until(&w->pinger_wake, seen, run_due);
+            aft_async_futex_wait_until(&w->pinger_wake, seen, due);
     }
     return NULL;
 }

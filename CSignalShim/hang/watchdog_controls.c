@@ -13,16 +13,23 @@
 void aft_watchdog_ping_ran(void) { aft_watch_ping_ran(0); }
 
 int32_t aft_watch_tag(int32_t target) {
-    if (target <= 0 || (uint32_t)target >= AFT_WATCH_MAX_TARGETS) return -1;
-    const aft_watch_target *t = &aft_g_watchdog.targets[target];
-    return (atomic_load(&t->slot) & 0xffu) == AFT_SLOT_ACTIVE ? t->tag : -1;
+    const aft_watch_target *t = target > 0 ? aft_watch_target_of(target) : NULL;
+    return t != NULL ? t->tag : -1;
+}
+
+int32_t aft_watch_active(int32_t target) {
+    return target > 0 && aft_watch_target_of(target) != NULL;
 }
 
 int32_t aft_watch_next_tagged(int32_t after) {
     /* Below the highest target ever added: the untouched slots' pages stay untouched. */
     uint32_t high = atomic_load(&aft_g_watchdog.target_high);
-    for (int32_t i = after < 1 ? 1 : after + 1; (uint32_t)i < high; i++)
-        if (aft_watch_tag(i) >= 0) return i;
+    uint32_t first = after < 1 ? 1u : ((uint32_t)after & 0xffu) + 1u;
+    for (uint32_t i = first; i < high; i++) {
+        const aft_watch_target *t = &aft_g_watchdog.targets[i];
+        uint32_t slot = atomic_load(&t->slot);
+        if ((slot & 0xffu) == AFT_SLOT_ACTIVE && t->tag >= 0) return aft_watch_handle(i, slot);
+    }
     return -1;
 }
 

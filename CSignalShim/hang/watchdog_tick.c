@@ -4,7 +4,9 @@
  * live updates and end of its hang (whose capture and file are watchdog_async.c's). Never calls
  * out of C: pings and the news of a finished hang go through the pinger thread (targets.c).
  */
+#include <errno.h>
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,11 +48,29 @@ int aft_watchdog_open_task_leaf(uint64_t tid, const char *leaf, size_t leaf_size
 }
 
 /* Whether /proc still lists the thread (its state may be unreadable, as under emulation). */
-static int aft_task_exists(uint64_t tid) {
-    int fd = aft_watchdog_open_task_leaf(tid, "", 1);
-    if (fd < 0) return 0;
-    close(fd);
-    return 1;
+/* A thread of this process that has ended (its tid is free). A signal 0 checks without /proc,
+ * which a hardened service may not have. */
+static int aft_thread_ended(uint64_t tid) {
+    int saved = errno;
+    int ended = syscall(SYS_tgkill, (long)getpid(), (long)tid, 0L) != 0 && errno == ESRCH;
+    errno = saved;
+    return ended;
+}
+
+int aft_watch_thread_gone(aft_watch_target *t) {
+    if (t == &aft_g_watchdog.targets[0] || t->kind == AFT_HANG_KIND_CONCURRENCY_POOL) return 0;
+    if (t->source == AFT_SOURCE_PING && atomic_load(&t->roaming)) return 0;
+    uint64_t tid = atomic_load(&t->tid);
+    return tid != 0 && aft_thread_ended(tid);
+}
+
+void aft_watchdog_retire_target(aft_watchdog *w, aft_watch_target *t, uint32_t slot,
+                                uint64_t end_ns) {
+    uint32_t state = slot & 0xffu;
+    if (t == &w->targets[0] || (state != AFT_SLOT_ACTIVE && state != AFT_SLOT_HUNG)) return;
+    atomic_store(&t->hang_end_ns, end_ns);
+    if (atomic_compare_exchange_strong(&t->slot, &slot, (slot & ~0xffu) | AFT_SLOT_ENDED))
+        aft_watchdog_wake(w);
 }
 
 /* An event loop waiting for its descriptors. Its CPU time first (its CPU clock, no read): a
@@ -201,11 +221,17 @@ void aft_watchdog_tick_target(aft_watchdog *w, aft_watch_target *t, uint64_t now
     if (t->stretch == AFT_STRETCH_HANG) {
         if (late) t->hang_stopped_ns += late;
         uint64_t end = aft_hang_end(w, t, now, prev_tick, alive);
+        int live_due = now + 5000000ull >= t->hang_last_live_ns + AFT_WATCHDOG_LIVE_NS;
+        if (end == 0 && live_due && aft_watch_thread_gone(t)) {
+            /* Its thread ended in the hang: that is its end, and the target's. */
+            aft_watchdog_retire_target(w, t, atomic_load(&t->slot), now);
+            end = now;
+        }
         if (end != 0) {
             aft_watchdog_finish_target(w, t, end);
             t->earliest_onset = end;
             t->blocked_since = now;
-        } else if (now + 5000000ull >= t->hang_last_live_ns + AFT_WATCHDOG_LIVE_NS) {
+        } else if (live_due) {
             aft_async_watchdog_update_hang(w, t, now, 0);
         }
         return;
@@ -259,7 +285,7 @@ void aft_watchdog_tick_target(aft_watchdog *w, aft_watch_target *t, uint64_t now
     uint64_t tid = t->kind == AFT_HANG_KIND_CONCURRENCY_POOL ? 0 : atomic_load(&t->tid);
     char state = tid != 0 ? aft_async_watchdog_thread_state(w, tid) : '?';
     aft_hang_facts facts = {
-        .thread_gone = tid != 0 && state == '?' && !aft_task_exists(tid),
+        .thread_gone = tid != 0 && state == '?' && aft_thread_ended(tid),
         .silent_ns = now - t->blocked_since,
         .threshold_ns = t->threshold_ns,
         .armed = atomic_load(&t->armed),
@@ -270,6 +296,13 @@ void aft_watchdog_tick_target(aft_watchdog *w, aft_watch_target *t, uint64_t now
         .thread_state = state,
     };
     uint32_t verdict = aft_async_hang_decide(&facts);
+    if (facts.thread_gone && aft_watch_thread_gone(t)) {
+        /* Its one thread ended (a loop shut down, a unit's thread left without its end):
+         * nobody's hang, and the target is over. */
+        aft_watchdog_retire_target(w, t, slot, now);
+        t->stretch = AFT_STRETCH_IGNORED;
+        return;
+    }
     if (verdict == AFT_HANG_VERDICT_OFF) {
         t->rebase = 1;
     } else if (verdict == AFT_HANG_VERDICT_IGNORE) {

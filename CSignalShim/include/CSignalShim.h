@@ -311,17 +311,22 @@ void aft_watchdog_get_stats(aft_watchdog_stats *out);
 #define AFT_WATCH_RATE_BURST 10u
 #define AFT_WATCH_RATE_REFILL_S 60u
 
-/* Adds a target (name: at most 63 bytes kept). Returns its number (1 and up), or -errno:
- * EINVAL (kind or threshold), ENOSPC (every target taken). */
+/* Adds a target (name: at most 63 bytes kept). Returns its handle (1 and up: its place and that
+ * place's sequence, so a handle kept after its target ended names no later target), or -errno:
+ * EINVAL (kind or threshold), ENOSPC (every target taken). A target whose one thread ends (a
+ * loop that was shut down, a thread that beats, a unit's) ends with it, as if removed; an event
+ * loop whose jobs ran on more than one thread is not bound to one and stays. */
 int32_t aft_watch_add(uint32_t kind, const char *name, uint32_t threshold_ms);
 /* The same with a tag of the caller's (0 and up), set before the target can be pinged and read
  * back with aft_watch_tag (the concurrency pool's probes: their task priority). */
 int32_t aft_watch_add_tagged(uint32_t kind, const char *name, uint32_t threshold_ms, int32_t tag);
 /* An active target's tag; -1 when it has none or is not active. */
 int32_t aft_watch_tag(int32_t target);
+/* 1 while the target a handle names is watched; 0 once it was removed or ended. */
+int32_t aft_watch_active(int32_t target);
 /* The first active target after `after` (0: from the first) with a tag, or -1. */
 int32_t aft_watch_next_tagged(int32_t after);
-/* Removes a target: a hang in progress is finished at this moment; its number is reused. */
+/* Removes a target: a hang in progress is finished at this moment; its place is reused. */
 void aft_watch_remove(int32_t target);
 /* Called by the job a ping ran (event loops, the pool): records the thread and the time. */
 void aft_watch_ping_ran(int32_t target);

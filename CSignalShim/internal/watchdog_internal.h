@@ -18,6 +18,7 @@
 #define AFT_WATCHDOG_TICK_NS (100ull * 1000 * 1000)      /* at most 10 wakeups a second */
 #define AFT_WATCHDOG_IDLE_TICK_NS (125ull * 1000 * 1000) /* while every watched loop is idle */
 #define AFT_WATCHDOG_LIVE_NS (250ull * 1000 * 1000)      /* live block update period */
+#define AFT_LOOP_PING_DELAY_NS (50ull * 1000 * 1000)     /* an event loop's ping, once asked */
 #define AFT_WATCHDOG_LATE_NS (100ull * 1000 * 1000)      /* a tick this late: we were stopped */
 #define AFT_WATCHDOG_CAPTURE_NS (200ull * 1000 * 1000)   /* the signal's delivery budget */
 #define AFT_WATCHDOG_SCAN_FRAMES 128u
@@ -72,6 +73,8 @@ typedef struct aft_watch_target {
 
     /* Shared with the target's threads. */
     _Atomic uint64_t tid;
+    _Atomic int roaming;  /* (pinged) its jobs ran on more than one thread: not a thread's loop */
+    uint64_t ping_due_ns; /* (pinger only) an event loop's ping asked for goes at this time */
     _Atomic int armed;
     _Atomic int32_t pause_depth;
     _Atomic uint32_t generation; /* bumped by pause and resume: a fresh baseline */
@@ -187,6 +190,26 @@ typedef struct aft_watchdog {
 
 extern aft_watchdog aft_g_watchdog;
 
+/* A handle of an added target: its index and its slot's sequence, so that a handle kept after
+ * its target ended (a stop, a loop whose thread ended) never reaches a later target in the same
+ * place. The main target's handle is 0. */
+_Static_assert(AFT_WATCH_MAX_TARGETS <= 256u, "a target's index fits a handle's low byte");
+static inline int32_t aft_watch_handle(uint32_t index, uint32_t slot) {
+    return index == 0 ? 0 : (int32_t)(((slot >> 8) & 0x7fffffu) << 8 | index);
+}
+
+/* The active target a handle names, or NULL. */
+static inline aft_watch_target *aft_watch_target_of(int32_t handle) {
+    if (handle == 0) return &aft_g_watchdog.targets[0];
+    uint32_t index = (uint32_t)handle & 0xffu;
+    if (handle < 0 || index == 0 || index >= AFT_WATCH_MAX_TARGETS) return NULL;
+    aft_watch_target *t = &aft_g_watchdog.targets[index];
+    uint32_t slot = atomic_load(&t->slot);
+    return (slot & 0xffu) == AFT_SLOT_ACTIVE && ((slot >> 8) & 0x7fffffu) == (uint32_t)handle >> 8
+               ? t
+               : NULL;
+}
+
 /* Normal time: installs the capture signal's handler once per process (requested: 0 = a free
  * real-time signal), also for the capture of every thread at a crash; the signal, 0: none. */
 int aft_watchdog_prepare_capture_signal(int requested);
@@ -255,6 +278,13 @@ void aft_watchdog_forget_pinger(void);
 void aft_watchdog_reset_target(aft_watch_target *t);
 /* A target's hang ended at end_ns: finishes its file and tells the owner. */
 void aft_watchdog_finish_target(aft_watchdog *w, aft_watch_target *t, uint64_t end_ns);
+/* Whether the one thread an added target is bound to (a loop's, a beating thread's, a unit's)
+ * has ended: never for the main target, the pool, or a loop whose jobs ran on several threads. */
+int aft_watch_thread_gone(aft_watch_target *t);
+/* Ends a target whose thread has ended, as a stop does: a hang in progress ends at end_ns, and
+ * the watchdog frees the place. slot: the value it was seen with (changes nothing if it moved). */
+void aft_watchdog_retire_target(aft_watchdog *w, aft_watch_target *t, uint32_t slot,
+                                uint64_t end_ns);
 
 /* What the watchdog knows about the watched thread at a tick (aft_async_hang_decide). */
 typedef struct aft_hang_facts {

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 SERVER, AFTERMATH = sys.argv[1], sys.argv[2]
@@ -25,8 +26,9 @@ WIDTH = os.sysconf("SC_NPROCESSORS_CONF")
 class Server:
     """One server process on its own reports directory and outbox."""
 
-    def __init__(self, root):
+    def __init__(self, root, env=None):
         self.root = root
+        self.env = env or {}
         self.reports = os.path.join(root, "reports")
         self.outbox = os.path.join(root, "outbox")
         self.start()
@@ -34,7 +36,7 @@ class Server:
     def start(self):
         self.process = subprocess.Popen(
             [SERVER, self.reports, self.outbox], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            env=dict(os.environ, SWIFT_BACKTRACE="enable=no"))
+            env=dict(os.environ, SWIFT_BACKTRACE="enable=no", **self.env))
         line = self.process.stdout.readline().decode()
         if not line.startswith("READY "):
             raise RuntimeError("server did not start: " + line)
@@ -245,12 +247,54 @@ def row_killed(root):
     return seen + "; exit: " + evidence, failures
 
 
+def row_spare_groups(root):
+    # SWIFTNIO_STRICT: a job scheduled on a loop that has shut down is a fatalError, not a line
+    # on stderr. Ended loops must never be pinged, and their targets must be freed: 16 groups of
+    # 4 are more loops than the watchdog has targets.
+    server = Server(root, env={"NIO_HARNESS_SPARE_GROUPS": "16", "SWIFTNIO_STRICT": "1"})
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(l.decode(errors="replace") for l in server.process.stdout))
+    reader.start()
+    failures = []
+    deadline = time.monotonic() + 90
+    while not any(l.startswith("SPARE DONE") for l in lines) and server.process.poll() is None:
+        if time.monotonic() > deadline:
+            failures.append("the spare groups did not end in 90 s")
+            break
+        time.sleep(0.2)
+    time.sleep(2.5)  # an ended loop's next ping would be due within 2 s
+    if server.process.poll() is not None:
+        failures.append("the server ended (status %s)" % server.process.returncode)
+    else:
+        server.get("/block?ms=1200")
+        time.sleep(1.0)
+    done = [l.split()[2] for l in lines if l.startswith("SPARE DONE")]
+    if done != ["0"]:
+        failures.append("spare groups: %s" % (done or "no SPARE DONE"))
+    failures += ["output: " + l.strip() for l in lines if "Cannot schedule" in l or "FAILED" in l][:3]
+    hangs = server.hangs()
+    spare = [a for _, a, _ in hangs if str(a.get("apsio.hang.target", "")).startswith("spare-")]
+    if spare:
+        failures.append("%d hangs of ended loops" % len(spare))
+    loop = [h for h in hangs if str(h[1].get("apsio.hang.target", "")).startswith("loop-")]
+    seen = "%d spare loops ended" % (16 * 4)
+    if server.process.poll() is None:
+        if len(loop) != 1:
+            failures.append("expected 1 hang of the server's loops after, got %d" % len(loop))
+        else:
+            seen += "; then " + check_loop_hang(loop[0], failures, 1000, 1500)
+    server.stop()
+    reader.join(timeout=5)
+    return seen, failures
+
+
 ROWS = [
     ("nio-loop", "a handler blocks its event loop 2 s", row_loop),
     ("nio-two-loops", "two loops blocked one after the other", row_two_loops),
     ("nio-idle", "idle server, 10 s: no record, no wake-ups", row_idle),
     ("nio-pool", "every pool thread in a semaphore, 3 awaits deep", row_pool),
     ("nio-killed", "SIGKILL while a loop is stuck, next launch", row_killed),
+    ("nio-spare-groups", "64 watched loops shut down unwatched (SWIFTNIO_STRICT)", row_spare_groups),
 ]
 
 

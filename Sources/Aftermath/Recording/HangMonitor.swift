@@ -163,7 +163,7 @@ enum HangMonitor {
     }
 }
 
-/// How each pinged target runs a job, by target number. A list: a Dictionary keyed by Int32
+/// How each pinged target runs a job, by target handle. A list: a Dictionary keyed by Int32
 /// would scan every image's conformance records at its first use (its key's Hashable, looked up
 /// at run time), a few tenths of a millisecond of every launch.
 struct PingSchedules: Sendable {
@@ -176,6 +176,12 @@ struct PingSchedules: Sendable {
             entries.removeAll { $0.target == target }
             if let newValue { entries.append((target, newValue)) }
         }
+    }
+
+    /// Drops the schedules of targets that ended without a stop (a loop shut down): their
+    /// handles name no target again.
+    mutating func removeEnded() {
+        entries.removeAll { aft_watch_active($0.target) == 0 }
     }
 
     @discardableResult

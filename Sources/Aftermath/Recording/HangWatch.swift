@@ -37,7 +37,8 @@ public struct HangWatch: Sendable, Hashable {
 
     /// One unit of work of a work target, on the calling thread: flagged as a hang when it
     /// lasts longer than the threshold. Zero cost while no unit is open; a unit costs two
-    /// atomic operations and a clock read. Must end on the thread it began on.
+    /// atomic operations and a clock read. Must end on the thread it began on; a unit whose
+    /// thread ends first ends then.
     public func begin() -> WorkUnit {
         WorkUnit(unit: aft_work_begin(target))
     }
@@ -50,7 +51,8 @@ public struct HangWatch: Sendable, Hashable {
         return try body()
     }
 
-    /// Stops watching. A hang in progress ends now; the target's number may be reused.
+    /// Stops watching. A hang in progress ends now. Stopping a target that already ended (its
+    /// loop shut down, its thread ended) changes nothing.
     public func stop() {
         HangMonitor.schedules.withLock { _ = $0.removeValue(forKey: target) }
         aft_watch_remove(target)
@@ -90,7 +92,8 @@ extension Aftermath {
     /// SwiftNIO `EventLoop`), which the watchdog posts about every 100 ms while the loop is
     /// busy. A loop waiting in `epoll_wait`, `poll` or `select` is idle: never reported, and
     /// pinged at most every 2 s. A ping not run within `threshold` is a hang of kind
-    /// `event_loop`, with the loop thread's stack.
+    /// `event_loop`, with the loop thread's stack. A loop whose thread ends (the group was shut
+    /// down) is no longer watched nor given jobs, as if stopped.
     @discardableResult
     public static func watchEventLoop(
         named name: String, threshold: Duration = defaultEventLoopThreshold,
@@ -98,6 +101,7 @@ extension Aftermath {
     ) throws(HangWatchError) -> HangWatch {
         // Added under the schedules' lock: the first ping, asked for at once, finds its schedule.
         let result = HangMonitor.schedules.withLock { schedules -> Result<HangWatch, HangWatchError> in
+            schedules.removeEnded()
             do throws(HangWatchError) {
                 let watch = try add(kind: AFT_HANG_KIND_EVENT_LOOP, name: name, threshold: threshold)
                 schedules[watch.target] = schedule
@@ -111,7 +115,8 @@ extension Aftermath {
 
     /// Watches a thread with a loop of its own (GLib, SDL, a daemon's worker): it calls
     /// ``HangWatch/beat()`` at least every 100 ms, and ``HangWatch/pause()`` around longer
-    /// intended waits. No beat within `threshold` is a hang of kind `thread`.
+    /// intended waits. No beat within `threshold` is a hang of kind `thread`. When that thread
+    /// ends, the target ends with it (and a hang it was in), as if stopped.
     @discardableResult
     public static func watchThread(
         named name: String, threshold: Duration = defaultThreadThreshold

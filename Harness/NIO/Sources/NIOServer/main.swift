@@ -15,6 +15,9 @@ import Glibc
 //   /pool?ms=N    answers at once; as many Tasks as the pool is wide block N ms each, three
 //                 awaits deep (in nioHarnessPoolBlock)
 // The main thread parks in closeFuture.wait(), as servers do.
+// With NIO_HARNESS_SPARE_GROUPS=N in the environment it also runs, after READY, N short-lived
+// groups of 4 loops one after the other, as a client library does: each loop watched, used,
+// then the group shut down without stopping the watches. "SPARE DONE <failures>" ends them.
 
 /// Blocks the calling thread (an event loop) in a semaphore for `ms` milliseconds.
 @inline(never)
@@ -93,6 +96,27 @@ final class HTTPHandler: ChannelInboundHandler {
     }
 }
 
+/// Groups that come and go (NIO_HARNESS_SPARE_GROUPS): their loops watched and never unwatched.
+func runSpareGroups(_ count: Int) {
+    var failures = 0
+    for round in 0..<count {
+        let spare = MultiThreadedEventLoopGroup(numberOfThreads: 4)
+        for (i, loop) in spare.makeIterator().enumerated() {
+            do {
+                try Aftermath.watchEventLoop(named: "spare-\(round)-\(i)") { loop.execute($0) }
+            } catch {
+                FileHandle.standardOutput.write(Data("SPARE WATCH FAILED \(round) \(error)\n".utf8))
+                failures += 1
+            }
+            _ = try? loop.submit {}.wait()
+        }
+        usleep(300_000)
+        try? spare.syncShutdownGracefully()
+        usleep(300_000)
+    }
+    FileHandle.standardOutput.write(Data("SPARE DONE \(failures)\n".utf8))
+}
+
 let arguments = CommandLine.arguments
 guard arguments.count >= 3 else {
     FileHandle.standardError.write(Data("usage: nio-server <reports dir> <outbox dir>\n".utf8))
@@ -118,4 +142,7 @@ let channel = try ServerBootstrap(group: group)
     }
     .bind(host: "127.0.0.1", port: 0).wait()
 FileHandle.standardOutput.write(Data("READY \(channel.localAddress?.port ?? 0)\n".utf8))
+if let spare = ProcessInfo.processInfo.environment["NIO_HARNESS_SPARE_GROUPS"].flatMap(Int.init) {
+    Thread.detachNewThread { runSpareGroups(spare) }
+}
 try channel.closeFuture.wait()
