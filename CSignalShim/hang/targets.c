@@ -343,7 +343,7 @@ static void *aft_pinger_main(void *arg) {
             if (t == NULL || t->source != AFT_SOURCE_PING || atomic_load(&t->ping_outstanding))
                 continue;
             uint32_t slot = atomic_load(&t->slot);
-            uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC);
+            uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC), asked = now;
             if (t->kind == AFT_HANG_KIND_EVENT_LOOP && atomic_load(&t->tid) != 0) {
                 /* A loop that was shut down refuses jobs (SwiftNIO traps in strict mode) while
                  * its thread still ends, and a thread that ends is seen leaving its wait, as
@@ -355,6 +355,9 @@ static void *aft_pinger_main(void *arg) {
                     if (defer_due == 0 || t->ping_due_ns < defer_due) defer_due = t->ping_due_ns;
                     continue;
                 }
+                /* The loop's silence counts from when the ping was asked for: the delay is
+                 * ours, and its detection is no later for it. */
+                asked = t->ping_due_ns - AFT_LOOP_PING_DELAY_NS;
                 t->ping_due_ns = 0;
                 if (aft_watch_thread_gone(t)) {
                     aft_watchdog_retire_target(w, t, slot, now);
@@ -369,7 +372,7 @@ static void *aft_pinger_main(void *arg) {
                 if (!atomic_exchange(&t->armed, 1)) aft_watchdog_wake(w);
             }
             if (t->kind == AFT_HANG_KIND_CONCURRENCY_POOL) aft_watchdog_prepare_pool(w);
-            atomic_store(&t->ping_posted_ns, now);
+            atomic_store(&t->ping_posted_ns, asked);
             atomic_store(&t->ping_outstanding, 1);
             atomic_fetch_add(&w->pings, 1);
             aft_pinger_notify(w, AFT_WATCHDOG_EVENT_PING, aft_watch_handle(i, slot));
