@@ -1,24 +1,19 @@
 /*
  * targets.c: NORMAL-TIME CODE. The hang watchdog's targets other than the main one: adding and
- * removing them, what their threads call (a ping's answer, a beat, a pause, a unit of work's
- * begin and end), and the pinger thread, the only thread that calls out of C for the watchdog
- * (options.notify), so that the watchdog itself never runs code that may take a lock a stuck
- * thread holds. Between pings the pinger also does the run record's periodic updates
- * (runs_updater.c). The watchdog's step for each target is in watchdog_tick.c.
+ * removing them, and what their threads call (a ping's answer, a beat, a pause, a unit of
+ * work's begin and end). The pinger thread is in pinger.c; the watchdog's step for each target
+ * is in watchdog_tick.c.
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "CSignalShim.h"
 #include "shim_internal.h"
-#include "libunwind_local.h"
-#include "runs_internal.h"
 #include "watchdog_internal.h"
 
 static _Thread_local uint64_t aft_tls_tid;
@@ -30,13 +25,6 @@ static uint64_t aft_cached_tid(void) {
 }
 
 static aft_watch_target *aft_target(int32_t handle) { return aft_watch_target_of(handle); }
-
-/* The target at index (the pinger's requests), without a handle's sequence. */
-static aft_watch_target *aft_target_at(uint32_t index) {
-    if (index >= AFT_WATCH_MAX_TARGETS) return NULL;
-    aft_watch_target *t = &aft_g_watchdog.targets[index];
-    return index == 0 || (atomic_load(&t->slot) & 0xffu) == AFT_SLOT_ACTIVE ? t : NULL;
-}
 
 void aft_watchdog_reset_target(aft_watch_target *t) {
     t->stretch = AFT_STRETCH_NONE;
@@ -259,162 +247,4 @@ void aft_work_end(int32_t unit) {
     atomic_store(&u->hang_end_ns, aft_async_now_ns(CLOCK_MONOTONIC));
     atomic_compare_exchange_strong(&u->slot, &s, (s & ~0xffu) | AFT_SLOT_ENDED);
     aft_watchdog_wake(&aft_g_watchdog);
-}
-
-/* ---- the pinger thread ---- */
-
-AFT_SMALL_STATE static pthread_t aft_g_pinger;
-AFT_SMALL_STATE static int aft_g_pinger_running;
-/* The run record's updates: no pinger, a pinger that may take them on, one that does. */
-enum { AFT_RUN_HOST_NONE, AFT_RUN_HOST_OPEN, AFT_RUN_HOST_BUSY };
-AFT_SMALL_STATE static _Atomic uint32_t aft_g_run_host;
-
-static void aft_pinger_wake(aft_watchdog *w) {
-    atomic_fetch_add(&w->pinger_wake, 1);
-    aft_async_futex_wake(&w->pinger_wake);
-}
-
-void aft_watchdog_request_ping(aft_watchdog *w, uint32_t target) {
-    if (target >= 64u || w->notify == NULL) return;
-    atomic_fetch_or(&w->ping_requests, 1ull << target);
-    aft_pinger_wake(w);
-}
-
-void aft_watch_pool_appeared(void) {
-    aft_watchdog *w = &aft_g_watchdog;
-    for (uint32_t i = 1; i < AFT_WATCH_MAX_TARGETS && i < 64u; i++) {
-        aft_watch_target *t = aft_target_at(i);
-        if (t != NULL && t->kind == AFT_HANG_KIND_CONCURRENCY_POOL && t->source == AFT_SOURCE_PING)
-            aft_watchdog_request_ping(w, i);
-    }
-}
-
-int aft_pinger_host_run(void) {
-    uint32_t open = AFT_RUN_HOST_OPEN;
-    if (!atomic_compare_exchange_strong(&aft_g_run_host, &open, AFT_RUN_HOST_BUSY)) return 0;
-    aft_pinger_wake(&aft_g_watchdog); /* its wait takes the updates' deadline */
-    return 1;
-}
-
-void aft_pinger_unhost_run(void) {
-    uint32_t busy = AFT_RUN_HOST_BUSY;
-    atomic_compare_exchange_strong(&aft_g_run_host, &busy, AFT_RUN_HOST_OPEN);
-}
-
-void aft_watchdog_request_finished(aft_watchdog *w) {
-    atomic_store(&w->finished_requests, 1);
-    aft_pinger_wake(w);
-}
-
-int aft_watchdog_request_libunwind(aft_watchdog *w) {
-    if (!aft_g_pinger_running) return 0;
-    atomic_store(&w->libunwind_requests, 1);
-    aft_pinger_wake(w);
-    return 1;
-}
-
-/* The app's code the pinger runs may create threads (a probe Task starts a pool worker): they
- * inherit the creator's name and signal mask, and must be the app's, not ours (a thread named
- * "aftermath.*" is never paused at a crash; one that blocks the backtracer's signals is missing
- * from its report). The name and mask of the thread that started the watchdog, meanwhile. */
-static void aft_pinger_notify(aft_watchdog *w, uint32_t event, int32_t target) {
-    prctl(PR_SET_NAME, w->app_thread_name, 0, 0, 0);
-    pthread_sigmask(SIG_SETMASK, &w->app_mask, NULL);
-    w->notify(event, target);
-    aft_thread_set_own_mask();
-    prctl(PR_SET_NAME, "aftermath.ping", 0, 0, 0);
-}
-
-static void *aft_pinger_main(void *arg) {
-    aft_watchdog *w = arg;
-    prctl(PR_SET_NAME, "aftermath.ping", 0, 0, 0);
-    aft_thread_set_own_mask();
-    atomic_store(&w->pinger_tid, aft_async_gettid());
-    while (!atomic_load(&w->stop)) {
-        uint32_t seen = atomic_load(&w->pinger_wake);
-        uint64_t requests = atomic_exchange(&w->ping_requests, 0), deferred = 0, defer_due = 0;
-        uint32_t finished = atomic_exchange(&w->finished_requests, 0);
-        /* Before any ping: the watchdog waits for it, with a hang's capture on hold. */
-        if (atomic_exchange(&w->libunwind_requests, 0)) (void)aft_libunwind_load();
-        for (uint32_t i = 0; i < 64u && requests != 0; i++) {
-            if (!((requests >> i) & 1u)) continue;
-            requests &= ~(1ull << i);
-            aft_watch_target *t = aft_target_at(i);
-            if (t == NULL || t->source != AFT_SOURCE_PING || atomic_load(&t->ping_outstanding))
-                continue;
-            uint32_t slot = atomic_load(&t->slot);
-            uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC), asked = now;
-            if (t->kind == AFT_HANG_KIND_EVENT_LOOP && atomic_load(&t->tid) != 0) {
-                /* A loop that was shut down refuses jobs (SwiftNIO traps in strict mode) while
-                 * its thread still ends, and a thread that ends is seen leaving its wait, as
-                 * a loop with work is: its ping goes AFT_LOOP_PING_DELAY_NS later, once the
-                 * thread is seen still there. One that has ended is over: its place is freed. */
-                if (t->ping_due_ns == 0) t->ping_due_ns = now + AFT_LOOP_PING_DELAY_NS;
-                if (now < t->ping_due_ns) {
-                    deferred |= 1ull << i;
-                    if (defer_due == 0 || t->ping_due_ns < defer_due) defer_due = t->ping_due_ns;
-                    continue;
-                }
-                /* The loop's silence counts from when the ping was asked for: the delay is
-                 * ours, and its detection is no later for it. */
-                asked = t->ping_due_ns - AFT_LOOP_PING_DELAY_NS;
-                t->ping_due_ns = 0;
-                if (aft_watch_thread_gone(t)) {
-                    aft_watchdog_retire_target(w, t, slot, now);
-                    continue;
-                }
-            }
-            if (t->kind == AFT_HANG_KIND_CONCURRENCY_POOL) {
-                /* No pool yet (no thread of libdispatch's): nothing to starve, and a probe
-                 * would start the pool's threads itself. Asked again when it has one. Then
-                 * a first probe that does not start is a hang already. */
-                if (!aft_concurrency_pool_in_use()) continue;
-                if (!atomic_exchange(&t->armed, 1)) aft_watchdog_wake(w);
-            }
-            if (t->kind == AFT_HANG_KIND_CONCURRENCY_POOL) aft_watchdog_prepare_pool(w);
-            atomic_store(&t->ping_posted_ns, asked);
-            atomic_store(&t->ping_outstanding, 1);
-            atomic_fetch_add(&w->pings, 1);
-            aft_pinger_notify(w, AFT_WATCHDOG_EVENT_PING, aft_watch_handle(i, slot));
-        }
-        if (finished && w->notify) aft_pinger_notify(w, AFT_WATCHDOG_EVENT_HANG_FINISHED, 0);
-        uint64_t due = 0;
-        if (atomic_load(&aft_g_run_host) == AFT_RUN_HOST_BUSY)
-            due = aft_run_hosted_tick(aft_async_now_ns(CLOCK_MONOTONIC));
-        if (deferred != 0) {
-            atomic_fetch_or(&w->ping_requests, deferred); /* taken again at defer_due */
-            if (due == 0 || defer_due < due) due = defer_due;
-        }
-        if (atomic_load(&w->pinger_wake) == seen && !atomic_load(&w->stop))
-            aft_async_futex_wait_until(&w->pinger_wake, seen, due);
-    }
-    return NULL;
-}
-
-int aft_watchdog_start_pinger(aft_watchdog *w) {
-    if (aft_g_pinger_running) return 0;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 256u * 1024u);
-    int err = aft_thread_create(&aft_g_pinger, &attr, aft_pinger_main, w);
-    pthread_attr_destroy(&attr);
-    if (err == 0) aft_g_pinger_running = 1;
-    if (err == 0) atomic_store(&aft_g_run_host, AFT_RUN_HOST_OPEN);
-    return err;
-}
-
-void aft_watchdog_stop_pinger(aft_watchdog *w) {
-    if (!aft_g_pinger_running) return;
-    uint32_t host = atomic_exchange(&aft_g_run_host, AFT_RUN_HOST_NONE);
-    aft_pinger_wake(w); /* w->stop is set */
-    pthread_join(aft_g_pinger, NULL);
-    aft_g_pinger_running = 0;
-    atomic_store(&w->pinger_tid, 0);
-    if (host == AFT_RUN_HOST_BUSY) aft_run_host_ended(); /* the run outlives the watchdog */
-}
-
-/* A forked child has neither thread. */
-void aft_watchdog_forget_pinger(void) {
-    aft_g_pinger_running = 0;
-    atomic_store(&aft_g_run_host, AFT_RUN_HOST_NONE);
 }

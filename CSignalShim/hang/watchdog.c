@@ -2,8 +2,8 @@
  * watchdog.c: NORMAL-TIME CODE. The hang watchdog's thread, one for every watched target:
  * start/stop, the tick on CLOCK_MONOTONIC (at most 10 wakeups a second, none while nothing is
  * watched: paused, in the background, or before the first sign of life), stop detection (a late
- * tick). Each target's step is in watchdog_tick.c, the targets and the pinger thread in
- * targets.c; the main target's controls (pause/resume, foreground, the heartbeat's rare path, the
+ * tick). Each target's step is in watchdog_tick.c, the targets in targets.c, the pinger thread
+ * in pinger.c; the main target's controls (pause/resume, foreground, the heartbeat's rare path, the
  * ping's answer) are in watchdog_controls.c; the capture signal's choice and the mask of
  * Aftermath's threads in watchdog_signal.c. Everything it does once a target is suspected stuck
  * is in watchdog_async.c. It never calls out of C: the only such call (notify) is the pinger's,
@@ -210,7 +210,8 @@ int aft_watchdog_start(const aft_watchdog_options *options, char *error, size_t 
     w->app_thread_name[sizeof(w->app_thread_name) - 1] = '\0';
     atomic_store(&w->stop, 0);
     atomic_store(&w->capture_state, AFT_CAPTURE_IDLE);
-    atomic_store(&w->ping_requests, 0);
+    for (uint32_t k = 0; k < AFT_WATCH_MAX_TARGETS / 64u; k++)
+        atomic_store(&w->ping_requests[k], 0);
     atomic_store(&w->finished_requests, 0);
     for (uint32_t i = 1; i < AFT_WATCH_SLOTS; i++) {
         if (!aft_watchdog_slot_used(w, i)) continue; /* untouched memory stays untouched */

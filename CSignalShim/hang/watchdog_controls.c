@@ -59,7 +59,8 @@ void aft_watchdog_resume(void) { aft_watch_resume(0); }
 void aft_watchdog_set_foreground(int32_t foreground) {
     aft_watchdog *w = &aft_g_watchdog;
     atomic_store(&w->background, foreground == 0);
-    for (uint32_t i = 0; i < AFT_WATCH_MAX_TARGETS; i++)
+    uint32_t high = atomic_load(&w->target_high); /* the untouched slots stay untouched */
+    for (uint32_t i = 0; i < AFT_WATCH_MAX_TARGETS && (i == 0 || i < high); i++)
         atomic_fetch_add(&w->targets[i].generation, 1);
     aft_watchdog_wake(w);
 }

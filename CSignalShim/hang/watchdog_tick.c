@@ -2,7 +2,7 @@
  * watchdog_tick.c: NORMAL-TIME CODE, run on the watchdog thread. One target's step at a tick:
  * its sign of life (a ping that ran, a beat, a unit still open), the decision, and the start,
  * live updates and end of its hang (whose capture and file are watchdog_async.c's). Never calls
- * out of C: pings and the news of a finished hang go through the pinger thread (targets.c).
+ * out of C: pings and the news of a finished hang go through the pinger thread (pinger.c).
  */
 #include <errno.h>
 #include <fcntl.h>

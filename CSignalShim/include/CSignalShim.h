@@ -305,8 +305,8 @@ void aft_watchdog_get_stats(aft_watchdog_stats *out);
 #define AFT_HANG_KIND_WORK 3u
 #define AFT_HANG_KIND_CONCURRENCY_POOL 4u
 
-#define AFT_WATCH_MAX_TARGETS 64u /* the main target included */
-#define AFT_WATCH_MAX_UNITS 256u  /* units of work in progress at once, every kind together */
+#define AFT_WATCH_MAX_TARGETS 256u /* the main target included: a loop per core of a big host */
+#define AFT_WATCH_MAX_UNITS 256u   /* units of work in progress at once, every kind together */
 #define AFT_WATCH_IDLE_PING_MS 2000u
 #define AFT_WATCH_RATE_BURST 10u
 #define AFT_WATCH_RATE_REFILL_S 60u

@@ -72,7 +72,7 @@ uint64_t aft_run_hosted_tick(uint64_t now_ns);
  * with the watchdog's thread lock held, never with aft_g_run_lock. */
 void aft_run_host_ended(void);
 
-/* ---- the pinger's side (hang/targets.c) ---- */
+/* ---- the pinger's side (hang/pinger.c) ---- */
 
 /* The pinger takes the updates on: 1, or 0 when no pinger runs. */
 int aft_pinger_host_run(void);

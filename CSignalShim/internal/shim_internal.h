@@ -47,7 +47,7 @@ extern aft_state aft_g_state;
 extern _Atomic int aft_g_thread_stacks_enabled;
 /* 1 once libdispatch has started a thread, or where thread starts cannot be seen
  * (threads.c): before, the Swift concurrency pool has no thread, and its probe waits. Its
- * first thread asks the pinger for the pool's probes at once (targets.c). */
+ * first thread asks the pinger for the pool's probes at once (pinger.c). */
 int aft_concurrency_pool_in_use(void);
 void aft_watch_pool_appeared(void);
 extern const int aft_g_signals[AFT_SIGNAL_COUNT];

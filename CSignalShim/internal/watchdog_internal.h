@@ -142,8 +142,8 @@ typedef struct aft_watchdog {
     _Atomic uint64_t capture_tid;
     _Atomic int capture_undelivered; /* a capture signal was sent and may still be pending */
     volatile uint8_t previous_session_id[AFT_ID_SIZE]; /* for hang files; zero: none */
-    /* The pinger thread: requests (one bit per target below 64) and its futex word. */
-    _Atomic uint64_t ping_requests;
+    /* The pinger thread: requests (one bit per target) and its futex word. */
+    _Atomic uint64_t ping_requests[AFT_WATCH_MAX_TARGETS / 64u];
     _Atomic uint32_t finished_requests;
     _Atomic uint32_t libunwind_requests; /* load libunwind (a first hang's capture waits) */
     _Atomic uint32_t pinger_wake;
@@ -249,7 +249,7 @@ uint32_t aft_async_pool_hang(aft_watchdog *w, aft_hang_info *h);
 /* The frames of record index of a capture, into out; their number. */
 uint32_t aft_async_pool_record_frames(const struct aft_thread_capture *c, uint32_t index,
                                       uint64_t *out, uint32_t capacity);
-/* The watchdog thread's per-target step (targets.c): the target's next verdict at now. */
+/* The watchdog thread's per-target step (watchdog_tick.c): the target's next verdict at now. */
 void aft_watchdog_tick_target(aft_watchdog *w, aft_watch_target *t, uint64_t now,
                               uint64_t prev_tick, uint64_t late);
 /* Asks an unarmed pinged target for its first ping (at most once a second). */

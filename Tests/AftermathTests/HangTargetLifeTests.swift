@@ -128,6 +128,26 @@ struct HangTargetLifeTests {
         }
     }
 
+    @Test(
+        "A loop per core of a big host: 100 loops are each watched and pinged, and shut down, never given a job again")
+    func hundredLoops() async {
+        await #expect(processExitsWith: .success) {
+            guard HangTargetLifeTests.start("hang-hundred-loops") else { exit(10) }
+            let loops = (0..<100).map { _ in ShutDownLoop() }
+            for (i, loop) in loops.enumerated() {
+                guard (try? Aftermath.watchEventLoop(named: "loop-\(i)", schedule: loop.execute)) != nil else {
+                    exit(11)
+                }
+            }
+            let deadline = Date().addingTimeInterval(5)
+            while Date() < deadline, loops.contains(where: { $0.ran == 0 }) { usleep(50_000) }
+            guard !loops.contains(where: { $0.ran == 0 }) else { exit(12) }
+            loops.forEach { $0.shutDown() }
+            usleep(2_600_000)
+            exit(loops.allSatisfy { $0.late == 0 } ? 0 : 13)
+        }
+    }
+
     @Test("A hang of a watched thread that ends during it is finished then, and reported in this run")
     func threadEndsInItsHang() async {
         await #expect(processExitsWith: .success) {

@@ -140,7 +140,7 @@ struct HangTargetTests {
         }
     }
 
-    @Test("Targets: a zero threshold is refused, 63 besides the main thread at most, a stopped one's place is reused")
+    @Test("Targets: a zero threshold is refused, 255 besides the main thread at most, a stopped one's place is reused")
     func limits() async {
         await #expect(processExitsWith: .success) {
             guard (try? Aftermath.watchThread(named: "x", threshold: .zero)) == nil else { exit(10) }

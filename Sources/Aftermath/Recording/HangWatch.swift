@@ -74,7 +74,7 @@ public struct WorkUnit: Sendable, Hashable {
 
 /// Why a target could not be watched.
 public enum HangWatchError: Error, Sendable, Hashable {
-    /// Every one of the watchdog's targets is taken (63 besides the main thread).
+    /// Every one of the watchdog's targets is taken (255 besides the main thread).
     case tooManyTargets
     /// The threshold is zero.
     case invalidThreshold
