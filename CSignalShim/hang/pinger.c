@@ -88,26 +88,31 @@ static void aft_pinger_notify(aft_watchdog *w, uint32_t event, int32_t target) {
     prctl(PR_SET_NAME, "aftermath.ping", 0, 0, 0);
 }
 
+/* How long an event loop's ping waits once asked for: AFT_LOOP_PING_DELAY_NS, at most a quarter
+ * of its threshold. Its silence counts from the post (a loop always has its whole threshold to
+ * answer), so a stall is seen that much later. */
+static uint64_t aft_loop_ping_delay(const aft_watch_target *t) {
+    uint64_t quarter = t->threshold_ns / 4u;
+    return quarter < AFT_LOOP_PING_DELAY_NS ? quarter : AFT_LOOP_PING_DELAY_NS;
+}
+
 /* Posts target i's ping, if it still needs one. Returns 1 when it is held back until
  * *defer_due (the earliest of those held back). */
 static int aft_pinger_ping(aft_watchdog *w, uint32_t i, uint64_t *defer_due) {
     aft_watch_target *t = aft_target_at(i);
     if (t == NULL || t->source != AFT_SOURCE_PING || atomic_load(&t->ping_outstanding)) return 0;
     uint32_t slot = atomic_load(&t->slot);
-    uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC), asked = now;
+    uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC);
     if (t->kind == AFT_HANG_KIND_EVENT_LOOP && atomic_load(&t->tid) != 0) {
         /* A loop that was shut down refuses jobs (SwiftNIO traps in strict mode) while its
          * thread still ends, and a thread that ends is seen leaving its wait, as a loop with
-         * work is: its ping goes AFT_LOOP_PING_DELAY_NS later, once the thread is seen still
-         * there. One that has ended is over: its place is freed. */
-        if (t->ping_due_ns == 0) t->ping_due_ns = now + AFT_LOOP_PING_DELAY_NS;
+         * work is: its ping goes a moment later (aft_loop_ping_delay), once the thread is seen
+         * still there. One that has ended is over: its place is freed. */
+        if (t->ping_due_ns == 0) t->ping_due_ns = now + aft_loop_ping_delay(t);
         if (now < t->ping_due_ns) {
             if (*defer_due == 0 || t->ping_due_ns < *defer_due) *defer_due = t->ping_due_ns;
             return 1;
         }
-        /* The loop's silence counts from when the ping was asked for: the delay is ours,
-         * and its detection is no later for it. */
-        asked = t->ping_due_ns - AFT_LOOP_PING_DELAY_NS;
         t->ping_due_ns = 0;
         if (aft_watch_thread_gone(t)) {
             aft_watchdog_retire_target(w, t, slot, now);
@@ -122,7 +127,7 @@ static int aft_pinger_ping(aft_watchdog *w, uint32_t i, uint64_t *defer_due) {
         if (!atomic_exchange(&t->armed, 1)) aft_watchdog_wake(w);
         aft_watchdog_prepare_pool(w);
     }
-    atomic_store(&t->ping_posted_ns, asked);
+    atomic_store(&t->ping_posted_ns, now);
     atomic_store(&t->ping_outstanding, 1);
     atomic_fetch_add(&w->pings, 1);
     aft_pinger_notify(w, AFT_WATCHDOG_EVENT_PING, aft_watch_handle(i, slot));

@@ -72,9 +72,12 @@ extension MinidumpWriterTests {
         let names = try #require(d.stream(.threadNameList)).rva
         #expect(try d.string(Int(d.u64(names + 8))).unicodeScalars.allSatisfy { $0 == "😀" })
         let modules = try #require(d.stream(.moduleList)).rva
-        let sizes = (0..<3).map { d.u32(modules + 4 + 108 * $0 + 8) }
-        #expect(sizes.contains(UInt32.max) && sizes.contains(0))
-        #expect((0..<3).map { d.u32(modules + 4 + 108 * $0 + 76) }.contains(4 + 255))
+        // The image that ends before it starts is left out (a module of no size fails
+        // Breakpad's whole list); the one past 4 GiB keeps the largest size there is.
+        #expect(d.u32(modules) == 2)
+        let sizes = (0..<2).map { d.u32(modules + 4 + 108 * $0 + 8) }
+        #expect(sizes.contains(UInt32.max) && !sizes.contains(0))
+        #expect((0..<2).map { d.u32(modules + 4 + 108 * $0 + 76) }.contains(4 + 255))
         // No thread matches the crash: the report's own is added first.
         #expect(d.u32(list) == 4 && d.u32(list + 4) == 0)
     }

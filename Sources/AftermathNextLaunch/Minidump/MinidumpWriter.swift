@@ -40,15 +40,17 @@ package enum MinidumpWriter {
     package static let platformLinux: UInt32 = 0x8201
 
     /// Bounds on what one minidump holds, so that any report (however large its counts) gives
-    /// a file whose offsets fit in 32 bits.
+    /// a file whose offsets fit in 32 bits, and lists Breakpad's processor takes whole (it
+    /// rejects a ThreadList of more than 4096 threads, a ModuleList of more than 2048 modules,
+    /// and a module whose name is longer than 1024 UTF-16 units).
     package struct Limits: Sendable {
         package var threads = 4096
-        package var modules = 4096
+        package var modules = 2048
         /// Stack bytes per thread, kept from the stack pointer's end.
         package var stackBytesPerThread = 1 << 20
         /// Stack bytes in all; threads past it get no stack memory.
         package var stackBytes = 256 << 20
-        package var pathUnits = 4096
+        package var pathUnits = 1024
         package var nameUnits = 256
 
         package init() {}
@@ -60,11 +62,25 @@ package enum MinidumpWriter {
         return writer.run()
     }
 
-    /// The threads the minidump lists, in order: the report's (at most `limits.threads`), and
-    /// the crashing thread built from the report's own registers when none of them is it.
+    /// The threads the minidump lists, in the report's order, at most `limits.threads`: the
+    /// crashing one always (built from the report's own registers when no thread of the report
+    /// is it), no two with the same 32-bit id (readers reject the whole list for one).
     package static func threads(of report: CrashReport, limits: Limits = Limits()) -> [CrashThread] {
-        var threads = Array(report.threads.prefix(max(0, limits.threads)))
-        if crashingIndex(report, threads) == nil {
+        let crashing = crashingIndex(report, report.threads)
+        let cap = max(1, limits.threads) - (crashing == nil ? 1 : 0)
+        var seen = Set<UInt32>()
+        if let crashing { seen.insert(UInt32(truncatingIfNeeded: report.threads[crashing].id)) }
+        var threads: [CrashThread] = []
+        for (i, t) in report.threads.enumerated() {
+            if i == crashing {
+                threads.append(t)
+            } else if threads.count + (crashing.map { $0 > i ? 1 : 0 } ?? 0) < cap,
+                seen.insert(UInt32(truncatingIfNeeded: t.id)).inserted
+            {
+                threads.append(t)
+            }
+        }
+        if crashing == nil {
             let crashed = CrashThread(
                 id: report.threadID, name: report.threadName, crashed: true, isMain: report.isMainThread,
                 alsoCrashedSignal: nil, isAftermath: false, state: "R",
@@ -103,7 +119,17 @@ package enum MinidumpWriter {
             if a.element.isMainExecutable != b.element.isMainExecutable { return a.element.isMainExecutable }
             return a.element.start != b.element.start ? a.element.start < b.element.start : a.offset < b.offset
         }
-        return sorted.prefix(max(0, limits.modules)).map(\.element)
+        // Breakpad's processor rejects the whole list for one module of no size, or one that
+        // overlaps another: those are left out (the main executable, first, is kept).
+        var kept: [LoadedImage] = []
+        var ranges: [(start: UInt64, end: UInt64)] = []
+        for image in sorted.map(\.element) where kept.count < max(0, limits.modules) && image.end > image.start {
+            let end = image.start + min(image.end - image.start, UInt64(UInt32.max))
+            guard !ranges.contains(where: { image.start < $0.end && $0.start < end }) else { continue }
+            kept.append(image)
+            ranges.append((image.start, end))
+        }
+        return kept
     }
 
     /// The bytes of an image's CodeView record, nil when it has no GNU build id (a text hash is
@@ -137,6 +163,7 @@ private struct Writer {
     /// Each listed thread's stack memory: start address and where its bytes are.
     var stacks: [(start: UInt64, location: MinidumpLocation)] = []
     var crashContext = MinidumpLocation.none
+    var crashThreadID: UInt32?
 
     init(report: CrashReport, limits: MinidumpWriter.Limits) {
         self.report = report
@@ -236,7 +263,10 @@ private struct Writer {
             }
             out.set32(context.size, at: at + 40)
             out.set32(context.rva, at: at + 44)
-            if i == crashing { crashContext = context }
+            if i == crashing {
+                crashContext = context
+                crashThreadID = UInt32(truncatingIfNeeded: t.id)
+            }
             // The stack kept from its start (the stack pointer's end), within the budgets, and
             // only when its end is an address.
             let size = min(t.stack.count, max(0, limits.stackBytesPerThread), stackBudget)
@@ -246,7 +276,12 @@ private struct Writer {
             out.set64(t.stackStart, at: at + 24)
             out.set32(memory.size, at: at + 32)
             out.set32(memory.rva, at: at + 36)
-            stacks.append((t.stackStart, memory))
+            // The MemoryList's ranges must not overlap (Breakpad drops the list otherwise); the
+            // thread keeps its own stack descriptor either way.
+            let end = t.stackStart + UInt64(size)
+            if !stacks.contains(where: { t.stackStart < $0.start + UInt64($0.location.size) && $0.start < end }) {
+                stacks.append((t.stackStart, memory))
+            }
         }
     }
 
@@ -263,7 +298,7 @@ private struct Writer {
 
     mutating func exception() {
         begin(.exception)
-        out.u32(UInt32(truncatingIfNeeded: report.threadID))
+        out.u32(crashThreadID ?? UInt32(truncatingIfNeeded: report.threadID))  // whose context follows
         out.u32(0)
         out.u32(UInt32(bitPattern: report.signal))  // the signal number
         out.u32(UInt32(bitPattern: report.code))  // si_code
