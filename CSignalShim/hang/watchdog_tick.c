@@ -47,7 +47,6 @@ int aft_watchdog_open_task_leaf(uint64_t tid, const char *leaf, size_t leaf_size
     return open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 }
 
-/* Whether /proc still lists the thread (its state may be unreadable, as under emulation). */
 /* A thread of this process that has ended (its tid is free). A signal 0 checks without /proc,
  * which a hardened service may not have. */
 static int aft_thread_ended(uint64_t tid) {

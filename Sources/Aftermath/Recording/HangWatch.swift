@@ -93,7 +93,8 @@ extension Aftermath {
     /// busy. A loop waiting in `epoll_wait`, `poll` or `select` is idle: never reported, and
     /// pinged at most every 2 s. A ping not run within `threshold` is a hang of kind
     /// `event_loop`, with the loop thread's stack. A loop whose thread ends (the group was shut
-    /// down) is no longer watched nor given jobs, as if stopped.
+    /// down) is no longer watched, as if stopped; call ``HangWatch/stop()`` before the shutdown
+    /// to be sure no ping reaches a loop that refuses jobs.
     @discardableResult
     public static func watchEventLoop(
         named name: String, threshold: Duration = defaultEventLoopThreshold,
