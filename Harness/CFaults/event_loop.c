@@ -2,7 +2,8 @@
  * event_loop.c: NORMAL-TIME CODE, test-only. An event loop as SwiftNIO's is built: a named
  * thread waiting in epoll_wait on an eventfd, with a queue of jobs that any thread adds to
  * (execute writes the eventfd to wake it). The hang harness watches these loops, blocks them,
- * leaves them idle, keeps them busy with short jobs, and counts their wake-ups. And a ppoll
+ * leaves them idle, keeps them busy with short jobs, and counts their wake-ups; the tests shut
+ * them down as a group's shutdown does (refused jobs counted, the thread ended). And a ppoll
  * of its own for the main thread, the call its run loop waits in.
  */
 #include <errno.h>
@@ -19,7 +20,7 @@
 
 #include "CHarnessFaults.h"
 
-#define AFT_TEST_LOOPS 16
+#define AFT_TEST_LOOPS 128
 #define AFT_TEST_LOOP_JOBS 1024
 
 typedef struct aft_test_job {
@@ -35,8 +36,11 @@ typedef struct aft_test_loop {
     uint32_t head, tail;
     uint64_t tid;
     uint64_t woken; /* epoll_wait returns */
+    uint64_t ran;   /* jobs run */
+    uint64_t late;  /* jobs refused once shut down */
     char name[16];
     int ready;
+    int closed; /* under lock */
 } aft_test_loop;
 
 static aft_test_loop aft_g_test_loops[AFT_TEST_LOOPS];
@@ -58,13 +62,16 @@ static void *aft_test_loop_main(void *arg) {
         for (;;) {
             pthread_mutex_lock(&l->lock);
             if (l->head == l->tail) {
+                int closed = l->closed;
                 pthread_mutex_unlock(&l->lock);
+                if (closed) return NULL; /* its queue drained: the thread ends */
                 break;
             }
             aft_test_job job = l->jobs[l->head % AFT_TEST_LOOP_JOBS];
             l->head++;
             pthread_mutex_unlock(&l->lock);
             job.run(job.context);
+            __atomic_fetch_add(&l->ran, 1, __ATOMIC_RELAXED);
         }
     }
 }
@@ -94,6 +101,11 @@ int aft_test_loop_execute(int loop, void (*run)(void *), void *context) {
     if (loop < 0 || loop >= aft_g_test_loop_count) return EINVAL;
     aft_test_loop *l = &aft_g_test_loops[loop];
     pthread_mutex_lock(&l->lock);
+    if (l->closed) { /* as SwiftNIO refuses a job for a loop that has shut down */
+        l->late++;
+        pthread_mutex_unlock(&l->lock);
+        return ESHUTDOWN;
+    }
     if (l->tail - l->head == AFT_TEST_LOOP_JOBS) {
         pthread_mutex_unlock(&l->lock);
         return EAGAIN;
@@ -109,6 +121,34 @@ uint64_t aft_test_loop_tid(int loop) {
     return loop >= 0 && loop < aft_g_test_loop_count
                ? __atomic_load_n(&aft_g_test_loops[loop].tid, __ATOMIC_ACQUIRE)
                : 0;
+}
+
+int aft_test_loop_shutdown(int loop) {
+    if (loop < 0 || loop >= aft_g_test_loop_count) return EINVAL;
+    aft_test_loop *l = &aft_g_test_loops[loop];
+    pthread_mutex_lock(&l->lock);
+    int already = l->closed;
+    l->closed = 1;
+    pthread_mutex_unlock(&l->lock);
+    if (already) return 0;
+    uint64_t one = 1;
+    if (write(l->event_fd, &one, sizeof(one)) != sizeof(one)) return errno;
+    return pthread_join(l->thread, NULL);
+}
+
+uint64_t aft_test_loop_ran(int loop) {
+    return loop >= 0 && loop < aft_g_test_loop_count
+               ? __atomic_load_n(&aft_g_test_loops[loop].ran, __ATOMIC_RELAXED)
+               : 0;
+}
+
+uint64_t aft_test_loop_late(int loop) {
+    if (loop < 0 || loop >= aft_g_test_loop_count) return 0;
+    aft_test_loop *l = &aft_g_test_loops[loop];
+    pthread_mutex_lock(&l->lock);
+    uint64_t late = l->late;
+    pthread_mutex_unlock(&l->lock);
+    return late;
 }
 
 uint64_t aft_test_loop_wakeups(int loop) {

@@ -31,4 +31,12 @@ package struct TestEventLoop: Sendable {
     package var tid: UInt64 { aft_test_loop_tid(loop) }
     /// How often its epoll_wait returned.
     package var wakeups: UInt64 { aft_test_loop_wakeups(loop) }
+    /// Jobs it ran.
+    package var ran: UInt64 { aft_test_loop_ran(loop) }
+    /// Jobs given to it after its shutdown, refused (SwiftNIO prints an error for each, or
+    /// traps in strict mode).
+    package var late: UInt64 { aft_test_loop_late(loop) }
+
+    /// Shuts the loop down as a group's shutdown does: returns once its thread has ended.
+    package func shutDown() { _ = aft_test_loop_shutdown(loop) }
 }

@@ -75,6 +75,17 @@ extension MinidumpWriterTests {
         }
     }
 
+    @Test("The crashing thread built from the report's registers has no twin among the listed threads")
+    func builtCrashingThreadHasNoTwin() throws {
+        var r = Self.report(.x86_64)
+        r.threads = r.threads.filter { !$0.crashed }
+        r.threads[0].id = r.threadID | (1 << 32)  // the same 32-bit id, not the crashed thread
+        let d = try Dump(MinidumpWriter.write(r))
+        let list = try #require(d.stream(.threadList)).rva
+        let ids = (0..<Int(d.u32(list))).map { d.u32(list + 4 + 48 * $0) }
+        #expect(ids.first == UInt32(r.threadID) && Set(ids).count == ids.count)
+    }
+
     @Test("The limits' defaults are within what Breakpad's processor takes")
     func defaultLimitsWithinReaders() {
         let limits = MinidumpWriter.Limits()

@@ -3,90 +3,12 @@ import AftermathOTLP
 import AftermathTesting
 import CSignalShim
 import Foundation
-import Synchronization
+import HarnessSupport
 import TestSupport
 import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
-
-/// A loop on its own thread that runs the jobs it is given, as an event loop does: between jobs
-/// it waits in poll(2) (a SwiftNIO loop waits in epoll_wait), woken through a pipe. Once shut
-/// down it refuses jobs and its thread ends; a job given after that is counted (SwiftNIO prints
-/// an error for it, or traps in strict mode).
-final class ShutDownLoop: Sendable {
-    private struct State {
-        var jobs: [@Sendable () -> Void] = []
-        var closed = false
-        var late = 0
-        var ran = 0
-        var exited = false
-    }
-    private let state = Mutex(State())
-    private let wakeRead: Int32
-    private let wakeWrite: Int32
-
-    init() {
-        var fds: [Int32] = [0, 0]
-        _ = pipe(&fds)
-        (wakeRead, wakeWrite) = (fds[0], fds[1])
-        let thread = Thread { [self] in run() }
-        thread.start()
-    }
-
-    private func wait() {
-        var descriptor = pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)
-        _ = poll(&descriptor, 1, -1)
-        var buffer = [UInt8](repeating: 0, count: 64)
-        _ = read(wakeRead, &buffer, buffer.count)
-    }
-
-    private func wake() {
-        var byte: UInt8 = 1
-        _ = write(wakeWrite, &byte, 1)
-    }
-
-    private func run() {
-        while true {
-            wait()
-            let (jobs, closed) = state.withLock { s in
-                defer { s.jobs = [] }
-                return (s.jobs, s.closed)
-            }
-            for job in jobs { job() }
-            state.withLock { $0.ran += jobs.count }
-            if closed {
-                state.withLock { $0.exited = true }
-                return
-            }
-        }
-    }
-
-    func execute(_ job: @escaping @Sendable () -> Void) {
-        let accepted = state.withLock { s -> Bool in
-            if s.closed {
-                s.late += 1
-                return false
-            }
-            s.jobs.append(job)
-            return true
-        }
-        if accepted { wake() }
-    }
-
-    /// Closes the loop and waits until its thread has left (and then a little: it ends).
-    func shutDown() {
-        state.withLock { $0.closed = true }
-        wake()
-        while !state.withLock({ $0.exited }) { usleep(1000) }
-        usleep(50_000)
-        close(wakeRead)
-        close(wakeWrite)
-    }
-
-    var late: Int { state.withLock { $0.late } }
-    var ran: Int { state.withLock { $0.ran } }
-}
 
 /// Watched targets whose threads end: loops shut down without their watch stopped, threads that
 /// end in the middle of a hang.
@@ -122,7 +44,7 @@ struct HangTargetLifeTests {
     func loopShutDownUnwatched() async {
         await #expect(processExitsWith: .success) {
             guard HangTargetLifeTests.start("hang-loop-shutdown") else { exit(10) }
-            let loop = ShutDownLoop()
+            guard let loop = TestEventLoop(named: "short") else { exit(20) }
             guard
                 let watch = try? Aftermath.watchEventLoop(
                     named: "short", threshold: .milliseconds(300), schedule: loop.execute)
@@ -138,7 +60,7 @@ struct HangTargetLifeTests {
             while let w = try? Aftermath.watchThread(named: "t\(others.count)") { others.append(w) }
             guard others.count == Int(AFT_WATCH_MAX_TARGETS) - 1 else { exit(14) }
             others.forEach { $0.stop() }
-            let next = ShutDownLoop()
+            guard let next = TestEventLoop(named: "next") else { exit(20) }
             guard (try? Aftermath.watchEventLoop(named: "next", schedule: next.execute)) != nil else { exit(15) }
             watch.stop()
             let before = next.ran
@@ -152,7 +74,8 @@ struct HangTargetLifeTests {
     func hundredLoops() async {
         await #expect(processExitsWith: .success) {
             guard HangTargetLifeTests.start("hang-hundred-loops") else { exit(10) }
-            let loops = (0..<100).map { _ in ShutDownLoop() }
+            let loops = (0..<100).compactMap { TestEventLoop(named: "loop-\($0)") }
+            guard loops.count == 100 else { exit(20) }
             for (i, loop) in loops.enumerated() {
                 guard (try? Aftermath.watchEventLoop(named: "loop-\(i)", schedule: loop.execute)) != nil else {
                     exit(11)

@@ -132,6 +132,12 @@ int aft_test_loop_execute(int loop, void (*run)(void *), void *context);
 /* The loop thread's kernel tid, and how often its epoll_wait returned. */
 uint64_t aft_test_loop_tid(int loop);
 uint64_t aft_test_loop_wakeups(int loop);
+/* Shuts the loop down as a group's shutdown does: later jobs are refused (ESHUTDOWN, counted),
+ * the queued ones run, and the thread ends; returns once it has (0), or an errno value. */
+int aft_test_loop_shutdown(int loop);
+/* Jobs the loop ran, and jobs refused after its shutdown. */
+uint64_t aft_test_loop_ran(int loop);
+uint64_t aft_test_loop_late(int loop);
 /* Names the calling thread (at most 15 bytes), as /proc shows it. */
 void aft_test_set_thread_name(const char *name);
 

@@ -68,8 +68,8 @@ package enum MinidumpWriter {
     package static func threads(of report: CrashReport, limits: Limits = Limits()) -> [CrashThread] {
         let crashing = crashingIndex(report, report.threads)
         let cap = max(1, limits.threads) - (crashing == nil ? 1 : 0)
-        var seen = Set<UInt32>()
-        if let crashing { seen.insert(UInt32(truncatingIfNeeded: report.threads[crashing].id)) }
+        // The crashing thread's id first: the report's own when none of its threads is it.
+        var seen: Set<UInt32> = [UInt32(truncatingIfNeeded: crashing.map { report.threads[$0].id } ?? report.threadID)]
         var threads: [CrashThread] = []
         for (i, t) in report.threads.enumerated() {
             if i == crashing {
