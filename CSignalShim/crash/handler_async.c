@@ -151,6 +151,7 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
     aft_report_spec spec = {
         .kind = AFT_KIND_CRASH,
         .context = &aft_g_state.context,
+        .system = atomic_load(&aft_g_system_ready) ? &aft_g_system : NULL,
         .event_type = AFT_SECTION_CRASH,
         .event = ci,
         .event_size = sizeof(*ci),

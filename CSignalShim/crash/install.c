@@ -185,6 +185,7 @@ static void aft_after_fork_in_child(void) {
         aft_g_state.context.run_id[8 + i] ^= (uint8_t)(pid >> (8 * i)); /* not the parent's run */
     }
     aft_g_state.context.pid = pid;
+    aft_system_after_fork_in_child();
     aft_async_memory_reader_refresh();
     aft_unwind_helpers_prepare(1);
     aft_unwind_resident_after_fork_in_child();
@@ -215,6 +216,7 @@ static void aft_install_complete_images(void) {
         return;
     }
     aft_prepare_images(&aft_g_state.context);
+    aft_prepare_system_info();
     aft_bind_crash_calls();
     aft_reserve_cache(aft_g_state.reserved_fd);
     /* The unwinding helpers' stacks and answer pages: two shared mappings cost start's caller

@@ -138,8 +138,9 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
      * the images they are in come first; what does not fit is left out and said to be. */
     uint64_t limit =
         spec->file_size_limit_known ? spec->file_size_limit : aft_async_file_size_limit();
-    uint64_t fixed = sizeof(header) + 4 * sizeof(aft_section_header) + sizeof(aft_context) +
-                     spec->event_size + (spec->extra != NULL ? spec->extra_size : 0);
+    uint64_t fixed = sizeof(header) + 5 * sizeof(aft_section_header) + sizeof(aft_context) +
+                     (spec->system != NULL ? sizeof(aft_system_info) : 0) + spec->event_size +
+                     (spec->extra != NULL ? spec->extra_size : 0);
     uint32_t frame_count = spec->frame_count;
     uint32_t frames_truncated = spec->frames_truncated;
     if (limit != UINT64_MAX && limit > fixed) {
@@ -162,6 +163,8 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
     w.small_used = 0;
     aft_async_queue(&w, &header, sizeof(header), 1);
     aft_async_emit_section(&w, AFT_SECTION_CONTEXT, sizeof(aft_context), 1, 0, spec->context);
+    if (spec->system != NULL)
+        aft_async_emit_section(&w, AFT_SECTION_SYSTEM, sizeof(aft_system_info), 1, 0, spec->system);
     aft_async_emit_section(&w, spec->event_type, spec->event_size, 1, 0, spec->event);
     if (spec->extra_type != 0 && spec->extra != NULL)
         aft_async_emit_section(&w, spec->extra_type, spec->extra_size, 1, 0, spec->extra);

@@ -12,7 +12,8 @@
  * file has none of them and still decodes. Run and handled-error files are unchanged by 2.
  * A hang file's HANG_TARGET section came later within 2: a reader that skips it, as every
  * reader skips a section it does not know, sees a main thread's hang. So did SWIFT_ASYNC
- * (aftermath_format_async.h): without it a reader sees the machine frames alone.
+ * (aftermath_format_async.h): without it a reader sees the machine frames alone, and SYSTEM
+ * (aftermath_format_system.h): without it, no processor details.
  *
  * A file is:  aft_file_header | section | section | ...
  * Each section is an aft_section_header followed by count entries of entry_size bytes.
@@ -389,5 +390,7 @@ _Static_assert(AFT_TEXT_HASH_SIZE + sizeof(AFT_TEXT_HASH_MARKER) <= AFT_BUILD_ID
 #include "aftermath_format_runs.h"
 /* The Swift async callers of a thread's frames (crash, hang and handled-error files). */
 #include "aftermath_format_async.h"
+/* The machine of a crash: processors, the process's start (crash files). */
+#include "aftermath_format_system.h"
 
 #endif /* AFTERMATH_FORMAT_H */

@@ -6,6 +6,7 @@
 #ifndef AFT_REPORT_INTERNAL_H
 #define AFT_REPORT_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,6 +48,8 @@ typedef struct aft_report_spec {
     /* The Swift async callers of the crashing or hung thread, before the threads' own. */
     const aft_swift_async_link *swift_async;
     uint32_t swift_async_count;
+    /* The machine (crash files), right after the context; NULL: none. */
+    const aft_system_info *system;
     /* A second event section right after the first (a hang's target); 0: none. */
     uint32_t extra_type;
     const void *extra;
@@ -60,6 +63,12 @@ typedef struct aft_report_spec {
  * keep_open, *out_fd is the open, committed file. */
 int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_name,
                            const aft_report_spec *spec, int *out_fd);
+/* The machine a crash file records (system_info.c): read once when start completes, then
+ * aft_g_system_ready is 1. In a forked child, the start becomes the fork's time. */
+extern aft_system_info aft_g_system;
+extern atomic_int aft_g_system_ready;
+void aft_prepare_system_info(void);
+void aft_system_after_fork_in_child(void);
 /* Marks the reserve's half-written crash report of a handler that faulted. */
 void aft_async_mark_handler_fault(void);
 /* The calling thread's name (AFT_THREAD_NAME bytes at most, NUL-padded) into out. */

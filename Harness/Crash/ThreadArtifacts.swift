@@ -105,6 +105,7 @@ extension Checks {
                 problems.append(
                     "minidump-stackwalk: crash type \(crashInfo?["type"] ?? "none"), expected \(expectedType)")
             }
+            problems += Self.machineProblems(json["system_info"] as? [String: Any])
             let crashing = (json["crashing_thread"] as? [String: Any])?["thread_id"] as? Int
             if let crashed, crashing.map(UInt64.init) != crashed.id {
                 problems.append("minidump-stackwalk: crashing thread \(crashing.map(String.init) ?? "none")")
@@ -143,5 +144,30 @@ extension Checks {
         let cell = "\(walked) sw+lldb"
         if problems.isEmpty { return .pass(.minidump, cell) }
         return .fail(.minidump, "FAIL", problems.joined(separator: "; "))
+    }
+
+    /// The minidump's machine against this one's (the children ran here): the processors
+    /// online and, on x86-64, the family, model and stepping /proc/cpuinfo gives.
+    static func machineProblems(_ info: [String: Any]?) -> [String] {
+        var problems: [String] = []
+        let online = sysconf(Int32(_SC_NPROCESSORS_ONLN))
+        if info?["cpu_count"] as? Int != online {
+            problems.append("minidump-stackwalk: cpu_count \(info?["cpu_count"] ?? "none"), this machine has \(online)")
+        }
+        #if arch(x86_64)
+        let cpuinfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
+        func field(_ name: String) -> String? {
+            cpuinfo.split(separator: "\n").lazy.map { $0.split(separator: ":", maxSplits: 1) }
+                .first { $0.count == 2 && $0[0].trimmingCharacters(in: .whitespaces) == name }
+                .map { $0[1].trimmingCharacters(in: .whitespaces) }
+        }
+        if let family = field("cpu family"), let model = field("model"), let stepping = field("stepping") {
+            let expected = "family \(family) model \(model) stepping \(stepping)"
+            if info?["cpu_info"] as? String != expected {
+                problems.append("minidump-stackwalk: cpu_info \(info?["cpu_info"] ?? "none"), expected \(expected)")
+            }
+        }
+        #endif
+        return problems
     }
 }

@@ -243,4 +243,56 @@ import TestSupport
         #expect(d.slice(e + 160, 8) == d.slice(list + 4 + 40, 8))
         #expect(MinidumpWriter.threads(of: r).map(\.crashed) == [true])
     }
+
+    @Test("SystemInfo and MiscInfo from the crash file's machine: processors, cpuid, the process's start")
+    func machine() throws {
+        var system = aft_system_info()
+        system.cpu_count = 12
+        system.cpu_signature = 0x000C_06F2  // family 6, extended model 0xC, model 0xF, stepping 2
+        system.cpu_features = 0x1F8B_FBFF
+        system.cpu_ext_features = 0x2C10_0800
+        CString.write("GenuineIntel", into: &system.cpu_vendor)
+        system.process_start_realtime_ns = 1_699_999_000_123_456_789
+        let r = Self.report(.x86_64)
+        let file = try ReportFile.decode(
+            CrashFileBuilder.crashFile(
+                context: Self.cContext(r.context), crash: aft_crash_info(), frames: [], images: [], threads: [],
+                threadFrames: [], stacks: [], system: system))
+        let machine = try #require(try file.crashReport().machine)
+        #expect(machine.cpuCount == 12 && machine.cpuVendor == "GenuineIntel")
+        #expect(machine.x86Identity.map { [$0.family, $0.model, $0.stepping] } == [6, 0xCF, 2])
+
+        var withMachine = r
+        withMachine.machine = machine
+        let d = try Dump(MinidumpWriter.write(withMachine))
+        let s = try #require(d.stream(.systemInfo)).rva
+        #expect(d.u16(s + 2) == 6 && d.u16(s + 4) == 0xCF02 && d.bytes[s + 6] == 12)
+        #expect(d.slice(s + 32, 12) == Array("GenuineIntel".utf8))
+        #expect(d.u32(s + 44) == 0x000C_06F2 && d.u32(s + 48) == 0x1F8B_FBFF && d.u32(s + 52) == 0x2C10_0800)
+        let misc = try #require(d.stream(.miscInfo)).rva
+        #expect(d.u32(misc + 4) == 3 && d.u32(misc + 8) == 4242 && d.u32(misc + 12) == 1_699_999_000)
+
+        // arm64: MIDR_EL1 and the capabilities in Breakpad's ARM union; a huge count clamped.
+        var arm = Self.report(.arm64)
+        arm.machine = MachineInfo(cpuCount: 300, cpuSignature: 0x410F_D083, hardwareCapabilities: 0xEFF)
+        let a = try Dump(MinidumpWriter.write(arm))
+        let sa = try #require(a.stream(.systemInfo)).rva
+        #expect(a.bytes[sa + 6] == 255 && a.u32(sa + 32) == 0x410F_D083 && a.u32(sa + 36) == 0xEFF)
+        let armMisc = try #require(a.stream(.miscInfo)).rva
+        #expect(a.u16(sa + 2) == 0 && a.u32(armMisc + 4) == 1)
+
+        // A file without the section: no machine, and the streams say nothing of one.
+        let bare = try ReportFile.decode(
+            CrashFileBuilder.crashFile(
+                context: Self.cContext(r.context), crash: aft_crash_info(), frames: [], images: [], threads: [],
+                threadFrames: [], stacks: []))
+        #expect(try bare.crashReport().machine == nil)
+    }
+
+    static func cContext(_ c: ReportContext) -> aft_context {
+        var out = aft_context()
+        out.pid = UInt64(c.pid)
+        out.arch = c.architecture.code
+        return out
+    }
 }

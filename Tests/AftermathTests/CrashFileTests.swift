@@ -26,6 +26,9 @@ struct CrashFileTests {
         #expect(MemoryLayout<aft_context>.offset(of: \.app_build_id) == 448)
         #expect(MemoryLayout<aft_crash_info>.offset(of: \.registers) == 88)
         #expect(MemoryLayout<aft_image>.offset(of: \.path) == 72)
+        #expect(MemoryLayout<aft_system_info>.size == 64)
+        #expect(MemoryLayout<aft_system_info>.offset(of: \.cpu_vendor) == 16)
+        #expect(MemoryLayout<aft_system_info>.offset(of: \.process_start_realtime_ns) == 40)
     }
 
     @Test("CRC-32 is the IEEE polynomial (check value of \"123456789\")")

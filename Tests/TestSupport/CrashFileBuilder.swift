@@ -17,10 +17,12 @@ package enum CrashFileBuilder {
         }
     }
 
-    /// A committed crash file. threadFrames: each record's frame_count frames, in record order.
+    /// A committed crash file. threadFrames: each record's frame_count frames, in record order;
+    /// system: a SYSTEM section after the context.
     package static func crashFile(
         context: aft_context, crash: aft_crash_info, frames: [UInt64], images: [aft_image],
-        threadsInfo: aft_threads_info? = nil, threads: [aft_thread], threadFrames: [UInt64], stacks: [Stack]
+        threadsInfo: aft_threads_info? = nil, threads: [aft_thread], threadFrames: [UInt64], stacks: [Stack],
+        system: aft_system_info? = nil
     ) -> [UInt8] {
         var body: [UInt8] = []
         func section<T>(_ type: UInt32, _ entries: [T]) {
@@ -32,6 +34,7 @@ package enum CrashFileBuilder {
             for var e in entries { withUnsafeBytes(of: &e) { body.append(contentsOf: $0) } }
         }
         section(UInt32(AFT_SECTION_CONTEXT), [context])
+        if let system { section(UInt32(AFT_SECTION_SYSTEM), [system]) }
         section(UInt32(AFT_SECTION_CRASH), [crash])
         section(UInt32(AFT_SECTION_FRAMES), frames)
         section(UInt32(AFT_SECTION_IMAGES), images)

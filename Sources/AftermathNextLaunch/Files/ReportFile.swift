@@ -14,6 +14,8 @@ package struct ReportFile {
     package var liveUpdatedNs: UInt64
     package var liveFlags: UInt32
     package var context: aft_context?
+    /// The machine (crash files that have it).
+    package var system: aft_system_info?
     package var crash: aft_crash_info?
     package var hang: aft_hang_info?
     /// The watched target a hang is of (files without it: the main thread).
@@ -79,6 +81,7 @@ package struct ReportFile {
                 }
                 switch s.type {
                 case UInt32(AFT_SECTION_CONTEXT): context = entries(aft_context.self, capacity: 1).first
+                case UInt32(AFT_SECTION_SYSTEM): system = entries(aft_system_info.self, capacity: 1).first
                 case UInt32(AFT_SECTION_CRASH): crash = entries(aft_crash_info.self, capacity: 1).first
                 case UInt32(AFT_SECTION_HANG): hang = entries(aft_hang_info.self, capacity: 1).first
                 case UInt32(AFT_SECTION_HANG_TARGET): hangTarget = entries(aft_hang_target.self, capacity: 1).first
@@ -124,6 +127,7 @@ package struct ReportFile {
             framesTruncated: framesTruncated, images: images.map(LoadedImage.init),
             imagesTruncated: imagesTruncated, isPartial: !committed)
         report.handlerFaulted = flags & UInt32(AFT_FLAG_NESTED_FAULT) != 0
+        report.machine = system.map(MachineInfo.init)
         report.threadCapture = threadsInfo.map(ThreadCapture.init)
         report.threads = crashThreads()
         report.asyncChain = swiftAsync[crash.thread_id]

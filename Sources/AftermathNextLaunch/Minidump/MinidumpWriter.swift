@@ -4,7 +4,7 @@
 /// Streams: SystemInfo, ThreadList (every thread, with its context and stack memory),
 /// MemoryList (the same stacks again: LLDB reads memory only from it), ModuleList (every image,
 /// with a Breakpad ELF CodeView record holding the GNU build id), Exception, ThreadNameList and
-/// MiscInfo (the process id). All little-endian.
+/// MiscInfo (the process id and start). All little-endian.
 ///
 /// A thread's context follows what it has: every register (from a signal frame), only its
 /// stack pointer and pc (from /proc/.../syscall; the flags say CONTROL only on x86-64), or none.
@@ -91,6 +91,30 @@ package enum MinidumpWriter {
             threads.insert(crashed, at: 0)
         }
         return threads
+    }
+
+    /// SystemInfo's 24-byte CPU union: x86-64, cpuid's vendor, version and feature words (as
+    /// Breakpad and Crashpad fill it); arm64, MIDR_EL1 and the low half of AT_HWCAP; zeros
+    /// where the file has no machine section.
+    static func cpuInformation(_ machine: MachineInfo?, architecture: Architecture) -> [UInt8] {
+        var words = [UInt32](repeating: 0, count: 6)
+        if let m = machine {
+            switch architecture {
+            case .x86_64:
+                let vendor = Array(m.cpuVendor.utf8.prefix(12)) + [UInt8](repeating: 0, count: 12)
+                for i in 0..<3 {
+                    words[i] = (0..<4).reduce(0) { $0 | UInt32(vendor[4 * i + $1]) << (8 * UInt32($1)) }
+                }
+                words[3] = m.cpuSignature
+                words[4] = m.cpuFeatures
+                words[5] = m.cpuExtendedFeatures
+            case .arm64:
+                words[0] = m.cpuSignature
+                words[1] = UInt32(truncatingIfNeeded: m.hardwareCapabilities)
+            default: break
+            }
+        }
+        return words.flatMap { w in (0..<4).map { UInt8(truncatingIfNeeded: w >> (8 * $0)) } }
     }
 
     static func crashingIndex(_ report: CrashReport, _ threads: [CrashThread]) -> Int? {
@@ -225,9 +249,11 @@ private struct Writer {
             arch == .x86_64
                 ? MinidumpWriter.architectureAMD64
                 : arch == .arm64 ? MinidumpWriter.architectureARM64Old : MinidumpWriter.architectureUnknown)
-        out.u16(0)  // processor level
-        out.u16(0)  // processor revision
-        out.u8(0)  // CPU count: crash files do not record it
+        let machine = report.machine
+        let x86 = arch == .x86_64 ? machine?.x86Identity : nil
+        out.u16(UInt16(truncatingIfNeeded: x86?.family ?? 0))  // processor level
+        out.u16(UInt16(truncatingIfNeeded: (x86?.model ?? 0) << 8 | (x86?.stepping ?? 0)))  // revision
+        out.u8(UInt8(min(machine?.cpuCount ?? 0, 255)))  // processors: 0 where the file has none
         out.u8(0)  // product type
         let (major, minor, build) = MinidumpWriter.kernelVersion(c.kernelRelease)
         out.u32(major)
@@ -238,7 +264,7 @@ private struct Writer {
         out.u32(0)  // version string RVA
         out.u16(0)  // suite mask
         out.u16(0)
-        out.zeros(24)  // CPU information: not recorded
+        out.append(MinidumpWriter.cpuInformation(machine, architecture: arch))
         end(size: 56)
         // Breakpad's "sysname release version machine", with os-release's name and version as
         // the version (the kernel's uname -v is not recorded).
@@ -338,12 +364,16 @@ private struct Writer {
     }
 
     /// MINIDUMP_MISC_INFO with the process id only (flags1 MINIDUMP_MISC1_PROCESS_ID).
+    /// MINIDUMP_MISC_INFO: the process id, and its start where the file has it (readers show
+    /// the process's uptime at the crash from it); no CPU times.
     mutating func miscInfo() {
         begin(.miscInfo)
+        let start = report.machine?.processStartUnixNano.map { UInt32(clamping: $0 / 1_000_000_000) }
         out.u32(24)
-        out.u32(1)
+        out.u32(start == nil ? 1 : 3)  // MINIDUMP_MISC1_PROCESS_ID, | MINIDUMP_MISC1_PROCESS_TIMES
         out.u32(UInt32(truncatingIfNeeded: report.context.pid))
-        out.zeros(12)
+        out.u32(start ?? 0)
+        out.zeros(8)
         end(size: 24)
     }
 }

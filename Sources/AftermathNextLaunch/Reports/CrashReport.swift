@@ -54,6 +54,9 @@ package struct CrashReport: Sendable, Hashable {
     package var threadCapture: ThreadCapture?
     /// The crashing thread's Swift async callers, when it ran in a task.
     package var asyncChain: SwiftAsyncChain?
+    /// The machine's processors and the process's start; nil in files without them (a crash
+    /// before start completed, or an older writer).
+    package var machine: MachineInfo?
 }
 
 extension CrashReport {
