@@ -115,6 +115,12 @@ void aft_async_watchdog_capture_handler(int signo, siginfo_t *info, void *uconte
         errno = saved_errno; /* the watchdog gave up waiting */
         return;
     }
+    if (&aft_g_test_capture_delay_ns != NULL && aft_g_test_capture_delay_ns != 0) {
+        struct timespec d = {(time_t)(aft_g_test_capture_delay_ns / 1000000000u),
+                             (long)(aft_g_test_capture_delay_ns % 1000000000u)};
+        while (nanosleep(&d, &d) != 0 && errno == EINTR) {
+        }
+    }
     uint64_t entry = aft_async_now_ns(CLOCK_MONOTONIC);
     uint32_t unwinder = 0, truncated = 0, unwind_status = 0;
     _Static_assert(sizeof(w->capture_frames) >= AFT_MAX_FRAMES * sizeof(uint64_t),
@@ -127,7 +133,11 @@ void aft_async_watchdog_capture_handler(int signo, siginfo_t *info, void *uconte
         ucontext, w->capture_swift_async, AFT_SWIFT_ASYNC_MAX_LINKS, w->capture_swift_scratch);
     w->capture_truncated = truncated;
     w->capture_pause_ns = aft_async_now_ns(CLOCK_MONOTONIC) - entry;
-    atomic_store(&w->capture_state, (state & ~0xffu) | AFT_CAPTURE_DONE);
+    /* Done only if this capture is still the one asked for: a watchdog that gave up on it has
+     * not moved on while it ran (it asks no other thread while one is RUNNING), but say so
+     * only for this generation. */
+    (void)atomic_compare_exchange_strong(&w->capture_state, &running,
+                                         (state & ~0xffu) | AFT_CAPTURE_DONE);
     aft_async_futex_wake(&w->capture_state);
     errno = saved_errno;
 }
@@ -135,6 +145,10 @@ void aft_async_watchdog_capture_handler(int signo, siginfo_t *info, void *uconte
 /* Asks the handler on tid for its stack; 1 when it answered within the budget. */
 static int aft_async_signal_capture(aft_watchdog *w, uint64_t tid) {
     uint32_t gen = (uint32_t)(w->hang_counter & 0xffffffu) << 8;
+    /* An earlier capture's handler that outlived its wait still writes the capture buffers:
+     * no second handler beside it, and no request that its end would seem to answer. This
+     * hang is read from /proc instead. */
+    if ((atomic_load(&w->capture_state) & 0xffu) == AFT_CAPTURE_RUNNING) return 0;
     atomic_store(&w->capture_tid, tid);
     atomic_store(&w->capture_state, gen | AFT_CAPTURE_REQUESTED);
     if (syscall(SYS_tgkill, (long)getpid(), (long)tid, (long)w->capture_signal) != 0) {
@@ -145,7 +159,7 @@ static int aft_async_signal_capture(aft_watchdog *w, uint64_t tid) {
     int extended = 0;
     for (;;) {
         uint32_t s = atomic_load(&w->capture_state);
-        if ((s & 0xffu) == AFT_CAPTURE_DONE) return 1;
+        if (s == (gen | AFT_CAPTURE_DONE)) return 1;
         if (aft_async_now_ns(CLOCK_MONOTONIC) >= deadline) {
             uint32_t expected = gen | AFT_CAPTURE_REQUESTED;
             if (atomic_compare_exchange_strong(&w->capture_state, &expected,

@@ -336,4 +336,8 @@ int aft_async_status_field(const char *text, size_t length, const char *key, int
 char aft_async_status_state(const char *text, size_t length);
 void aft_async_status_name(const char *text, size_t length, char *out);
 
+/* Test-only (a test target defines it; apps do not, and it reads as absent): a hang capture's
+ * handler sleeps this long once it has taken the request. */
+extern volatile uint64_t aft_g_test_capture_delay_ns __attribute__((weak));
+
 #endif

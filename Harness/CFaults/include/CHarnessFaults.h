@@ -16,6 +16,13 @@ void aft_test_illegal_instruction(void);
 void aft_test_breakpoint(void);
 /* Sends signo to the process's main thread (tgkill), whichever thread calls: 0 or -1. */
 int aft_test_signal_main_thread(int signo);
+/* Makes every later hang capture's handler sleep delay_ns once it has taken the request (0:
+ * none): a handler still running when the watchdog has moved on. */
+void aft_test_slow_hang_captures(uint64_t delay_ns);
+/* Stall the calling thread for ms milliseconds in functions whose names a hang's stack shows:
+ * spinning in user code (main), or blocked in read(2) of a timer (worker). */
+void aft_test_stall_in_main_function(uint32_t ms);
+void aft_test_stall_in_worker_function(uint32_t ms);
 /* Makes the crash writer itself fault (a store to address 16) after its first flush. */
 void aft_test_fault_inside_handler(int enabled);
 /* Non-zero: the crash handler unwinds the crashing thread itself instead of leaving it to the
