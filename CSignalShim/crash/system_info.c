@@ -4,6 +4,7 @@
  * this prepared, and only once it is ready.
  */
 #include <fcntl.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/auxv.h>
@@ -13,25 +14,11 @@
 #include <cpuid.h>
 #endif
 
+#include "runs_internal.h"
 #include "shim_internal.h" /* and report_internal.h */
 
 AFT_SMALL_STATE aft_system_info aft_g_system;
 AFT_SMALL_STATE atomic_int aft_g_system_ready;
-
-/* Reads at most capacity - 1 bytes of a small /proc or /sys file, NUL-terminated; 0 if none. */
-static size_t aft_read_small_file(const char *path, char *out, size_t capacity) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return 0;
-    size_t n = 0;
-    while (n + 1 < capacity) {
-        ssize_t got = read(fd, out + n, capacity - 1 - n);
-        if (got <= 0) break;
-        n += (size_t)got;
-    }
-    close(fd);
-    out[n] = '\0';
-    return n;
-}
 
 static uint64_t aft_clock_ns(clockid_t clock) {
     struct timespec ts;
@@ -39,50 +26,48 @@ static uint64_t aft_clock_ns(clockid_t clock) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* The process's start in realtime nanoseconds: /proc/self/stat's start time (clock ticks after
- * boot, field 22, counted after the command's closing parenthesis, which may hold spaces) set
- * against the boot-time clock. 0 when it cannot be read. */
+/* The process's start in realtime nanoseconds, from /proc/self/stat's start time (clock ticks
+ * after boot): the run record's, read at start beside its realtime and boot-time clocks, else
+ * read now. 0 when it cannot be known. */
 static uint64_t aft_process_start_realtime_ns(void) {
-    char stat[1024];
-    if (aft_read_small_file("/proc/self/stat", stat, sizeof(stat)) == 0) return 0;
-    char *p = NULL;
-    for (char *c = stat; *c != '\0'; c++)
-        if (*c == ')') p = c;
-    if (p == NULL) return 0;
-    p++;
-    for (int field = 3; field <= 22; field++) { /* p is before field 3 */
-        while (*p == ' ') p++;
-        if (*p == '\0') return 0;
-        if (field == 22) break;
-        while (*p != ' ' && *p != '\0') p++;
+    uint64_t ticks = aft_g_run_info.process_start_ticks;
+    uint64_t real_now = aft_g_run_info.context.start_realtime_ns;
+    uint64_t boot_now = aft_g_run_info.start_boottime_ns;
+    if (ticks == 0 || real_now == 0 || boot_now == 0) {
+        ticks = aft_process_start_ticks("/proc");
+        boot_now = aft_clock_ns(CLOCK_BOOTTIME);
+        real_now = aft_clock_ns(CLOCK_REALTIME);
     }
-    char *end = NULL;
-    unsigned long long ticks = strtoull(p, &end, 10);
     long hz = sysconf(_SC_CLK_TCK);
-    if (end == p || hz <= 0) return 0;
-    uint64_t since_boot = (uint64_t)ticks * (1000000000u / (uint64_t)hz);
-    uint64_t boot_now = aft_clock_ns(CLOCK_BOOTTIME), real_now = aft_clock_ns(CLOCK_REALTIME);
+    if (ticks == 0 || hz <= 0) return 0;
+    uint64_t since_boot = ticks * (1000000000u / (uint64_t)hz);
     if (since_boot > boot_now || boot_now - since_boot > real_now) return 0;
     return real_now - (boot_now - since_boot);
 }
 
+/* cpuid's vendor and signature (two instructions, each a hypervisor exit in a VM: about 2 µs),
+ * or arm64's MIDR_EL1 as the kernel shows it. */
 static void aft_read_cpu_identity(aft_system_info *out) {
 #if defined(__x86_64__)
     unsigned a, b, c, d;
-    if (__get_cpuid(0, &a, &b, &c, &d)) {
-        unsigned vendor[3] = {b, d, c}; /* "Genu" "ineI" "ntel" */
-        for (int i = 0; i < 12; i++) out->cpu_vendor[i] = (char)(vendor[i / 4] >> (8 * (i % 4)));
-    }
-    if (__get_cpuid(1, &a, &b, &c, &d)) {
+    __cpuid(0, a, b, c, d);
+    unsigned vendor[3] = {b, d, c}; /* "Genu" "ineI" "ntel" */
+    for (int i = 0; i < 12; i++) out->cpu_vendor[i] = (char)(vendor[i / 4] >> (8 * (i % 4)));
+    if (a >= 1) {
+        __cpuid(1, a, b, c, d);
         out->cpu_signature = a;
         out->cpu_features = d;
     }
-    if (__get_cpuid(0x80000001u, &a, &b, &c, &d)) out->cpu_ext_features = d;
 #elif defined(__aarch64__)
     char midr[32];
-    if (aft_read_small_file("/sys/devices/system/cpu/cpu0/regs/identification/midr_el1", midr,
-                            sizeof(midr)) > 0)
-        out->cpu_signature = (uint32_t)strtoull(midr, NULL, 16);
+    int fd = open("/sys/devices/system/cpu/cpu0/regs/identification/midr_el1",
+                  O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return;
+    ssize_t n = read(fd, midr, sizeof(midr) - 1);
+    close(fd);
+    if (n <= 0) return;
+    midr[n] = '\0';
+    out->cpu_signature = (uint32_t)strtoull(midr, NULL, 16);
 #else
     (void)out;
 #endif
@@ -91,8 +76,10 @@ static void aft_read_cpu_identity(aft_system_info *out) {
 void aft_prepare_system_info(void) {
     if (atomic_load(&aft_g_system_ready)) return;
     aft_system_info info = {0};
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    info.cpu_count = online > 0 ? (uint32_t)online : 0;
+    /* The processors this process may run on (its affinity: a container's cpuset), by one
+     * system call; the online count costs a /sys file's open and read. */
+    cpu_set_t cpus;
+    if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0) info.cpu_count = (uint32_t)CPU_COUNT(&cpus);
     aft_read_cpu_identity(&info);
     info.hwcaps = (uint64_t)getauxval(AT_HWCAP);
     info.process_start_realtime_ns = aft_process_start_realtime_ns();

@@ -17,10 +17,10 @@
 #define AFT_SECTION_SYSTEM 13u
 
 typedef struct aft_system_info {
-    uint32_t cpu_count;                 /* processors online */
-    uint32_t cpu_signature;             /* x86-64: cpuid leaf 1 eax; arm64: MIDR_EL1; 0 unknown */
-    uint32_t cpu_features;              /* x86-64: cpuid leaf 1 edx */
-    uint32_t cpu_ext_features;          /* x86-64: cpuid leaf 0x80000001 edx */
+    uint32_t cpu_count;     /* processors the process may run on (its affinity mask) */
+    uint32_t cpu_signature; /* x86-64: cpuid leaf 1 eax; arm64: MIDR_EL1; 0 unknown */
+    uint32_t cpu_features;  /* x86-64: cpuid leaf 1 edx */
+    uint32_t _reserved0;
     char cpu_vendor[16];                /* x86-64: cpuid's vendor ("GenuineIntel"), NUL-padded */
     uint64_t hwcaps;                    /* getauxval(AT_HWCAP) */
     uint64_t process_start_realtime_ns; /* the process's start (its /proc start time); 0 unknown */

@@ -146,13 +146,14 @@ extension Checks {
         return .fail(.minidump, "FAIL", problems.joined(separator: "; "))
     }
 
-    /// The minidump's machine against this one's (the children ran here): the processors
-    /// online and, on x86-64, the family, model and stepping /proc/cpuinfo gives.
+    /// The minidump's machine against this one's (the children ran here): the processors a
+    /// process may run on and, on x86-64, the family, model and stepping /proc/cpuinfo gives.
     static func machineProblems(_ info: [String: Any]?) -> [String] {
         var problems: [String] = []
-        let online = sysconf(Int32(_SC_NPROCESSORS_ONLN))
-        if info?["cpu_count"] as? Int != online {
-            problems.append("minidump-stackwalk: cpu_count \(info?["cpu_count"] ?? "none"), this machine has \(online)")
+        let available = ProcessInfo.processInfo.activeProcessorCount  // its affinity mask
+        if info?["cpu_count"] as? Int != available {
+            problems.append(
+                "minidump-stackwalk: cpu_count \(info?["cpu_count"] ?? "none"), this machine has \(available)")
         }
         #if arch(x86_64)
         let cpuinfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""

@@ -93,8 +93,7 @@ package enum MinidumpWriter {
         return threads
     }
 
-    /// SystemInfo's 24-byte CPU union: x86-64, cpuid's vendor, version and feature words (as
-    /// Breakpad and Crashpad fill it); arm64, MIDR_EL1 and the low half of AT_HWCAP; zeros
+    /// SystemInfo's 24-byte CPU union: x86-64, cpuid's vendor, version and feature words; arm64, MIDR_EL1 and the low half of AT_HWCAP; zeros
     /// where the file has no machine section.
     static func cpuInformation(_ machine: MachineInfo?, architecture: Architecture) -> [UInt8] {
         var words = [UInt32](repeating: 0, count: 6)
@@ -106,8 +105,7 @@ package enum MinidumpWriter {
                     words[i] = (0..<4).reduce(0) { $0 | UInt32(vendor[4 * i + $1]) << (8 * UInt32($1)) }
                 }
                 words[3] = m.cpuSignature
-                words[4] = m.cpuFeatures
-                words[5] = m.cpuExtendedFeatures
+                words[4] = m.cpuFeatures  // the AMD extended features word stays 0, as Breakpad's
             case .arm64:
                 words[0] = m.cpuSignature
                 words[1] = UInt32(truncatingIfNeeded: m.hardwareCapabilities)

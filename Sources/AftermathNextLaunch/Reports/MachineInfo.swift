@@ -3,14 +3,12 @@ import CSignalShim
 /// The machine a crash happened on, as start read it: processors and when the process began.
 /// What a minidump's SystemInfo and MiscInfo streams hold beyond the run's context.
 package struct MachineInfo: Sendable, Hashable {
-    /// Processors online.
+    /// Processors the process could run on (its affinity mask).
     package var cpuCount: UInt32
     /// x86-64: cpuid leaf 1 eax (family, model, stepping); arm64: MIDR_EL1; 0 unknown.
     package var cpuSignature: UInt32
     /// x86-64: cpuid leaf 1 edx.
     package var cpuFeatures: UInt32
-    /// x86-64: cpuid leaf 0x80000001 edx.
-    package var cpuExtendedFeatures: UInt32
     /// x86-64: the vendor cpuid names ("GenuineIntel", "AuthenticAMD"); empty elsewhere.
     package var cpuVendor: String
     /// The kernel's AT_HWCAP.
@@ -19,13 +17,12 @@ package struct MachineInfo: Sendable, Hashable {
     package var processStartUnixNano: UInt64?
 
     package init(
-        cpuCount: UInt32, cpuSignature: UInt32 = 0, cpuFeatures: UInt32 = 0, cpuExtendedFeatures: UInt32 = 0,
+        cpuCount: UInt32, cpuSignature: UInt32 = 0, cpuFeatures: UInt32 = 0,
         cpuVendor: String = "", hardwareCapabilities: UInt64 = 0, processStartUnixNano: UInt64? = nil
     ) {
         self.cpuCount = cpuCount
         self.cpuSignature = cpuSignature
         self.cpuFeatures = cpuFeatures
-        self.cpuExtendedFeatures = cpuExtendedFeatures
         self.cpuVendor = cpuVendor
         self.hardwareCapabilities = hardwareCapabilities
         self.processStartUnixNano = processStartUnixNano
@@ -35,7 +32,7 @@ package struct MachineInfo: Sendable, Hashable {
         var s = s
         self.init(
             cpuCount: s.cpu_count, cpuSignature: s.cpu_signature, cpuFeatures: s.cpu_features,
-            cpuExtendedFeatures: s.cpu_ext_features, cpuVendor: CString.read(&s.cpu_vendor),
+            cpuVendor: CString.read(&s.cpu_vendor),
             hardwareCapabilities: s.hwcaps,
             processStartUnixNano: s.process_start_realtime_ns != 0 ? s.process_start_realtime_ns : nil)
     }
