@@ -126,7 +126,11 @@ static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, uint64_t 
         return;
     }
     int capture = aft_async_capture_signal(c);
-    if (!c->for_hang && capture > 0 && aft_async_also_crashed(tid) == NULL) {
+    /* A crash pauses threads by SIGPROF even where the capture signal is not ours any more
+     * (the app took it after start): borrowed here, or 0 where it cannot be. */
+    int crash = !c->for_hang && aft_async_also_crashed(tid) == NULL;
+    int by_sigprof = crash && capture <= 0 && aft_async_pick_signal(c, 0, 0) == SIGPROF;
+    if (crash && (capture > 0 || by_sigprof)) {
         /* A crash: signalled at once, /proc unread (a read costs more than the answer). The
          * thread names itself when it answers; one that stays silent is looked up then
          * (aft_async_threads_collect). SIGPROF first where it can be had: libdispatch's
@@ -149,7 +153,7 @@ static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, uint64_t 
                 return;
             }
         }
-        int signo = aft_async_pick_signal(c, 1ull << (capture - 1), 0);
+        int signo = by_sigprof ? SIGPROF : aft_async_pick_signal(c, 1ull << (capture - 1), 0);
         slot->unread = 1;
         aft_async_threads_send(c, i, signo > 0 ? signo : capture, first_signal_ns);
         return;
