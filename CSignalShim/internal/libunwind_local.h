@@ -29,6 +29,12 @@ const aft_libunwind *aft_libunwind_load(void);
  * and waits until wait_ns from now at most; the table, or NULL (frame pointers this time). */
 const aft_libunwind *aft_async_libunwind_request(uint64_t wait_ns);
 
+/* Normal time, once libunwind is loaded: every loaded image's .eh_frame_hdr table registered
+ * with it (unwind_tables.c) through register_table (its _U_dyn_register), so that a helper
+ * finds frames without the loader's lock. The count registered (later calls register none). */
+uint32_t aft_unwind_tables_register(void (*register_table)(unw_dyn_info_t *));
+uint32_t aft_unwind_tables_count(void);
+
 /* The calling thread's context, where libunwind's unw_getcontext is. */
 #if defined(__x86_64__)
 #define AFT_UNW_GETCONTEXT(u, context) ((u)->getcontext(context))
