@@ -43,6 +43,7 @@ struct Render {
         field("Session", v.session)
         field("Time", v.time)
         field("OS", v.os)
+        field("Machine", v.machine)
         field(
             "Report", v.id + (v.file.flatMap { ($0 as NSString).lastPathComponent == v.id ? nil : "  (\($0))" } ?? ""))
         if let signal = v.signal { field("Signal", red(signal)) }
