@@ -70,9 +70,11 @@ const aft_libunwind *aft_libunwind_load(void) {
         /* The images' unwind tables, where libunwind looks before it takes the loader's lock:
          * a helper killed at its deadline must not die holding that lock. */
         if (ok) {
-            void (*register_table)(unw_dyn_info_t *) = NULL;
+            void (*register_table)(unw_dyn_info_t *) = NULL,
+                                                  (*cancel_table)(unw_dyn_info_t *) = NULL;
             *(void **)&register_table = dlsym(handle, "_U_dyn_register");
-            (void)aft_unwind_tables_register(register_table);
+            *(void **)&cancel_table = dlsym(handle, "_U_dyn_cancel");
+            (void)aft_unwind_tables_register(register_table, cancel_table);
         }
         /* Kept open for good when loaded: helpers that share our memory call into it. */
         atomic_store(&aft_g_libunwind_state, ok ? AFT_LIBUNWIND_LOADED : AFT_LIBUNWIND_FAILED);
@@ -93,3 +95,11 @@ const aft_libunwind *aft_async_libunwind_request(uint64_t wait_ns) {
 }
 
 int aft_libunwind_preload(void) { return aft_libunwind_load() != NULL; }
+
+int aft_unwind_tables_refresh(void) {
+    if (atomic_load(&aft_g_libunwind_state) != AFT_LIBUNWIND_LOADED) return 0;
+    if (pthread_mutex_trylock(&aft_g_libunwind_lock) != 0) return 0; /* a turn skipped */
+    int changed = aft_unwind_tables_refresh_locked();
+    pthread_mutex_unlock(&aft_g_libunwind_lock);
+    return changed;
+}

@@ -12,6 +12,7 @@
 #include "CSignalShim.h"
 #include "libunwind_local.h"
 #include "shim_internal.h"
+#include "unwind_internal.h"
 
 uint32_t aft_test_unwind_briefly(uint64_t budget_ns) {
     uint64_t frames[64];
@@ -50,3 +51,7 @@ int aft_test_loader_lock_free(uint32_t timeout_ms) {
 }
 
 uint32_t aft_test_unwind_tables(void) { return aft_unwind_tables_count(); }
+
+int aft_test_unwind_tables_refresh(void) { return aft_unwind_tables_refresh(); }
+
+int aft_test_unwind_tables_cover(uint64_t address) { return aft_unwind_tables_cover(address); }

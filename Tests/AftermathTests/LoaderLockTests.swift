@@ -68,4 +68,33 @@ struct LoaderLockTests {
         // At least the test binary's, libswiftCore's and libc's executable segments.
         #expect(aft_test_unwind_tables() >= 3, "\(aft_test_unwind_tables())")
     }
+
+    #if compiler(>=6.2)  // exit tests (#expect(processExitsWith:)) need Swift 6.2
+    @Test("A library loaded later gets its table at the next refresh; one unloaded loses it")
+    func tablesFollowTheLoader() async {
+        await #expect(processExitsWith: .success) {
+            guard aft_libunwind_preload() != 0 else { exit(10) }
+            let before = aft_test_unwind_tables()
+            _ = aft_test_unwind_tables_refresh()
+            // A library of the system not loaded yet, and a function of it.
+            let candidates = [
+                ("libexpat.so.1", "XML_ExpatVersion"), ("libbz2.so.1.0", "BZ2_bzlibVersion"),
+                ("libffi.so.8", "ffi_call"), ("liblz4.so.1", "LZ4_versionNumber"),
+                ("libzstd.so.1", "ZSTD_versionNumber"),
+            ]
+            guard let (name, symbol) = candidates.first(where: { dlopen($0.0, RTLD_NOW | RTLD_NOLOAD) == nil }),
+                let handle = dlopen(name, RTLD_NOW | RTLD_LOCAL), let function = dlsym(handle, symbol)
+            else { exit(12) }
+            let address = UInt64(UInt(bitPattern: function))
+            guard aft_test_unwind_tables_cover(address) == 0 else { exit(13) }
+            guard aft_test_unwind_tables_refresh() == 1, aft_test_unwind_tables_cover(address) == 1,
+                aft_test_unwind_tables() > before
+            else { exit(14) }
+            guard aft_test_unwind_tables_refresh() == 0 else { exit(15) }  // nothing changed since
+            dlclose(handle)
+            guard aft_test_unwind_tables_refresh() == 1, aft_test_unwind_tables_cover(address) == 0 else { exit(16) }
+            exit(0)
+        }
+    }
+    #endif
 }
