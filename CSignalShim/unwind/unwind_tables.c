@@ -143,7 +143,7 @@ static int aft_register_image_tables(struct dl_phdr_info *info, size_t size, voi
             aft_g_unwind_tables[known].seen = 1;
             continue;
         }
-        if (aft_g_unwind_table_count == AFT_UNWIND_TABLES_MAX) return 1;
+        if (aft_g_unwind_table_count == AFT_UNWIND_TABLES_MAX) continue; /* full: unregistered */
         uint32_t slot = aft_g_unwind_table_count++;
         unw_dyn_info_t *di = &aft_g_unwind_tables[slot].di;
         memset(di, 0, sizeof(*di));
