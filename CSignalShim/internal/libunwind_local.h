@@ -29,18 +29,6 @@ const aft_libunwind *aft_libunwind_load(void);
  * and waits until wait_ns from now at most; the table, or NULL (frame pointers this time). */
 const aft_libunwind *aft_async_libunwind_request(uint64_t wait_ns);
 
-/* Normal time, under the lock of libunwind's load (libunwind_load.c): every loaded image's
- * .eh_frame_hdr table registered with libunwind (unwind_tables.c) through register_table and
- * cancel_table (its _U_dyn_register and _U_dyn_cancel), so that a helper finds frames without
- * the loader's lock; later calls do nothing. The refresh follows objects loaded and unloaded
- * since (1 when it changed the list; aft_unwind_tables_refresh in unwind_internal.h takes the
- * lock). The count of live entries, and whether one covers address (tests). */
-uint32_t aft_unwind_tables_register(void (*register_table)(unw_dyn_info_t *),
-                                    void (*cancel_table)(unw_dyn_info_t *));
-int aft_unwind_tables_refresh_locked(void);
-uint32_t aft_unwind_tables_count(void);
-int aft_unwind_tables_cover(uint64_t address);
-
 /* The calling thread's context, where libunwind's unw_getcontext is. */
 #if defined(__x86_64__)
 #define AFT_UNW_GETCONTEXT(u, context) ((u)->getcontext(context))

@@ -36,10 +36,6 @@ int aft_async_resident_take(aft_unwind_slot *slot, pid_t *pid);
 /* Once libunwind is loaded (a first hang, a recorded error): the helpers' answer pages faulted
  * in, so a later capture takes no page fault there. */
 void aft_unwind_helpers_fault_in(void);
-/* Normal time (it takes the loader's lock): the unwind tables registered with libunwind follow
- * objects loaded and unloaded since the last call (unwind_tables.c); nothing before libunwind is
- * loaded, and a turn skipped while another thread changes the list. 1 when it changed it. */
-int aft_unwind_tables_refresh(void);
 /* In a forked child: the parent's resident helper serves the parent; the child has none. */
 void aft_unwind_resident_after_fork_in_child(void);
 

@@ -17,7 +17,6 @@
 #include "shim_internal.h"
 #include "runs_internal.h"
 #include "threads_internal.h"
-#include "unwind_internal.h"
 
 /* Guarded by aft_g_run_thread_lock: the updater's creation (by the caller of
  * aft_run_start_updater, another thread than start's, or by the pinger's end) against its end. */
@@ -70,8 +69,6 @@ static void aft_run_update_locked(void) {
         aft_run_write_live();
     }
     (void)aft_release_memory_of_ended_thread(); /* the delivery thread's, once it ended */
-    /* Once libunwind is loaded: libraries loaded or unloaded since, in its list of tables. */
-    (void)aft_unwind_tables_refresh();
 }
 
 static void *aft_run_updater(void *arg) {

@@ -67,15 +67,6 @@ const aft_libunwind *aft_libunwind_load(void) {
         /* The helpers' answer pages, faulted in by their first user rather than by every app
          * at start: a crash's helper takes the fault itself. */
         if (ok) aft_unwind_helpers_fault_in();
-        /* The images' unwind tables, where libunwind looks before it takes the loader's lock:
-         * a helper killed at its deadline must not die holding that lock. */
-        if (ok) {
-            void (*register_table)(unw_dyn_info_t *) = NULL,
-                                                  (*cancel_table)(unw_dyn_info_t *) = NULL;
-            *(void **)&register_table = dlsym(handle, "_U_dyn_register");
-            *(void **)&cancel_table = dlsym(handle, "_U_dyn_cancel");
-            (void)aft_unwind_tables_register(register_table, cancel_table);
-        }
         /* Kept open for good when loaded: helpers that share our memory call into it. */
         atomic_store(&aft_g_libunwind_state, ok ? AFT_LIBUNWIND_LOADED : AFT_LIBUNWIND_FAILED);
         aft_async_futex_wake(&aft_g_libunwind_state);
@@ -95,11 +86,3 @@ const aft_libunwind *aft_async_libunwind_request(uint64_t wait_ns) {
 }
 
 int aft_libunwind_preload(void) { return aft_libunwind_load() != NULL; }
-
-int aft_unwind_tables_refresh(void) {
-    if (atomic_load(&aft_g_libunwind_state) != AFT_LIBUNWIND_LOADED) return 0;
-    if (pthread_mutex_trylock(&aft_g_libunwind_lock) != 0) return 0; /* a turn skipped */
-    int changed = aft_unwind_tables_refresh_locked();
-    pthread_mutex_unlock(&aft_g_libunwind_lock);
-    return changed;
-}

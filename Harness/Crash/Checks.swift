@@ -174,15 +174,16 @@ struct Checks {
         let unwinder = attribute("apsio.crash.unwinder") ?? "?"
         let fallback = attribute("apsio.crash.unwind_fallback")
         let cell = "\(frames.count) \(unwinder == "frame_pointer" ? "fp" : unwinder == "libunwind" ? "lu" : unwinder)"
-        // A pc in no image (code in an anonymous mapping) is unwound by the handler itself, by
-        // frame pointers in a process that never loaded libunwind (it is loaded at its first
-        // use). Otherwise libunwind's stack, with no fallback (the next launch's, unwound from
-        // the crash file, unless the handler unwinds itself: where the file cannot hold the
-        // stacks, libunwind is loaded at start), also with the loader's lock held by another
-        // thread: the images' unwind tables are registered with libunwind, which then never
-        // asks for that lock (before, it waited until its deadline, then frame pointers).
+        // With the loader's lock held, libunwind cannot finish in the handler: the frame-pointer
+        // stack, and the record says why. A pc in no image (code in an anonymous mapping) is
+        // unwound by the handler itself, by frame pointers in a process that never loaded
+        // libunwind (it is loaded at its first use). Otherwise libunwind's stack, with no
+        // fallback (the next launch's, unwound from the crash file, unless the handler unwinds
+        // itself: where the file cannot hold the stacks, libunwind is loaded at start).
         let expected: (String, String?) =
-            scenario.fault == .illegalInstruction ? ("frame_pointer", nil) : ("libunwind", nil)
+            scenario.setup == .loaderLockHeldUnwindInHandler
+            ? ("frame_pointer", "timed_out")
+            : scenario.fault == .illegalInstruction ? ("frame_pointer", nil) : ("libunwind", nil)
         if (unwinder, fallback) != expected {
             return .fail(
                 .frames, cell,

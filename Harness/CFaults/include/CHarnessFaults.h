@@ -16,15 +16,6 @@ void aft_test_illegal_instruction(void);
 void aft_test_breakpoint(void);
 /* Sends signo to the process's main thread (tgkill), whichever thread calls: 0 or -1. */
 int aft_test_signal_main_thread(int signo);
-/* Unwinds the caller through an unwinding helper given budget_ns: its AFT_UNWIND_STATUS_*. */
-uint32_t aft_test_unwind_briefly(uint64_t budget_ns);
-/* 1 when another thread gets through dl_iterate_phdr (the loader's lock) within timeout_ms. */
-int aft_test_loader_lock_free(uint32_t timeout_ms);
-/* The unwind tables registered with libunwind (unwind_tables.c): how many are live, a refresh
- * (1 when it changed the list), whether one covers address. */
-uint32_t aft_test_unwind_tables(void);
-int aft_test_unwind_tables_refresh(void);
-int aft_test_unwind_tables_cover(uint64_t address);
 /* Makes every later hang capture's handler sleep delay_ns once it has taken the request (0:
  * none): a handler still running when the watchdog has moved on. */
 void aft_test_slow_hang_captures(uint64_t delay_ns);
