@@ -114,17 +114,18 @@ uint64_t aft_reserve_crash_space(int fd, uint32_t image_count) {
     aft_g_state.reserve_holds_stacks = 0;
     aft_g_state.reserve_cached_bytes = 0;
     if (fd < 0) return 0;
-    uint64_t typical = sizeof(aft_file_header) + 5 * sizeof(aft_section_header) +
-                       sizeof(aft_context) + sizeof(aft_crash_info) + 64 * sizeof(uint64_t) +
-                       (uint64_t)image_count * sizeof(aft_image) + 3 * sizeof(aft_section_header) +
-                       sizeof(aft_threads_info) + 4 * sizeof(aft_thread) + 8192;
+    uint64_t typical = sizeof(aft_file_header) + 6 * sizeof(aft_section_header) +
+                       sizeof(aft_context) + sizeof(aft_system_info) + sizeof(aft_crash_info) +
+                       64 * sizeof(uint64_t) + (uint64_t)image_count * sizeof(aft_image) +
+                       3 * sizeof(aft_section_header) + sizeof(aft_threads_info) +
+                       4 * sizeof(aft_thread) + 8192;
     typical = (typical + 4095) & ~(uint64_t)4095;
     if (typical > AFT_RESERVE_SIZED_MAX) typical = AFT_RESERVE_SIZED_MAX;
     uint64_t images = (uint64_t)image_count * 2 + 16;
     if (images > AFT_MAX_IMAGES) images = AFT_MAX_IMAGES;
-    uint64_t size = sizeof(aft_file_header) + 4 * sizeof(aft_section_header) + sizeof(aft_context) +
-                    sizeof(aft_crash_info) + (uint64_t)AFT_MAX_FRAMES * sizeof(uint64_t) +
-                    images * sizeof(aft_image);
+    uint64_t size = sizeof(aft_file_header) + 5 * sizeof(aft_section_header) + sizeof(aft_context) +
+                    sizeof(aft_system_info) + sizeof(aft_crash_info) +
+                    (uint64_t)AFT_MAX_FRAMES * sizeof(uint64_t) + images * sizeof(aft_image);
     /* And the other threads of a typical server: 64 records, their frames and stacks. Where
      * that does not fit, the report alone: the writer leaves out what the disk cannot take. */
     uint64_t threads =

@@ -363,7 +363,8 @@ private struct Writer {
 
     /// MINIDUMP_MISC_INFO with the process id only (flags1 MINIDUMP_MISC1_PROCESS_ID).
     /// MINIDUMP_MISC_INFO: the process id, and its start where the file has it (readers show
-    /// the process's uptime at the crash from it); no CPU times.
+    /// the process's uptime at the crash from it). The flag for the start also covers the user
+    /// and kernel CPU times, which crash files do not record: written as 0.
     mutating func miscInfo() {
         begin(.miscInfo)
         let start = report.machine?.processStartUnixNano.map { UInt32(clamping: $0 / 1_000_000_000) }

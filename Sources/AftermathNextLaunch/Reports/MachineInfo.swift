@@ -38,13 +38,14 @@ package struct MachineInfo: Sendable, Hashable {
     }
 
     /// x86-64 family, model and stepping from the cpuid signature, the extended family and
-    /// model folded in as Intel and AMD define them; nil for a signature of 0.
+    /// model folded in as the Linux kernel does (so they read as /proc/cpuinfo's); nil for a
+    /// signature of 0.
     package var x86Identity: (family: UInt32, model: UInt32, stepping: UInt32)? {
         guard cpuSignature != 0 else { return nil }
         let base = (cpuSignature >> 8) & 0xF
         let family = base == 0xF ? base + ((cpuSignature >> 20) & 0xFF) : base
         var model = (cpuSignature >> 4) & 0xF
-        if base == 0x6 || base == 0xF { model |= ((cpuSignature >> 16) & 0xF) << 4 }
+        if family >= 0x6 { model |= ((cpuSignature >> 16) & 0xF) << 4 }
         return (family, model, cpuSignature & 0xF)
     }
 }
