@@ -24,9 +24,16 @@ uint32_t aft_async_walk_from_sp_window(aft_stack_window *w, uint64_t pc, uint64_
  * stack into the slot's shared buffer (unwind_async.c). */
 void aft_async_unwind_serve(aft_unwind_slot *slot);
 /* A helper's signals, whatever the app installed: the crash signals end it by _exit on
- * stack_index's fault stack; with block_all every other signal is blocked (the resident), else
- * none (unwind_async.c). */
+ * stack_index's fault stack; AFT_UNWIND_DEADLINE_SIGNAL ends it by its default action; with
+ * block_all every other signal is blocked (the resident), else none (unwind_async.c). */
 void aft_async_unwind_helper_signals(int block_all, uint32_t stack_index);
+/* A helper's deadline ends it by this signal first: libunwind blocks every signal around
+ * dl_iterate_phdr and its own mutexes, so the helper ends outside them, never holding the
+ * loader's lock or one of libunwind's. SIGKILL only AFT_UNWIND_KILL_GRACE_NS later, for a helper
+ * still inside one (waiting on a lock a stuck thread holds). Its default action ends the
+ * helper without a core dump. */
+#define AFT_UNWIND_DEADLINE_SIGNAL SIGALRM
+#define AFT_UNWIND_KILL_GRACE_NS (50ull * 1000 * 1000)
 /* Hands slot's request to the resident helper: 1 with its pid when it took it, 0 when there is
  * none for this process, it is busy with another request, or it has died
  * (unwind_resident_async.c). */

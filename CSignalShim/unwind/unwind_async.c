@@ -136,10 +136,15 @@ void aft_async_unwind_helper_signals(int block_all, uint32_t stack_index) {
     fault.sa_flags = SA_ONSTACK;
     sigfillset(&fault.sa_mask);
     for (int i = 0; i < AFT_SIGNAL_COUNT; i++) sigaction(aft_g_signals[i], &fault, NULL);
+    struct sigaction deadline;
+    aft_async_memset(&deadline, 0, sizeof(deadline));
+    deadline.sa_handler = SIG_DFL;
+    sigaction(AFT_UNWIND_DEADLINE_SIGNAL, &deadline, NULL);
     sigset_t mask;
     if (block_all) {
         sigfillset(&mask);
         for (int i = 0; i < AFT_SIGNAL_COUNT; i++) sigdelset(&mask, aft_g_signals[i]);
+        sigdelset(&mask, AFT_UNWIND_DEADLINE_SIGNAL);
     } else {
         sigemptyset(&mask);
     }
@@ -150,35 +155,41 @@ void aft_async_unwind_helper_signals(int block_all, uint32_t stack_index) {
 static int aft_unwind_helper_main(void *arg) {
     aft_unwind_slot *slot = arg;
     aft_async_unwind_helper_signals(0, (uint32_t)(slot - aft_g_unwind_slots));
-    /* The deadline, enforced on the helper itself: a timer that sends it SIGKILL, which no
-     * mask blocks (libunwind blocks every other signal around dl_iterate_phdr). Without the
-     * timer, no unwinding: the handler waits for this process. */
-    struct sigevent kill_at;
-    aft_async_memset(&kill_at, 0, sizeof(kill_at));
-    kill_at.sigev_notify = SIGEV_SIGNAL;
-    kill_at.sigev_signo = SIGKILL;
-    int timer = -1;
-    struct itimerspec budget = {.it_value = {.tv_sec = (time_t)(slot->budget_ns / 1000000000ull),
-                                             .tv_nsec = (long)(slot->budget_ns % 1000000000ull)}};
-    if (slot->budget_ns == 0 ||
-        syscall(SYS_timer_create, (long)CLOCK_MONOTONIC, &kill_at, &timer) != 0 ||
-        syscall(SYS_timer_settime, (long)timer, 0L, &budget, NULL) != 0)
-        return 1;
+    /* The deadline, enforced on the helper itself: AFT_UNWIND_DEADLINE_SIGNAL then, which ends
+     * it outside libunwind's masked sections, and SIGKILL, which no mask blocks, a grace later.
+     * Without both timers, no unwinding: the handler waits for this process. */
+    if (slot->budget_ns == 0) return 1;
+    for (int k = 0; k < 2; k++) {
+        struct sigevent at;
+        aft_async_memset(&at, 0, sizeof(at));
+        at.sigev_notify = SIGEV_SIGNAL;
+        at.sigev_signo = k == 0 ? AFT_UNWIND_DEADLINE_SIGNAL : SIGKILL;
+        uint64_t ns = slot->budget_ns + (k == 0 ? 0 : AFT_UNWIND_KILL_GRACE_NS);
+        struct itimerspec when = {.it_value = {.tv_sec = (time_t)(ns / 1000000000ull),
+                                               .tv_nsec = (long)(ns % 1000000000ull)}};
+        int timer = -1;
+        if (syscall(SYS_timer_create, (long)CLOCK_MONOTONIC, &at, &timer) != 0 ||
+            syscall(SYS_timer_settime, (long)timer, 0L, &when, NULL) != 0)
+            return 1;
+    }
     aft_async_unwind_serve(slot);
     return 0;
 }
 
 /* Waits on the helper's done word until deadline_ns (CLOCK_MONOTONIC), or until it exited. */
 static int aft_async_wait_helper(aft_unwind_shared *out, pid_t pid, uint64_t deadline_ns,
-                                 int *reaped, int *killed) {
+                                 int *reaped, int *killed, int *forced) {
     for (;;) {
         if (atomic_load(&out->done)) return 1;
         int status = 0;
         if (waitpid(pid, &status, __WALL | WNOHANG) == pid) {
             *reaped = 1;
             atomic_store(&aft_g_unwind_last_status, status);
-            /* SIGKILL: its own deadline timer (or ours); another signal: it faulted. */
-            *killed = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+            /* Its own deadline timers (or ours); another signal: it faulted. SIGKILL: it may have
+             * been inside one of libunwind's masked sections. */
+            *forced = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+            *killed =
+                *forced || (WIFSIGNALED(status) && WTERMSIG(status) == AFT_UNWIND_DEADLINE_SIGNAL);
             return atomic_load(&out->done) != 0;
         }
         uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC);
@@ -250,8 +261,8 @@ static uint32_t aft_async_helper_finish(uint32_t slot_index, pid_t pid, uint64_t
     if (pid < 0) return 0;
     aft_unwind_slot *slot = &aft_g_unwind_slots[slot_index];
     aft_unwind_shared *out = slot->shared;
-    int reaped = 0, killed = 0;
-    int done = aft_async_wait_helper(out, pid, deadline_ns, &reaped, &killed);
+    int reaped = 0, killed = 0, forced = 0;
+    int done = aft_async_wait_helper(out, pid, deadline_ns, &reaped, &killed, &forced);
     if (!reaped && done && !slot->resident) {
         /* It has finished and is exiting: reap it. */
         int st = 0;
@@ -259,10 +270,13 @@ static uint32_t aft_async_helper_finish(uint32_t slot_index, pid_t pid, uint64_t
         }
         atomic_store(&aft_g_unwind_last_status, st);
     } else if (!reaped && !done) {
-        kill(pid, SIGKILL);
-        /* Reap it (bounded: a helper in uninterruptible sleep is left behind). */
+        /* The deadline signal, then SIGKILL once the grace is over (see unwind_internal.h).
+         * Reaped within 200 ms (a helper in uninterruptible sleep is left behind). */
+        kill(pid, AFT_UNWIND_DEADLINE_SIGNAL);
+        killed = 1;
         struct timespec pause = {.tv_sec = 0, .tv_nsec = 50 * 1000};
         for (int i = 0; i < 4000; i++) {
+            if (i == (int)(AFT_UNWIND_KILL_GRACE_NS / 50000u)) forced = kill(pid, SIGKILL) == 0;
             int st = 0;
             pid_t r = waitpid(pid, &st, __WALL | WNOHANG);
             if (r == pid) atomic_store(&aft_g_unwind_last_status, st);
@@ -277,8 +291,9 @@ static uint32_t aft_async_helper_finish(uint32_t slot_index, pid_t pid, uint64_t
     }
     if (!done) {
         *status = reaped && !killed ? AFT_UNWIND_STATUS_HELPER_FAILED : AFT_UNWIND_STATUS_TIMED_OUT;
-        /* Killed while it shared our memory: it may have held one of libunwind's locks. */
-        if (*status == AFT_UNWIND_STATUS_TIMED_OUT && slot->shares_memory &&
+        /* Killed by SIGKILL while it shared our memory: it may have held one of libunwind's
+         * locks (and the loader's: that one stays held, see CSignalShim/README.md). */
+        if (*status == AFT_UNWIND_STATUS_TIMED_OUT && forced && slot->shares_memory &&
             atomic_load(&out->started))
             atomic_store(&aft_g_libunwind_abandoned, 1);
         return 0;
