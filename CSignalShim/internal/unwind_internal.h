@@ -30,8 +30,9 @@ void aft_async_unwind_helper_signals(int block_all, uint32_t stack_index);
 /* A helper's deadline ends it by this signal first: libunwind blocks every signal around
  * dl_iterate_phdr and its own mutexes, so the helper ends outside them, never holding the
  * loader's lock or one of libunwind's. SIGKILL only AFT_UNWIND_KILL_GRACE_NS later, for a helper
- * still inside one (waiting on a lock a stuck thread holds). Its default action ends the
- * helper without a core dump. */
+ * still inside one: waiting on a lock a stuck thread holds (the loader's, while it may hold
+ * libunwind's cache lock; libunwind is abandoned after any deadline end). Its default action
+ * ends the helper without a core dump. */
 #define AFT_UNWIND_DEADLINE_SIGNAL SIGALRM
 #define AFT_UNWIND_KILL_GRACE_NS (50ull * 1000 * 1000)
 /* Hands slot's request to the resident helper: 1 with its pid when it took it, 0 when there is

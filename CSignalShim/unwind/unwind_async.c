@@ -178,18 +178,16 @@ static int aft_unwind_helper_main(void *arg) {
 
 /* Waits on the helper's done word until deadline_ns (CLOCK_MONOTONIC), or until it exited. */
 static int aft_async_wait_helper(aft_unwind_shared *out, pid_t pid, uint64_t deadline_ns,
-                                 int *reaped, int *killed, int *forced) {
+                                 int *reaped, int *killed) {
     for (;;) {
         if (atomic_load(&out->done)) return 1;
         int status = 0;
         if (waitpid(pid, &status, __WALL | WNOHANG) == pid) {
             *reaped = 1;
             atomic_store(&aft_g_unwind_last_status, status);
-            /* Its own deadline timers (or ours); another signal: it faulted. SIGKILL: it may have
-             * been inside one of libunwind's masked sections. */
-            *forced = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
-            *killed =
-                *forced || (WIFSIGNALED(status) && WTERMSIG(status) == AFT_UNWIND_DEADLINE_SIGNAL);
+            /* Its own deadline timers (or ours); another signal: it faulted. */
+            *killed = WIFSIGNALED(status) && (WTERMSIG(status) == SIGKILL ||
+                                              WTERMSIG(status) == AFT_UNWIND_DEADLINE_SIGNAL);
             return atomic_load(&out->done) != 0;
         }
         uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC);
@@ -261,8 +259,8 @@ static uint32_t aft_async_helper_finish(uint32_t slot_index, pid_t pid, uint64_t
     if (pid < 0) return 0;
     aft_unwind_slot *slot = &aft_g_unwind_slots[slot_index];
     aft_unwind_shared *out = slot->shared;
-    int reaped = 0, killed = 0, forced = 0;
-    int done = aft_async_wait_helper(out, pid, deadline_ns, &reaped, &killed, &forced);
+    int reaped = 0, killed = 0;
+    int done = aft_async_wait_helper(out, pid, deadline_ns, &reaped, &killed);
     if (!reaped && done && !slot->resident) {
         /* It has finished and is exiting: reap it. */
         int st = 0;
@@ -271,12 +269,17 @@ static uint32_t aft_async_helper_finish(uint32_t slot_index, pid_t pid, uint64_t
         atomic_store(&aft_g_unwind_last_status, st);
     } else if (!reaped && !done) {
         /* The deadline signal, then SIGKILL once the grace is over (see unwind_internal.h).
-         * Reaped within 200 ms (a helper in uninterruptible sleep is left behind). */
+         * Reaped within 200 ms more (a helper in uninterruptible sleep is left behind). */
         kill(pid, AFT_UNWIND_DEADLINE_SIGNAL);
         killed = 1;
+        uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC);
+        uint64_t kill_at = now + AFT_UNWIND_KILL_GRACE_NS, give_up = kill_at + 200000000ull;
         struct timespec pause = {.tv_sec = 0, .tv_nsec = 50 * 1000};
-        for (int i = 0; i < 4000; i++) {
-            if (i == (int)(AFT_UNWIND_KILL_GRACE_NS / 50000u)) forced = kill(pid, SIGKILL) == 0;
+        for (int sent = 0; now < give_up; now = aft_async_now_ns(CLOCK_MONOTONIC)) {
+            if (!sent && now >= kill_at) {
+                (void)kill(pid, SIGKILL);
+                sent = 1;
+            }
             int st = 0;
             pid_t r = waitpid(pid, &st, __WALL | WNOHANG);
             if (r == pid) atomic_store(&aft_g_unwind_last_status, st);
@@ -291,9 +294,10 @@ static uint32_t aft_async_helper_finish(uint32_t slot_index, pid_t pid, uint64_t
     }
     if (!done) {
         *status = reaped && !killed ? AFT_UNWIND_STATUS_HELPER_FAILED : AFT_UNWIND_STATUS_TIMED_OUT;
-        /* Killed by SIGKILL while it shared our memory: it may have held one of libunwind's
-         * locks (and the loader's: that one stays held, see CSignalShim/README.md). */
-        if (*status == AFT_UNWIND_STATUS_TIMED_OUT && forced && slot->shares_memory &&
+        /* Ended while it shared our memory: by SIGKILL it may have held one of libunwind's
+         * locks; by SIGALRM, outside them, it may still have been re-making libunwind's
+         * memory-validation pipe, whose descriptors are ours too. */
+        if (*status == AFT_UNWIND_STATUS_TIMED_OUT && slot->shares_memory &&
             atomic_load(&out->started))
             atomic_store(&aft_g_libunwind_abandoned, 1);
         return 0;

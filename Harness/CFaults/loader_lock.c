@@ -47,5 +47,3 @@ int aft_test_loader_lock_free(uint32_t timeout_ms) {
     }
     return atomic_load(&aft_g_test_phdr_done);
 }
-
-int aft_test_libunwind_abandoned(void) { return atomic_load(&aft_g_libunwind_abandoned); }

@@ -13,9 +13,8 @@ import TestSupport
 @Suite("The loader's lock and the unwinding helpers")
 struct LoaderLockTests {
     #if compiler(>=6.2)  // exit tests (#expect(processExitsWith:)) need Swift 6.2
-    /// What one child did: 20 its helper finished, 21 its deadline ended it, 23 SIGKILL did after
-    /// the grace (libunwind then abandoned), 42 another thread could not get through
-    /// dl_iterate_phdr afterwards.
+    /// What one child did: 20 its helper finished, 21 its deadline's SIGALRM ended it, 23 SIGKILL
+    /// did after the grace, 42 another thread could not get through dl_iterate_phdr afterwards.
     static func attempt(_ i: Int) async -> Int32? {
         let directory: String = TestSupport.childDirectory("loader-lock-\(i)")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -31,7 +30,8 @@ struct LoaderLockTests {
             let status = aft_test_unwind_briefly(UInt64(5_000 + (i % 40) * 2_500))
             if aft_test_loader_lock_free(2_000) != 1 { exit(42) }
             guard status == AFT_UNWIND_STATUS_TIMED_OUT else { exit(20) }
-            exit(aft_test_libunwind_abandoned() == 0 ? 21 : 23)  // 23: SIGKILL after the grace
+            // How the helper ended: its waitpid status's signal (23: SIGKILL after the grace).
+            exit(aft_test_last_unwinding_helper_status() & 0x7f == SIGKILL ? 23 : 21)
         }
         guard case .exitCode(let code) = result?.exitStatus else { return nil }
         return code

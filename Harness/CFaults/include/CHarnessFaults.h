@@ -20,8 +20,6 @@ int aft_test_signal_main_thread(int signo);
 uint32_t aft_test_unwind_briefly(uint64_t budget_ns);
 /* 1 when another thread gets through dl_iterate_phdr (the loader's lock) within timeout_ms. */
 int aft_test_loader_lock_free(uint32_t timeout_ms);
-/* 1 once a helper was killed by SIGKILL and libunwind is no longer used in this process. */
-int aft_test_libunwind_abandoned(void);
 /* Makes every later hang capture's handler sleep delay_ns once it has taken the request (0:
  * none): a handler still running when the watchdog has moved on. */
 void aft_test_slow_hang_captures(uint64_t delay_ns);
