@@ -73,8 +73,10 @@ bin=$(swift build -c release --show-bin-path)
 declare -A prog=(
     [c-base]=$work/sentry-baseline-app [sentry]=$work/sentry-app
     [swift-base]=$bin/peer-baseline-app [aft]=$bin/peer-app [aft-nofsync]=$bin/peer-app
+    [aft-linked]=$bin/peer-app [aft-nohang]=$bin/peer-app
 )
-declare -A extra=([aft]=1 [aft-nofsync]=0)
+# Aftermath's fsyncReports, then how much of it peer-app starts (Harness/Peer/README.md).
+declare -A extra=([aft]=1 [aft-nofsync]=0 [aft-linked]="1 linked" [aft-nohang]="1 nohang")
 # The Swift runtime's backtracer (about 200 ms a crash) is off for both Swift apps.
 export SWIFT_BACKTRACE=enable=no
 dirs=$work/dirs
@@ -88,8 +90,9 @@ field() { # key line: the value of key=value in line
     awk -v k="$1" '{ for (i = 1; i <= NF; i++) { n = index($i, "="); if (substr($i, 1, n - 1) == k) { print substr($i, n + 1); exit } } }' <<<"$2"
 }
 launch() { # config mode dir: one timed process; its launcher line
-    local c=$1
-    "$work/launcher" "${prog[$c]}" "$2" "$3" ${extra[$c]:+"${extra[$c]}"}
+    local c=$1 x
+    read -r -a x <<<"${extra[$c]:-}"
+    "$work/launcher" "${prog[$c]}" "$2" "$3" "${x[@]}"
 }
 prepare() { # config dir: a fresh directory left by one clean run (the next is a later launch)
     rm -rf "$2"
@@ -140,7 +143,8 @@ for ((i = 1; i <= runs; i++)); do
 done
 
 # 3. CPU of init + 100 ms idle + exit: wait4's rusage plus the children the app left alive.
-cpu_configs=(c-base sentry swift-base aft)
+# aft-linked and aft-nohang: what Aftermath's parts cost (the third table).
+cpu_configs=(c-base sentry swift-base aft aft-linked aft-nohang)
 for c in "${cpu_configs[@]}"; do prepare "$c" "$dirs/idle-$c"; done
 for ((i = 1; i <= runs; i++)); do
     for c in "${cpu_configs[@]}"; do
@@ -267,6 +271,20 @@ for c in "${cpu_configs[@]}"; do raw fds "$c" 1 0 ""; done
 for c in "${cpu_configs[@]}"; do raw threads "$c" 1 0 ""; done
 for c in "${crash_configs[@]}"; do raw handler "$c" 1e3 1 µs; done
 for c in aft aft-nofsync; do raw handler-own "$c" 1e3 1 µs; done
+echo
+echo "What each part of Aftermath costs: peer-app linked with it but not starting it, starting it"
+echo "without hang watching (no watchdog, pinger or pool probe; the run record's updater then has a"
+echo "thread of its own), and starting it in full; each row over the one before."
+echo
+echo "| part | CPU of init + 100 ms idle + exit | the same, paired rounds | private dirty memory | descriptors | threads |"
+echo "|---|---|---|---|---|---|"
+part_row() { # label config base
+    echo "| $1 | $(fmt cpu "$2" "$3" 1e6 2 ms) | $(paired cpu "$2" "$3" 1e6 2 ms) | $(fmt mem "$2" "$3" 1 0 KiB) |" \
+        "$(fmt fds "$2" "$3" 1 0 "") | $(fmt threads "$2" "$3" 1 0 "") |"
+}
+part_row "linked, not started (over the Swift baseline)" aft-linked swift-base
+part_row "start: crash capture, run record, delivery (over linked)" aft-nohang aft-linked
+part_row "hang watching (over start without it)" aft aft-nohang
 echo
 n_crash=$(stat crash aft | cut -d' ' -f3) n_mem=$(stat mem aft | cut -d' ' -f3)
 echo "Checks: crash reports written by the crash runs: sentry $(sum crash-reports sentry)/$(stat crash sentry | cut -d' ' -f3)," \

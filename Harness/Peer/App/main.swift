@@ -19,12 +19,20 @@ let arguments = PeerRun.arguments()
 PeerRun.main(
     arguments,
     start: {
+        // What each part of Aftermath costs: linked but not started, or started without
+        // watching for hangs (no watchdog, pinger or pool probe), against the full start.
+        if arguments.part == "linked" { return }
         var config = Aftermath.Configuration(
             serviceName: "peer", serviceVersion: "1.0", exporter: DiscardExporter(),
             reportsDirectory: arguments.directory, fsyncReports: arguments.fsync)
         // The handler mode also reads Aftermath's own figure (entry to committed file): a
         // benchmark-only hook, the one difference from an app's configuration.
         if arguments.mode == "handler" { config.handlerTimingFileDescriptor = cpeer_sdk_timing_fd() }
+        if arguments.part == "nohang" {
+            config.hangHeartbeat = .off
+            config.hangOtherThreads = false
+            config.watchConcurrencyPool = false
+        }
         do { try Aftermath.start(config) } catch { exit(3) }
     },
     settled: { Aftermath.lastDelivery != nil })

@@ -7,22 +7,27 @@ import Glibc
 
 /// What peer-app and peer-baseline-app do, the same in both; only `start` differs (Aftermath's
 /// start, or nothing). Harness/Peer/README.md describes the modes; the C apps
-/// (Harness/Peer/sentry_app.c) do the same with sentry-native. Usage: `MODE DIR [FSYNC]`.
+/// (Harness/Peer/sentry_app.c) do the same with sentry-native. Usage: `MODE DIR [FSYNC [PART]]`.
 public enum PeerRun {
-    /// The arguments after the executable's name: mode, reports directory, fsync (0/1).
+    /// The arguments after the executable's name: mode, reports directory, fsync (0/1), and how
+    /// much of the SDK the app starts (peer-app: `full`, `nohang` or `linked`).
     public struct Arguments: Sendable {
         public var mode: String
         public var directory: String
         public var fsync: Bool
+        public var part: String
     }
 
     public static func arguments() -> Arguments {
         let args = CommandLine.arguments
         guard args.count >= 3 else {
-            FileHandle.standardError.write(Data("usage: \(args[0]) crash|init|idle|mem|handler DIR [FSYNC]\n".utf8))
+            FileHandle.standardError.write(
+                Data("usage: \(args[0]) crash|init|idle|mem|handler DIR [FSYNC [full|nohang|linked]]\n".utf8))
             exit(2)
         }
-        return Arguments(mode: args[1], directory: args[2], fsync: args.count < 4 || args[3] != "0")
+        return Arguments(
+            mode: args[1], directory: args[2], fsync: args.count < 4 || args[3] != "0",
+            part: args.count < 5 ? "full" : args[4])
     }
 
     /// Runs the mode; `start` starts the SDK (nothing in the baseline), `settled` says when the
