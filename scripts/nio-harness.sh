@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The SwiftNIO rows of the hang harness (Harness/NIO/drive.py): builds a real SwiftNIO HTTP
 # server with Aftermath (Harness/NIO) without network, from copies of the vendored SwiftNIO
-# sources (../shared/deps, or AFTERMATH_NIO_SOURCES) in .build/nio-deps, then stalls it through
-# HTTP and checks the records it wrote. Arguments: row names, to run only those.
+# sources (../shared/deps, or AFTERMATH_NIO_SOURCES) in .build/nio-deps, then stalls and crashes
+# it through HTTP and checks the records it wrote. Arguments: row names, to run only those.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -21,4 +21,7 @@ swift build --product aftermath
 export AFTERMATH_ROOT=$root AFTERMATH_NIO_DEPS=$scratch SWIFTCI_USE_LOCAL_DEPS=1
 swift build --package-path Harness/NIO --disable-automatic-resolution
 bin=$(swift build --package-path Harness/NIO --disable-automatic-resolution --show-bin-path)
+# The crash row reads its minidump with rust-minidump's minidump-stackwalk.
+AFTERMATH_STACKWALK=$(bash scripts/minidump-readers.sh | sed -n 's/^minidump-stackwalk=//p') || true
+export AFTERMATH_STACKWALK
 python3 Harness/NIO/drive.py "$bin/NIOServer" .build/debug/aftermath "$@"

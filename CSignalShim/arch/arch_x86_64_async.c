@@ -13,6 +13,7 @@
 
 #include "shim_internal.h"
 #include "swift_async_internal.h"
+#include "unwind_internal.h"
 
 #if defined(__x86_64__)
 
@@ -124,6 +125,10 @@ uint64_t aft_async_arch_code_address(uint64_t address) { return address; }
 int aft_async_arch_follows_call(uint64_t address) {
     uint8_t b[8];
     if (address < 8 || aft_async_read_memory(address - 8, b, sizeof(b)) != 0) return 0;
+    return aft_x86_64_ends_in_call(b);
+}
+
+int aft_x86_64_ends_in_call(const uint8_t b[8]) {
     if (b[3] == 0xE8) return 1; /* call rel32 */
     /* call r/m64: FF /2, optionally after a REX prefix. */
     for (int at = 0; at <= 6; at++) {

@@ -40,6 +40,13 @@ void aft_async_unwind_helper_signals(int block_all, uint32_t stack_index);
  * (unwind_resident_async.c). */
 int aft_async_resident_take(aft_unwind_slot *slot, pid_t *pid);
 
+#if defined(__x86_64__)
+/* Whether the 8 bytes before a return address end in a call instruction (call rel32, or call
+ * r/m64 with or without a REX prefix): pure, for live memory (aft_async_arch_follows_call) and
+ * for the images' files at the next launch (unwind_remote.c). arch_x86_64_async.c. */
+int aft_x86_64_ends_in_call(const uint8_t b[8]);
+#endif
+
 /* ---- normal time (unwind_helpers.c) ---- */
 /* Once libunwind is loaded (a first hang, a recorded error): the helpers' answer pages faulted
  * in, so a later capture takes no page fault there. */

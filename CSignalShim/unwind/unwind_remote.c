@@ -21,6 +21,8 @@
 
 #include "CSignalShim.h"
 #include "shim_internal.h"
+#include "unwind_internal.h"
+#include "unwind_remote_internal.h"
 
 /* libunwind's remote interface, loaded at its first use (dlopen): an app that never reads a
  * crash with deferred threads maps none of it. */
@@ -69,125 +71,6 @@ static void aft_remote_load(void) {
     }
 }
 
-#define AFT_REMOTE_MAX_FILE (1ull << 31) /* 2 GiB: larger is no image of ours */
-
-typedef struct aft_remote_file {
-    int tried;
-    const uint8_t *map; /* the whole file, read-only; NULL: not usable */
-    size_t size;
-    const Elf64_Phdr *phdrs;
-    uint32_t phnum;
-    uint64_t eh_hdr_vaddr; /* 0: none */
-} aft_remote_file;
-
-typedef struct aft_remote_state {
-    const aft_remote_unwind_input *in;
-    aft_remote_file *files; /* one per image, opened on first use */
-} aft_remote_state;
-
-static int aft_remote_range(uint64_t offset, uint64_t size, uint64_t total) {
-    return offset <= total && size <= total - offset;
-}
-
-/* The build id of the PT_NOTE segments of a mapped ELF file equals expected. */
-static int aft_remote_build_id_matches(const aft_remote_file *f, const uint8_t *expected,
-                                       uint32_t expected_size) {
-    if (expected_size == 0) return 0;
-    for (uint32_t i = 0; i < f->phnum; i++) {
-        const Elf64_Phdr *p = &f->phdrs[i];
-        if (p->p_type != PT_NOTE || !aft_remote_range(p->p_offset, p->p_filesz, f->size)) continue;
-        uint64_t at = p->p_offset, end = p->p_offset + p->p_filesz;
-        while (at + sizeof(Elf64_Nhdr) <= end) {
-            Elf64_Nhdr n;
-            memcpy(&n, f->map + at, sizeof(n));
-            uint64_t name = at + sizeof(n), desc = name + ((n.n_namesz + 3u) & ~3u);
-            uint64_t next = desc + ((n.n_descsz + 3u) & ~3u);
-            if (next > end || next <= at) break;
-            if (n.n_type == NT_GNU_BUILD_ID && n.n_namesz == 4 &&
-                memcmp(f->map + name, "GNU", 4) == 0)
-                return n.n_descsz == expected_size &&
-                       memcmp(f->map + desc, expected, expected_size) == 0;
-            at = next;
-        }
-    }
-    return 0;
-}
-
-/* Maps image i's file once: a regular file, an ELF of this machine with the recorded build id. */
-static aft_remote_file *aft_remote_open(aft_remote_state *s, uint32_t i) {
-    aft_remote_file *f = &s->files[i];
-    if (f->tried) return f->map != NULL ? f : NULL;
-    f->tried = 1;
-    const aft_remote_image *image = &s->in->images[i];
-    if (image->path == NULL || image->path[0] != '/') return NULL;
-    int fd = open(image->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0) return NULL;
-    struct stat st;
-    void *map = MAP_FAILED;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size >= sizeof(Elf64_Ehdr) &&
-        (uint64_t)st.st_size <= AFT_REMOTE_MAX_FILE)
-        map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED) return NULL;
-    f->map = map;
-    f->size = (size_t)st.st_size;
-    Elf64_Ehdr eh;
-    memcpy(&eh, f->map, sizeof(eh));
-#if defined(__x86_64__)
-    const uint16_t machine = EM_X86_64;
-#else
-    const uint16_t machine = EM_AARCH64;
-#endif
-    int ok = memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && eh.e_ident[EI_CLASS] == ELFCLASS64 &&
-             eh.e_ident[EI_DATA] == ELFDATA2LSB && eh.e_machine == machine &&
-             eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phoff % 8 == 0 &&
-             aft_remote_range(eh.e_phoff, (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr), f->size);
-    if (ok) {
-        f->phdrs = (const Elf64_Phdr *)(const void *)(f->map + eh.e_phoff);
-        f->phnum = eh.e_phnum;
-        ok = aft_remote_build_id_matches(f, image->build_id, image->build_id_size);
-    }
-    if (!ok) {
-        munmap((void *)f->map, f->size);
-        f->map = NULL;
-        return NULL;
-    }
-    for (uint32_t k = 0; k < f->phnum; k++)
-        if (f->phdrs[k].p_type == PT_GNU_EH_FRAME) f->eh_hdr_vaddr = f->phdrs[k].p_vaddr;
-    return f;
-}
-
-static int aft_remote_image_index(const aft_remote_state *s, uint64_t address, uint32_t *out) {
-    for (uint32_t i = 0; i < s->in->image_count; i++) {
-        const aft_remote_image *image = &s->in->images[i];
-        if (address >= image->start && address < image->end) {
-            *out = i;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* size bytes at the crashed process's address, from the file of the image mapped there. */
-static int aft_remote_read_image(aft_remote_state *s, uint64_t address, void *out, size_t size) {
-    uint32_t i;
-    if (!aft_remote_image_index(s, address, &i)) return 0;
-    aft_remote_file *f = aft_remote_open(s, i);
-    if (f == NULL) return 0;
-    uint64_t vaddr = address - s->in->images[i].load_bias;
-    for (uint32_t k = 0; k < f->phnum; k++) {
-        const Elf64_Phdr *p = &f->phdrs[k];
-        if (p->p_type != PT_LOAD || vaddr < p->p_vaddr || vaddr - p->p_vaddr >= p->p_filesz ||
-            p->p_filesz - (vaddr - p->p_vaddr) < size)
-            continue;
-        uint64_t offset = p->p_offset + (vaddr - p->p_vaddr);
-        if (!aft_remote_range(offset, size, f->size)) return 0;
-        memcpy(out, f->map + offset, size);
-        return 1;
-    }
-    return 0;
-}
-
 static int aft_remote_access_mem(unw_addr_space_t as, unw_word_t address, unw_word_t *value,
                                  int write, void *arg) {
     (void)as;
@@ -220,8 +103,8 @@ static int aft_remote_access_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word
     (void)as;
     aft_remote_state *s = arg;
     int index = aft_remote_register_index(reg);
-    if (write || index < 0 || (uint32_t)index >= s->in->register_count) return -UNW_EBADREG;
-    *value = s->in->registers[index];
+    if (write || index < 0 || (uint32_t)index >= s->register_count) return -UNW_EBADREG;
+    *value = s->registers[index];
     return 0;
 }
 
@@ -324,6 +207,66 @@ static unw_word_t aft_remote_ptrauth_mask(unw_addr_space_t as, void *arg) {
 }
 #endif
 
+#if defined(__x86_64__)
+/* A function without unwind tables in an image that has them (a library's thunk, such as
+ * DispatchSemaphore.wait(timeout:) in the libswiftDispatch of Swift 6 toolchains) that keeps no
+ * frame record: libunwind falls back to the frame pointer, whose record is its caller's caller's,
+ * and the caller is lost. Its return address lies between the stack pointer and that record: the
+ * first word there that returns into another image just after a call instruction, the rule of
+ * the hang's frame-pointer walk (unwind_walk_async.c). */
+#define AFT_REMOTE_GAP_BYTES 64u
+#define AFT_REMOTE_MAX_GAPS 8u
+
+/* 1: a table entry covers pc; 0: its image has tables, none for pc; -1: no tables to tell. */
+static int aft_remote_covered(unw_addr_space_t as, aft_remote_state *s, uint64_t pc) {
+    uint32_t i;
+    if (!aft_remote_image_index(s, pc, &i)) return -1;
+    aft_remote_file *f = aft_remote_open(s, i);
+    if (f == NULL || f->eh_hdr_vaddr == 0) return -1;
+    unw_proc_info_t pi;
+    memset(&pi, 0, sizeof(pi));
+    return aft_remote_find_proc_info(as, pc, &pi, 0, s) == 0 ? 1 : 0;
+}
+
+/* 1 with the slot and the return address of the frame at (ip, sp), whose function has no table,
+ * below fp (its caller's record). */
+static int aft_remote_gap(unw_addr_space_t as, aft_remote_state *s, uint64_t ip, uint64_t sp,
+                          uint64_t fp, uint64_t *slot, uint64_t *ret) {
+    uint32_t own, image;
+    if (!aft_remote_image_index(s, ip, &own)) return 0;
+    uint64_t end = sp + AFT_REMOTE_GAP_BYTES;
+    if (fp > sp && fp < end) end = fp;
+    for (uint64_t at = sp; at + 8 <= end; at += 8) {
+        unw_word_t word;
+        uint8_t before[8];
+        if (aft_remote_access_mem(as, at, &word, 0, s) != 0) return 0;
+        if (word < 8 || !aft_remote_image_index(s, word, &image) || image == own) continue;
+        if (!aft_remote_read_image(s, word - 8, before, sizeof(before)) ||
+            !aft_x86_64_ends_in_call(before))
+            continue;
+        *slot = at;
+        *ret = word;
+        return 1;
+    }
+    return 0;
+}
+
+/* The cursor's registers with the frame at ret, the stack just above slot: where the cursor
+ * starts again. */
+static void aft_remote_frame_after_gap(const aft_remote_libunwind *u, unw_cursor_t *cursor,
+                                       aft_remote_state *s, uint64_t slot, uint64_t ret) {
+    for (unw_regnum_t reg = 0; reg <= UNW_X86_64_RIP; reg++) {
+        unw_word_t value;
+        int index = aft_remote_register_index(reg);
+        if (index >= 0 && (uint32_t)index < s->register_count &&
+            u->get_reg(cursor, reg, &value) == 0)
+            s->registers[index] = value;
+    }
+    s->registers[aft_remote_register_index(UNW_X86_64_RIP)] = ret;
+    s->registers[aft_remote_register_index(UNW_X86_64_RSP)] = slot + 8;
+}
+#endif
+
 uint32_t aft_remote_unwind(const aft_remote_unwind_input *in, uint64_t *frames, uint32_t capacity,
                            uint32_t *truncated) {
     *truncated = 0;
@@ -338,6 +281,9 @@ uint32_t aft_remote_unwind(const aft_remote_unwind_input *in, uint64_t *frames, 
     const aft_remote_libunwind *u = &aft_g_remote;
     aft_remote_state s = {.in = in, .files = calloc(in->image_count + 1, sizeof(aft_remote_file))};
     if (s.files == NULL) return 0;
+    s.register_count =
+        in->register_count < AFT_REMOTE_REGISTERS ? in->register_count : AFT_REMOTE_REGISTERS;
+    memcpy(s.registers, in->registers, s.register_count * sizeof(uint64_t));
     unw_accessors_t accessors = {
         .find_proc_info = aft_remote_find_proc_info,
         .put_unwind_info = aft_remote_put_info,
@@ -357,6 +303,7 @@ uint32_t aft_remote_unwind(const aft_remote_unwind_input *in, uint64_t *frames, 
     unw_cursor_t cursor;
     if (as != NULL && u->init_remote(&cursor, as, &s) == 0) {
         unw_word_t last_sp = 0;
+        uint32_t gaps = 0;
         for (;;) {
             unw_word_t ip = 0, sp = 0;
             if (u->get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
@@ -371,6 +318,21 @@ uint32_t aft_remote_unwind(const aft_remote_unwind_input *in, uint64_t *frames, 
                 *truncated = u->step(&cursor) > 0;
                 break;
             }
+#if defined(__x86_64__)
+            /* Past a function without a table: its return address from the gap, and the
+             * cursor started again there (its first lookup is of that address itself). */
+            unw_word_t fp = 0;
+            uint64_t slot = 0, ret = 0;
+            if (gaps < AFT_REMOTE_MAX_GAPS &&
+                aft_remote_covered(as, &s, n > 1 ? ip - 1 : ip) == 0 &&
+                u->get_reg(&cursor, UNW_X86_64_RBP, &fp) == 0 &&
+                aft_remote_gap(as, &s, ip, sp, fp, &slot, &ret)) {
+                gaps++;
+                aft_remote_frame_after_gap(u, &cursor, &s, slot, ret);
+                if (u->init_remote(&cursor, as, &s) != 0) break;
+                continue;
+            }
+#endif
             if (u->step(&cursor) <= 0) break;
         }
     }

@@ -6,10 +6,13 @@ FileExporter wrote (symbolicated with the aftermath command). Prints a table; ex
 a row fails.
 
 usage: drive.py <NIOServer binary> <aftermath binary> [row ...]
+AFTERMATH_STACKWALK in the environment: rust-minidump's minidump-stackwalk, which reads the
+crash row's minidump (without it that row fails); NIO_KEEP=1 keeps each row's directory.
 """
 import http.client
 import json
 import os
+import platform
 import shutil
 import signal
 import subprocess
@@ -96,21 +99,29 @@ class Server:
         return [r for r in self.records() if r[0].get("eventName") == "apsio.hang"]
 
 
-def functions(path, uid):
-    """The symbolicated function names of the record with log.record.uid uid in path."""
+def views(path):
+    """The aftermath command's symbolicated views of the records in path."""
     out = subprocess.run(
         [AFTERMATH, "symbolicate", path, "--debug-dir", os.path.dirname(SERVER), "--json"],
         capture_output=True, text=True, timeout=120).stdout
-    names = []
     try:
         reports = json.loads(out)
     except ValueError:
-        return names
-    for report in reports if isinstance(reports, list) else [reports]:
-        for frame in report.get("frames", []):
-            names.append(frame.get("function", ""))
-            names += [i.get("function", "") for i in frame.get("inlined", [])]
+        return []
+    return reports if isinstance(reports, list) else [reports]
+
+
+def frame_functions(frames):
+    names = []
+    for frame in frames:
+        names.append(frame.get("function") or "")
+        names += [i.get("function", "") for i in frame.get("inlined", [])]
     return names
+
+
+def functions(path, uid):
+    """The symbolicated function names of the records in path."""
+    return [name for report in views(path) for name in frame_functions(report.get("frames", []))]
 
 
 def in_stack(hang, function):
@@ -288,6 +299,93 @@ def row_spare_groups(root):
     return seen, failures
 
 
+def row_crash(root):
+    # A server as it meets a bug: one loop stalled in a handler (a hang in progress), the other
+    # traps in one. The next launch reports the crash with every thread, the stalled loop's
+    # stack among them, the hang as unfinished, and a minidump a standard reader opens.
+    server = Server(root)
+    stalled = threading.Thread(target=lambda: quietly(server.get, "/block?ms=4000"))
+    stalled.start()  # the first connection: one loop; the next goes to the other
+    time.sleep(1.2)  # past the loop threshold (500 ms) and the watchdog's look
+    quietly(server.get, "/crash?ms=3", timeout=10)
+    status = server.process.wait(timeout=15)
+    stalled.join(timeout=15)
+    failures = []
+    trap = signal.SIGTRAP if platform.machine() in ("aarch64", "arm64") else signal.SIGILL
+    if status != -trap:
+        failures.append("the server ended with %s, not %s" % (status, signal.Signals(trap).name))
+    server.start()  # the next launch delivers the crash
+    deadline = time.monotonic() + 15
+    while not [r for r in server.records() if r[0].get("eventName") == "app.crash"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    crashes = [r for r in server.records() if r[0].get("eventName") == "app.crash"]
+    server.stop()
+    if len(crashes) != 1:
+        failures.append("expected 1 app.crash, got %d" % len(crashes))
+        return "%d crash records" % len(crashes), failures
+    _, a, path = crashes[0]
+    if not str(a.get("exception.type", "")).startswith(signal.Signals(trap).name):
+        failures.append("exception.type %s" % a.get("exception.type"))
+    if not str(a.get("thread.name", "")).startswith("NIO-ELT-"):
+        failures.append("crashed thread.name %s" % a.get("thread.name"))
+    crash_views = [v for v in views(path) if v.get("kind") == "crash"]
+    threads = crash_views[0].get("threads") or [] if crash_views else []
+    crashed = [t for t in threads if t.get("crashed")]
+    loops = [t for t in threads if str(t.get("name", "")).startswith("NIO-ELT-") and not t.get("crashed")]
+    if not crashed or "nioHarnessCrashingHandler" not in " ".join(frame_functions(crashed[0].get("frames", []))):
+        failures.append("nioHarnessCrashingHandler not in the crashed thread's stack")
+    if not any(t.get("main") for t in threads):
+        failures.append("no main thread among %d threads" % len(threads))
+    if not any("nioHarnessBlockingHandler" in " ".join(frame_functions(t.get("frames", []))) for t in loops):
+        failures.append("the stalled loop's nioHarnessBlockingHandler not in any other thread's stack")
+    hangs = [h for h in server.hangs() if h[1].get("apsio.hang.kind") == "event_loop"]
+    if len(hangs) != 1:
+        failures.append("expected 1 event-loop apsio.hang, got %d" % len(hangs))
+    else:
+        check_loop_hang(hangs[0], failures, 500, 2000, unfinished=True)
+        if hangs[0][1].get("apsio.hang.run_crashed") is not True:
+            failures.append("the hang is not marked run_crashed")
+    seen = "%s on %s, %d threads" % (a.get("exception.type"), a.get("thread.name"), len(threads))
+    return seen + "; " + minidump_check(server, a, threads, failures), failures
+
+
+def quietly(call, *args, **kwargs):
+    """call, whose connection may end without an answer (the server died)."""
+    try:
+        call(*args, **kwargs)
+    except (OSError, http.client.HTTPException):
+        pass
+
+
+def minidump_check(server, attributes, threads, failures):
+    """What rust-minidump's minidump-stackwalk reads in the crash's minidump attachment."""
+    stackwalk = os.environ.get("AFTERMATH_STACKWALK", "")
+    dump = os.path.join(server.outbox, "%s.dmp" % attributes.get("apsio.attachment.id"))
+    if not os.path.isfile(dump):
+        failures.append("no minidump %s in the outbox" % os.path.basename(dump))
+        return "no minidump"
+    if not os.access(stackwalk, os.X_OK):
+        failures.append("no minidump-stackwalk (AFTERMATH_STACKWALK): the minidump is unread")
+        return "minidump unread"
+    run = subprocess.run([stackwalk, "--json", dump], capture_output=True, text=True, timeout=120)
+    try:
+        walked = json.loads(run.stdout)
+    except ValueError:
+        failures.append("minidump-stackwalk: %s" % run.stderr.strip()[-300:])
+        return "minidump unreadable"
+    listed = walked.get("threads", [])
+    index = (walked.get("crash_info") or {}).get("crashing_thread")
+    name = listed[index].get("thread_name", "") if isinstance(index, int) and 0 <= index < len(listed) else ""
+    if not str(name).startswith("NIO-ELT-"):
+        failures.append("minidump crashing thread %s named %r" % (index, name))
+    if len(listed) != len(threads):
+        failures.append("minidump lists %d threads, the record %d" % (len(listed), len(threads)))
+    named = sum(1 for t in listed if str(t.get("thread_name", "")).startswith("NIO-ELT-"))
+    if named < 2:
+        failures.append("minidump names %d NIO-ELT threads" % named)
+    return "minidump: %d threads, crashing %s" % (len(listed), name)
+
+
 ROWS = [
     ("nio-loop", "a handler blocks its event loop 2 s", row_loop),
     ("nio-two-loops", "two loops blocked one after the other", row_two_loops),
@@ -295,6 +393,7 @@ ROWS = [
     ("nio-pool", "every pool thread in a semaphore, 3 awaits deep", row_pool),
     ("nio-killed", "SIGKILL while a loop is stuck, next launch", row_killed),
     ("nio-spare-groups", "64 watched loops shut down unwatched (SWIFTNIO_STRICT)", row_spare_groups),
+    ("nio-crash", "a handler traps on one loop, the other stalled; next launch", row_crash),
 ]
 
 
@@ -311,7 +410,7 @@ def main():
         except Exception as error:  # a row that cannot run fails, with why
             seen, failures = "error", ["%s: %s" % (type(error).__name__, error)]
         results.append((name, what, seen, failures, int((time.monotonic() - started) * 1000)))
-        shutil.rmtree(root, ignore_errors=True)
+        if not os.environ.get("NIO_KEEP"): shutil.rmtree(root, ignore_errors=True)
     widths = [max(len(r[i]) for r in results + [("row", "what", "seen")]) for i in range(3)]
     print("%-*s | %-*s | %-*s | %6s | result" % (widths[0], "row", widths[1], "what", widths[2], "seen", "ms"))
     print("-" * (sum(widths) + 24))

@@ -228,7 +228,8 @@ struct Commands {
                 kind: Report.kind(of: record), record: record, source: source, serviceName: service,
                 stack: Report.stack(fromRecord: record),
                 asyncStack: Report.stack(fromRecord: record, attribute: "apsio.async_stacktrace"),
-                asyncAnchor: record[attribute: "apsio.async_stacktrace.anchor"]?.stringValue)
+                asyncAnchor: record[attribute: "apsio.async_stacktrace.anchor"]?.stringValue,
+                recordThreads: Report.recordThreads(record))
         }
     }
 

@@ -19,6 +19,8 @@ struct Report {
     /// Crash reports read from their file: registers, thread, unwinder.
     var crash: CrashReport?
     var hang: HangReport?
+    /// A record's apsio.threads, when no report file is at hand (an OTLP/JSON record).
+    var recordThreads: [RecordThread]?
 
     struct Stack {
         var frames: [UInt64]
@@ -177,7 +179,11 @@ extension Report {
     /// The stack from exception.stacktrace (or another attribute of its format) and
     /// apsio.crash.images alone (no paths): what a backend or a collector has.
     static func stack(fromRecord record: LogRecord, attribute: String = "exception.stacktrace") -> Stack? {
-        guard let text = record[attribute: attribute]?.stringValue else { return nil }
+        record[attribute: attribute]?.stringValue.flatMap { stack(fromText: $0, record: record) }
+    }
+
+    /// A stack in exception.stacktrace's format, its images from the record's apsio.crash.images.
+    static func stack(fromText text: String, record: LogRecord) -> Stack? {
         let entries = imageEntries(record)
         let images = entries.map { e in
             ImageReference(
@@ -201,6 +207,30 @@ extension Report {
             frames: frames, frameImages: frameImages, images: images,
             imageEnds: images.map { _ in nil },
             mainExecutable: images.firstIndex { $0.buildID == mainName && !$0.buildID.isEmpty })
+    }
+
+    /// One thread of apsio.threads (the fields the views show).
+    struct RecordThread: Decodable {
+        var id: UInt64
+        var name: String
+        var crashed: Bool
+        var main: Bool
+        var state: String?
+        var context: String?
+        var why: String?
+        var unwinder: String?
+        var stacktrace: String?
+        var frames_truncated: Bool?
+        var also_crashed_signal: Int32?
+        var aftermath: Bool?
+        var async_stacktrace: String?
+        var async_anchor: String?
+    }
+
+    /// A record's apsio.threads; nil without it or when it is not that JSON.
+    static func recordThreads(_ record: LogRecord) -> [RecordThread]? {
+        guard let json = record[attribute: "apsio.threads"]?.stringValue else { return nil }
+        return try? JSONDecoder().decode([RecordThread].self, from: Data(json.utf8))
     }
 
     static func parseHex(_ s: String) -> UInt64? {

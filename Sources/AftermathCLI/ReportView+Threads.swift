@@ -1,4 +1,5 @@
 import AftermathNextLaunch
+import AftermathOTLP
 import AftermathSymbolication
 
 extension ReportView {
@@ -59,6 +60,37 @@ extension ReportView {
                         ?? unwinder.rawValue,
                     truncated: t.crashed ? c.framesTruncated : t.framesTruncated,
                     frames: machine, asyncFrames: asyncFrames))
+        }
+        return entries
+    }
+
+    /// Every thread of a record's apsio.threads (an OTLP/JSON record: no report file), in its
+    /// order (the crashing one first), or only the crashing one when `crashedOnly`. Adds the
+    /// images their frames are in to `used`.
+    static func threads(
+        _ listed: [Report.RecordThread], record: LogRecord, symbolicator: DWARFSymbolicator?, crashedOnly: Bool,
+        used: inout Set<Int>
+    ) -> [ThreadEntry] {
+        var entries: [ThreadEntry] = []
+        for t in listed where !crashedOnly || t.crashed {
+            var machine: [Frame] = []
+            if let stack = t.stacktrace.flatMap({ Report.stack(fromText: $0, record: record) }) {
+                for (i, address) in stack.frames.enumerated() {
+                    machine.append(frame(index: i, address: address, stack: stack, symbolicator: symbolicator).0)
+                    if let image = stack.frameImages[i] { used.insert(image) }
+                }
+            }
+            let asyncFrames =
+                t.async_stacktrace.flatMap { Report.stack(fromText: $0, record: record) }.map {
+                    Self.asyncFrames(
+                        $0, anchor: t.async_anchor, machine: machine, symbolicator: symbolicator, used: &used)
+                } ?? []
+            entries.append(
+                ThreadEntry(
+                    id: t.id, name: t.name, crashed: t.crashed, main: t.main, aftermath: t.aftermath ?? false,
+                    state: t.state ?? "?", context: t.context ?? "none", missingContext: t.why,
+                    alsoCrashedSignal: t.also_crashed_signal, unwinder: t.unwinder ?? "unknown",
+                    truncated: t.frames_truncated ?? false, frames: machine, asyncFrames: asyncFrames))
         }
         return entries
     }

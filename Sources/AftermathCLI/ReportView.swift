@@ -167,6 +167,9 @@ extension ReportView {
         if let c = r.crash, !c.threads.isEmpty {
             threads = Self.threads(
                 c, report: r, symbolicator: symbolicator, crashedOnly: crashedThreadOnly, used: &used)
+        } else if let listed = r.recordThreads, !listed.isEmpty {
+            threads = ReportView.threads(
+                listed, record: r.record, symbolicator: symbolicator, crashedOnly: crashedThreadOnly, used: &used)
         }
         if let main = stack.mainExecutable { used.insert(main) }
         for i in stack.images.indices where used.contains(i) {

@@ -68,9 +68,15 @@ import Glibc
         var release: String?
         var explanation: String?
         var swiftRuntimeFailure: Failure?
+        struct Thread: Decodable {
+            var name: String
+            var crashed: Bool
+            var frames: [Frame]
+        }
         var frames: [Frame]
         var registers: [Register]
         var images: [Image]
+        var threads: [Thread]?
     }
 
     @Test("list: every kind, as text and --json; exit 0")
@@ -184,7 +190,8 @@ import Glibc
         let fixture = try SwiftTrapFixture.get()
         let crash = try fixture.crash("force-unwrap", executable: fixture.stripped)
         let dir = try Tool.temporaryDirectory("cli-otlp")
-        try fixture.otlpRequest(crash).write(toFile: dir + "/request.json", atomically: true, encoding: .utf8)
+        try fixture.otlpRequest(crash, threads: true).write(
+            toFile: dir + "/request.json", atomically: true, encoding: .utf8)
         let debugDir = try Tool.temporaryDirectory("cli-debug")
         try FileManager.default.copyItem(atPath: fixture.debugFile, toPath: debugDir + "/swift-trap.debug")
 
@@ -205,6 +212,14 @@ import Glibc
         #expect(view.frames.first?.inlined.first?.function.hasPrefix("Swift runtime failure") == true)
         #expect(view.images.first?.debugInfoFound == true)
         #expect(view.images.first?.debugSource == "--debug-dir")
+        // Every thread of apsio.threads, symbolicated as the crash's own frames: the crashed
+        // one first, with the trap's function.
+        let threads = try #require(view.threads, "the record's apsio.threads")
+        #expect(threads.map(\.name) == ["swift-trap", "worker"])
+        #expect(threads.first?.crashed == true && threads.filter(\.crashed).count == 1)
+        #expect(threads.allSatisfy { $0.frames.first?.function == view.frames.first?.function })
+        #expect(view.frames.first?.function != nil)
+        #expect(text.stdout.contains("Thread 8 \"worker\""), "the other thread in the text view")
 
         // Without the debug files: no names, and the image says why.
         let bare = try Tool.aftermath(["symbolicate", dir + "/request.json", "--json"])

@@ -136,4 +136,40 @@ extension RemoteUnwindTests {
             RemoteUnwinder.unwind(
                 registers: [1, 2, 3], stackStart: 0, stack: [1], images: [], architecture: .unknown) == nil)
     }
+
+    /// Blocks the calling thread for good in a library function without unwind tables in the
+    /// toolchain's libswiftDispatch (`DispatchSemaphore.wait(timeout:)`: no table entry, no
+    /// frame record), which the fallback to the frame pointer steps over with its caller.
+    @inline(never)
+    static func semaphoreWaiter() {
+        _ = DispatchSemaphore(value: 0).wait(timeout: .distantFuture)
+        withExtendedLifetime(0) {}
+    }
+
+    #if compiler(>=6.2) && arch(x86_64)
+    @Test("A thread blocked in DispatchSemaphore.wait(timeout:) keeps the app function that called it")
+    func functionWithoutTables() async throws {
+        let directory: String = TestSupport.childDirectory("remote-unwind-gap")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
+            ExitStatusTests.childStart(directory)
+            var thread = pthread_t()
+            let made = pthread_create(
+                &thread, nil,
+                { _ in
+                    aft_test_set_thread_name("sem-waiter")
+                    RemoteUnwindTests.semaphoreWaiter()
+                    return nil
+                }, nil)
+            guard made == 0 else { _exit(97) }
+            usleep(300_000)  // asleep in the semaphore by now
+            UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
+        }
+        let crash = try #require(EveryThreadTests.crashes(directory).first)
+        let waiter = try #require(crash.threads.first { $0.name == "sem-waiter" })
+        #expect(waiter.frames.count >= 5, "\(waiter.frames.count) frames")
+        let found = EveryThreadTests.hasFrame(waiter, in: crash, named: "semaphoreWaiter")
+        #expect(found, "the caller of DispatchSemaphore.wait(timeout:) is on the waiter's stack")
+    }
+    #endif
 }

@@ -173,8 +173,11 @@ package struct SwiftTrapFixture: Sendable {
         return (lines.firstIndex { $0.contains(text) } ?? -1) + 1
     }
 
-    /// An OTLP/JSON export request with one crash record for `crash`, as a collector stores it.
-    package func otlpRequest(_ crash: Crash, imageName: String = "swift-trap", buildID: String? = nil) -> String {
+    /// An OTLP/JSON export request with one crash record for `crash`, as a collector stores it;
+    /// with `threads`, its apsio.threads: the crashed thread and a "worker" at the same pc.
+    package func otlpRequest(
+        _ crash: Crash, imageName: String = "swift-trap", buildID: String? = nil, threads: Bool = false
+    ) -> String {
         let id = buildID ?? self.buildID
         let offset = String(crash.pc - crash.loadAddress, radix: 16)
         let stack = "0 \(imageName) 0x\(String(format: "%016llx", crash.pc)) + 0x\(offset)"
@@ -185,6 +188,11 @@ package struct SwiftTrapFixture: Sendable {
                 + v.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
                 .replacingOccurrences(of: "\n", with: "\\n") + "\""
         }
+        let listed =
+            "[{\"id\":7,\"name\":\"swift-trap\",\"crashed\":true,\"main\":true,\"state\":\"R\",\"context\":\"crash\",\"unwinder\":\"libunwind\",\"stacktrace\":\(s(stack))},"
+            + "{\"id\":8,\"name\":\"worker\",\"crashed\":false,\"main\":false,\"state\":\"S\",\"context\":\"signal\",\"unwinder\":\"libunwind\",\"stacktrace\":\(s(stack))}]"
+        let threadList =
+            threads ? "\n               {\"key\":\"apsio.threads\",\"value\":{\"stringValue\":\(s(listed))}}," : ""
         return """
             {"resourceLogs":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"shop"}}]},
              "scopeLogs":[{"scope":{"name":"aftermath"},"logRecords":[{
@@ -194,7 +202,7 @@ package struct SwiftTrapFixture: Sendable {
                {"key":"exception.message","value":{"stringValue":"Swift runtime trap"}},
                {"key":"exception.stacktrace","value":{"stringValue":\(s(stack))}},
                {"key":"app.crash.id","value":{"stringValue":"357f434d-1544-458b-899e-9edb31bd8695"}},
-               {"key":"apsio.crash.images","value":{"stringValue":\(s(images))}},
+               {"key":"apsio.crash.images","value":{"stringValue":\(s(images))}},\(threadList)
                {"key":"session.id","value":{"stringValue":"8adfa60b-e1e1-4b69-9cb2-6ef3129dc166"}},
                {"key":"service.version","value":{"stringValue":"4.12.0"}}]}]}]}]}
             """

@@ -14,6 +14,8 @@ import Glibc
 //   /block?ms=N   blocks its event loop for N ms (in nioHarnessBlockingHandler), then answers
 //   /pool?ms=N    answers at once; as many Tasks as the pool is wide block N ms each, three
 //                 awaits deep (in nioHarnessPoolBlock)
+//   /crash?ms=N   a handler's bug: an array of N elements indexed at N (a Swift runtime trap,
+//                 in nioHarnessCrashingHandler) on its event loop; the server dies of it
 // The main thread parks in closeFuture.wait(), as servers do.
 // With NIO_HARNESS_SPARE_GROUPS=N in the environment it also runs, after READY, N short-lived
 // groups of 4 loops one after the other, as a client library does: each loop watched, used,
@@ -51,6 +53,13 @@ func nioHarnessLevel3(_ ms: Int) async {
     nioHarnessPoolBlock(ms)
 }
 
+/// Reads one element past the end of an array of `count`: Swift traps (index out of range).
+@inline(never)
+func nioHarnessCrashingHandler(_ count: Int) -> Int {
+    let values = [Int](repeating: 7, count: count)
+    return values[count]
+}
+
 func route(_ uri: String) -> String {
     let parts = uri.split(separator: "?", maxSplits: 1)
     let path = parts.first.map(String.init) ?? "/"
@@ -63,6 +72,8 @@ func route(_ uri: String) -> String {
         let width = max(1, sysconf(Int32(_SC_NPROCESSORS_CONF)))
         for _ in 0..<width { Task.detached { await nioHarnessLevel1(ms) } }
         return "pool \(width) x \(ms) ms\n"
+    case "/crash":
+        return "never \(nioHarnessCrashingHandler(ms))\n"
     default:
         return "ok\n"
     }
