@@ -44,4 +44,25 @@ int aft_remote_image_index(const aft_remote_state *s, uint64_t address, uint32_t
 /* 1 with size bytes of the crashed process at address, read from the file of its image. */
 int aft_remote_read_image(aft_remote_state *s, uint64_t address, void *out, size_t size);
 
+/* 1 with the 8 bytes the crash captured at address (a stack's). */
+int aft_remote_read_word(const aft_remote_state *s, uint64_t address, uint64_t *value);
+/* 1 with the start of the function that holds address, by its image's symbols (.symtab, else
+ * .dynsym: a function symbol with a size). */
+int aft_remote_function_start(aft_remote_state *s, uint64_t address, uint64_t *start);
+/* 1 when address lies in an executable segment of its image's file. */
+int aft_remote_in_code(aft_remote_state *s, uint64_t address);
+
+#if defined(__x86_64__)
+/* The frame past a function that has no table entry (unwind_remote_thunk.c). pc: where the frame
+ * is in that function (a return address less one, or an exact pc); sp: its stack pointer;
+ * registers: its registers in crash-file order (s->register_count of them). 1 when the
+ * function's prologue keeps no frame record and its return address is where the prologue puts
+ * it: *ret that address, registers changed to its caller's (rip ret - 1, so that libunwind looks
+ * the caller up at the call; rsp above the return address; the registers the prologue pushed
+ * restored). 0 otherwise: libunwind's frame-pointer step stays right for a function that keeps
+ * a record. */
+int aft_remote_past_thunk(aft_remote_state *s, uint64_t pc, uint64_t sp, uint64_t *registers,
+                          uint64_t *ret);
+#endif
+
 #endif /* AFT_UNWIND_REMOTE_INTERNAL_H */

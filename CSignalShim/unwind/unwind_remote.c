@@ -21,7 +21,6 @@
 
 #include "CSignalShim.h"
 #include "shim_internal.h"
-#include "unwind_internal.h"
 #include "unwind_remote_internal.h"
 
 /* libunwind's remote interface, loaded at its first use (dlopen): an app that never reads a
@@ -32,6 +31,7 @@ typedef struct aft_remote_libunwind {
     int (*init_remote)(unw_cursor_t *, unw_addr_space_t, void *);
     int (*step)(unw_cursor_t *);
     int (*get_reg)(unw_cursor_t *, unw_regnum_t, unw_word_t *);
+    int (*is_signal_frame)(unw_cursor_t *); /* optional */
     /* Not in the public headers, exported by libunwind-generic: the lookup in an .eh_frame_hdr
      * table that libunwind's own ptrace and core-file accessors use. */
     int (*search_unwind_table)(unw_addr_space_t, unw_word_t, unw_dyn_info_t *, unw_proc_info_t *,
@@ -61,6 +61,7 @@ static void aft_remote_load(void) {
     *(void **)&r->init_remote = dlsym(h, AFT_REMOTE_STR(unw_init_remote));
     *(void **)&r->step = dlsym(h, AFT_REMOTE_STR(unw_step));
     *(void **)&r->get_reg = dlsym(h, AFT_REMOTE_STR(unw_get_reg));
+    *(void **)&r->is_signal_frame = dlsym(h, AFT_REMOTE_STR(unw_is_signal_frame));
     *(void **)&r->search_unwind_table =
         dlsym(h, AFT_REMOTE_STR(UNW_OBJ(dwarf_search_unwind_table)));
     if (r->create_addr_space && r->destroy_addr_space && r->init_remote && r->step && r->get_reg &&
@@ -76,13 +77,10 @@ static int aft_remote_access_mem(unw_addr_space_t as, unw_word_t address, unw_wo
     (void)as;
     aft_remote_state *s = arg;
     if (write) return -UNW_EREADONLYREG;
-    for (uint32_t i = 0; i < s->in->memory_count; i++) {
-        const aft_remote_memory *m = &s->in->memory[i];
-        if (address >= m->start && address - m->start < m->size &&
-            m->size - (address - m->start) >= sizeof(*value)) {
-            memcpy(value, m->bytes + (address - m->start), sizeof(*value));
-            return 0;
-        }
+    uint64_t word;
+    if (aft_remote_read_word(s, address, &word)) {
+        *value = word;
+        return 0;
     }
     return aft_remote_read_image(s, address, value, sizeof(*value)) ? 0 : -UNW_EINVAL;
 }
@@ -152,36 +150,41 @@ static uint32_t aft_remote_encoded_size(uint8_t encoding) {
     }
 }
 
-static int aft_remote_find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi,
-                                     int need_unwind_info, void *arg) {
-    aft_remote_state *s = arg;
+/* 1 with di describing the .eh_frame_hdr search table of the image that holds pc; 0 when there
+ * is no usable one (no image, no file, no header, a form not handled). */
+static int aft_remote_table(aft_remote_state *s, uint64_t pc, unw_dyn_info_t *di) {
     uint32_t i;
-    if (!aft_remote_image_index(s, ip, &i)) return -UNW_ENOINFO;
+    if (!aft_remote_image_index(s, pc, &i)) return 0;
     aft_remote_file *f = aft_remote_open(s, i);
-    if (f == NULL || f->eh_hdr_vaddr == 0) return -UNW_ENOINFO;
+    if (f == NULL || f->eh_hdr_vaddr == 0) return 0;
     const aft_remote_image *image = &s->in->images[i];
     uint64_t hdr = image->load_bias + f->eh_hdr_vaddr;
     uint8_t head[4];
-    if (!aft_remote_read_image(s, hdr, head, sizeof(head))) return -UNW_ENOINFO;
+    if (!aft_remote_read_image(s, hdr, head, sizeof(head))) return 0;
     /* version 1; the FDE count, then a table of (initial pc, FDE) pairs, 4-byte offsets from
      * the header (datarel | sdata4), the form every linker writes. */
     uint32_t pointer_size = aft_remote_encoded_size(head[1]);
     uint32_t count_size = aft_remote_encoded_size(head[2]);
-    if (head[0] != 1 || pointer_size == 0 || count_size == 0 || head[3] != 0x3b)
-        return -UNW_ENOINFO;
+    if (head[0] != 1 || pointer_size == 0 || count_size == 0 || head[3] != 0x3b) return 0;
     uint64_t count = 0;
     if (!aft_remote_read_image(s, hdr + 4 + pointer_size, &count, count_size) || count == 0 ||
         count > (1u << 24))
-        return -UNW_ENOINFO;
+        return 0;
+    memset(di, 0, sizeof(*di));
+    di->format = UNW_INFO_FORMAT_REMOTE_TABLE;
+    di->start_ip = image->start;
+    di->end_ip = image->end;
+    di->u.rti.name_ptr = 0;
+    di->u.rti.segbase = hdr;
+    di->u.rti.table_data = hdr + 4 + pointer_size + count_size;
+    di->u.rti.table_len = (count * 8) / sizeof(unw_word_t);
+    return 1;
+}
+
+static int aft_remote_find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi,
+                                     int need_unwind_info, void *arg) {
     unw_dyn_info_t di;
-    memset(&di, 0, sizeof(di));
-    di.format = UNW_INFO_FORMAT_REMOTE_TABLE;
-    di.start_ip = image->start;
-    di.end_ip = image->end;
-    di.u.rti.name_ptr = 0;
-    di.u.rti.segbase = hdr;
-    di.u.rti.table_data = hdr + 4 + pointer_size + count_size;
-    di.u.rti.table_len = (count * 8) / sizeof(unw_word_t);
+    if (!aft_remote_table(arg, ip, &di)) return -UNW_ENOINFO;
     return aft_g_remote.search_unwind_table(as, ip, &di, pi, need_unwind_info, arg);
 }
 
@@ -208,62 +211,31 @@ static unw_word_t aft_remote_ptrauth_mask(unw_addr_space_t as, void *arg) {
 #endif
 
 #if defined(__x86_64__)
-/* A function without unwind tables in an image that has them (a library's thunk, such as
- * DispatchSemaphore.wait(timeout:) in the libswiftDispatch of Swift 6 toolchains) that keeps no
- * frame record: libunwind falls back to the frame pointer, whose record is its caller's caller's,
- * and the caller is lost. Its return address lies between the stack pointer and that record: the
- * first word there that returns into another image just after a call instruction, the rule of
- * the hang's frame-pointer walk (unwind_walk_async.c). */
-#define AFT_REMOTE_GAP_BYTES 64u
-#define AFT_REMOTE_MAX_GAPS 8u
+#define AFT_REMOTE_MAX_THUNKS 16u /* frames found past functions without a table, a thread */
 
-/* 1: a table entry covers pc; 0: its image has tables, none for pc; -1: no tables to tell. */
+/* 0 when the image that holds pc has a usable table with no entry for pc (1: an entry covers
+ * it; -1: no table to tell, where libunwind's frame-pointer step is all there is). Nothing is
+ * allocated without the unwind info. */
 static int aft_remote_covered(unw_addr_space_t as, aft_remote_state *s, uint64_t pc) {
-    uint32_t i;
-    if (!aft_remote_image_index(s, pc, &i)) return -1;
-    aft_remote_file *f = aft_remote_open(s, i);
-    if (f == NULL || f->eh_hdr_vaddr == 0) return -1;
+    unw_dyn_info_t di;
     unw_proc_info_t pi;
+    if (!aft_remote_table(s, pc, &di)) return -1;
     memset(&pi, 0, sizeof(pi));
-    return aft_remote_find_proc_info(as, pc, &pi, 0, s) == 0 ? 1 : 0;
+    return aft_g_remote.search_unwind_table(as, pc, &di, &pi, 0, s) == 0 ? 1 : 0;
 }
 
-/* 1 with the slot and the return address of the frame at (ip, sp), whose function has no table,
- * below fp (its caller's record). */
-static int aft_remote_gap(unw_addr_space_t as, aft_remote_state *s, uint64_t ip, uint64_t sp,
-                          uint64_t fp, uint64_t *slot, uint64_t *ret) {
-    uint32_t own, image;
-    if (!aft_remote_image_index(s, ip, &own)) return 0;
-    uint64_t end = sp + AFT_REMOTE_GAP_BYTES;
-    if (fp > sp && fp < end) end = fp;
-    for (uint64_t at = sp; at + 8 <= end; at += 8) {
-        unw_word_t word;
-        uint8_t before[8];
-        if (aft_remote_access_mem(as, at, &word, 0, s) != 0) return 0;
-        if (word < 8 || !aft_remote_image_index(s, word, &image) || image == own) continue;
-        if (!aft_remote_read_image(s, word - 8, before, sizeof(before)) ||
-            !aft_x86_64_ends_in_call(before))
-            continue;
-        *slot = at;
-        *ret = word;
-        return 1;
-    }
-    return 0;
-}
-
-/* The cursor's registers with the frame at ret, the stack just above slot: where the cursor
- * starts again. */
-static void aft_remote_frame_after_gap(const aft_remote_libunwind *u, unw_cursor_t *cursor,
-                                       aft_remote_state *s, uint64_t slot, uint64_t ret) {
+/* The cursor's frame's registers in crash-file order: those it knows, the last start's for the
+ * rest. */
+static void aft_remote_frame_registers(const aft_remote_libunwind *u, unw_cursor_t *cursor,
+                                       const aft_remote_state *s, uint64_t *out) {
+    memcpy(out, s->registers, s->register_count * sizeof(uint64_t));
     for (unw_regnum_t reg = 0; reg <= UNW_X86_64_RIP; reg++) {
         unw_word_t value;
         int index = aft_remote_register_index(reg);
         if (index >= 0 && (uint32_t)index < s->register_count &&
             u->get_reg(cursor, reg, &value) == 0)
-            s->registers[index] = value;
+            out[index] = value;
     }
-    s->registers[aft_remote_register_index(UNW_X86_64_RIP)] = ret;
-    s->registers[aft_remote_register_index(UNW_X86_64_RSP)] = slot + 8;
 }
 #endif
 
@@ -303,7 +275,11 @@ uint32_t aft_remote_unwind(const aft_remote_unwind_input *in, uint64_t *frames, 
     unw_cursor_t cursor;
     if (as != NULL && u->init_remote(&cursor, as, &s) == 0) {
         unw_word_t last_sp = 0;
-        uint32_t gaps = 0;
+#if defined(__x86_64__)
+        uint32_t thunks = 0;
+        uint64_t reported = 0; /* the return address of a frame started at it less one */
+        int exact = 1; /* the frame's pc is not a return address: the first, or past a signal */
+#endif
         for (;;) {
             unw_word_t ip = 0, sp = 0;
             if (u->get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
@@ -313,25 +289,34 @@ uint32_t aft_remote_unwind(const aft_remote_unwind_input *in, uint64_t *frames, 
 #if defined(__aarch64__)
             ip &= 0x0000ffffffffffffull; /* a return address signed by pointer authentication */
 #endif
+#if defined(__x86_64__)
+            /* Where the frame is in its function: a return address less one is the call. */
+            uint64_t at = reported != 0 ? (uint64_t)ip : exact ? (uint64_t)ip : (uint64_t)ip - 1;
+            frames[n++] = reported != 0 ? reported : (uint64_t)ip;
+            reported = 0;
+#else
             frames[n++] = (uint64_t)ip;
+#endif
             if (n == capacity) {
                 *truncated = u->step(&cursor) > 0;
                 break;
             }
 #if defined(__x86_64__)
-            /* Past a function without a table: its return address from the gap, and the
-             * cursor started again there (its first lookup is of that address itself). */
-            unw_word_t fp = 0;
-            uint64_t slot = 0, ret = 0;
-            if (gaps < AFT_REMOTE_MAX_GAPS &&
-                aft_remote_covered(as, &s, n > 1 ? ip - 1 : ip) == 0 &&
-                u->get_reg(&cursor, UNW_X86_64_RBP, &fp) == 0 &&
-                aft_remote_gap(as, &s, ip, sp, fp, &slot, &ret)) {
-                gaps++;
-                aft_remote_frame_after_gap(u, &cursor, &s, slot, ret);
-                if (u->init_remote(&cursor, as, &s) != 0) break;
-                continue;
+            /* A function without a table entry and without a frame record: its caller from its
+             * prologue, the cursor started again there. */
+            uint64_t registers[AFT_REMOTE_REGISTERS], ret = 0;
+            if (thunks < AFT_REMOTE_MAX_THUNKS && aft_remote_covered(as, &s, at) == 0) {
+                aft_remote_frame_registers(u, &cursor, &s, registers);
+                if (aft_remote_past_thunk(&s, at, sp, registers, &ret)) {
+                    thunks++;
+                    memcpy(s.registers, registers, s.register_count * sizeof(uint64_t));
+                    if (u->init_remote(&cursor, as, &s) != 0) break;
+                    reported = ret;
+                    exact = 0;
+                    continue;
+                }
             }
+            exact = u->is_signal_frame != NULL && u->is_signal_frame(&cursor) > 0;
 #endif
             if (u->step(&cursor) <= 0) break;
         }

@@ -96,22 +96,84 @@ int aft_remote_image_index(const aft_remote_state *s, uint64_t address, uint32_t
     return 0;
 }
 
+/* The file-backed loadable segment that holds address, with its image's file and the address
+ * as the file's virtual address; NULL when none does. */
+static const Elf64_Phdr *aft_remote_segment(aft_remote_state *s, uint64_t address,
+                                            aft_remote_file **file, uint64_t *vaddr) {
+    uint32_t i;
+    if (!aft_remote_image_index(s, address, &i)) return NULL;
+    aft_remote_file *f = aft_remote_open(s, i);
+    if (f == NULL) return NULL;
+    *file = f;
+    *vaddr = address - s->in->images[i].load_bias;
+    for (uint32_t k = 0; k < f->phnum; k++) {
+        const Elf64_Phdr *p = &f->phdrs[k];
+        if (p->p_type == PT_LOAD && *vaddr >= p->p_vaddr && *vaddr - p->p_vaddr < p->p_filesz)
+            return p;
+    }
+    return NULL;
+}
+
 /* size bytes at the crashed process's address, from the file of the image mapped there. */
 int aft_remote_read_image(aft_remote_state *s, uint64_t address, void *out, size_t size) {
+    aft_remote_file *f;
+    uint64_t vaddr;
+    const Elf64_Phdr *p = aft_remote_segment(s, address, &f, &vaddr);
+    if (p == NULL || p->p_filesz - (vaddr - p->p_vaddr) < size) return 0;
+    uint64_t offset = p->p_offset + (vaddr - p->p_vaddr);
+    if (!aft_remote_range(offset, size, f->size)) return 0;
+    memcpy(out, f->map + offset, size);
+    return 1;
+}
+
+int aft_remote_read_word(const aft_remote_state *s, uint64_t address, uint64_t *value) {
+    for (uint32_t i = 0; i < s->in->memory_count; i++) {
+        const aft_remote_memory *m = &s->in->memory[i];
+        if (address >= m->start && address - m->start < m->size &&
+            m->size - (address - m->start) >= sizeof(*value)) {
+            memcpy(value, m->bytes + (address - m->start), sizeof(*value));
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int aft_remote_function_start(aft_remote_state *s, uint64_t address, uint64_t *start) {
     uint32_t i;
     if (!aft_remote_image_index(s, address, &i)) return 0;
     aft_remote_file *f = aft_remote_open(s, i);
     if (f == NULL) return 0;
-    uint64_t vaddr = address - s->in->images[i].load_bias;
-    for (uint32_t k = 0; k < f->phnum; k++) {
-        const Elf64_Phdr *p = &f->phdrs[k];
-        if (p->p_type != PT_LOAD || vaddr < p->p_vaddr || vaddr - p->p_vaddr >= p->p_filesz ||
-            p->p_filesz - (vaddr - p->p_vaddr) < size)
-            continue;
-        uint64_t offset = p->p_offset + (vaddr - p->p_vaddr);
-        if (!aft_remote_range(offset, size, f->size)) return 0;
-        memcpy(out, f->map + offset, size);
-        return 1;
+    Elf64_Ehdr eh;
+    memcpy(&eh, f->map, sizeof(eh));
+    if (eh.e_shentsize != sizeof(Elf64_Shdr) ||
+        !aft_remote_range(eh.e_shoff, (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr), f->size))
+        return 0;
+    uint64_t bias = s->in->images[i].load_bias, vaddr = address - bias;
+    /* .symtab first (every function, where the file keeps it), then .dynsym (exported ones). */
+    for (uint32_t type = SHT_SYMTAB;; type = SHT_DYNSYM) {
+        for (uint32_t k = 0; k < eh.e_shnum; k++) {
+            Elf64_Shdr sh;
+            memcpy(&sh, f->map + eh.e_shoff + (uint64_t)k * sizeof(sh), sizeof(sh));
+            if (sh.sh_type != type || sh.sh_entsize != sizeof(Elf64_Sym) ||
+                !aft_remote_range(sh.sh_offset, sh.sh_size, f->size))
+                continue;
+            for (uint64_t at = 0; at + sizeof(Elf64_Sym) <= sh.sh_size; at += sizeof(Elf64_Sym)) {
+                Elf64_Sym sym;
+                memcpy(&sym, f->map + sh.sh_offset + at, sizeof(sym));
+                if (ELF64_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF ||
+                    sym.st_size == 0 || vaddr < sym.st_value || vaddr - sym.st_value >= sym.st_size)
+                    continue;
+                *start = sym.st_value + bias;
+                return 1;
+            }
+        }
+        if (type == SHT_DYNSYM) return 0;
     }
-    return 0;
+}
+
+int aft_remote_in_code(aft_remote_state *s, uint64_t address) {
+    aft_remote_file *f;
+    uint64_t vaddr;
+    const Elf64_Phdr *p = aft_remote_segment(s, address, &f, &vaddr);
+    return p != NULL && (p->p_flags & PF_X) != 0;
 }

@@ -44,6 +44,10 @@ enum ChildMode {
                 if scenario.setup == .reinstallAroundChainingHandler {
                     installAppHandler()
                     try Aftermath.start(configuration)
+                    // The second start's new threads past glibc's start, where a thread has every
+                    // signal blocked: a crash in that window leaves the Swift backtracer one
+                    // thread it cannot pause (as any thread the app had just created would).
+                    usleep(50_000)
                 }
             } catch {
                 say("crash-harness: Aftermath.start failed: \(error)\n", fd: 2)

@@ -1,5 +1,6 @@
 import Aftermath
 import AftermathNextLaunch
+import AftermathSymbolication
 import CHarnessFaults
 import CSignalShim
 import Foundation
@@ -170,6 +171,89 @@ extension RemoteUnwindTests {
         #expect(waiter.frames.count >= 5, "\(waiter.frames.count) frames")
         let found = EveryThreadTests.hasFrame(waiter, in: crash, named: "semaphoreWaiter")
         #expect(found, "the caller of DispatchSemaphore.wait(timeout:) is on the waiter's stack")
+    }
+    #endif
+
+    #if arch(x86_64)
+    /// Frames over the toolchain's libswiftDispatch and libswiftCore (Swift 6.3.1's files, by
+    /// build id) at fixed addresses: registers rip and rbp, rsp at the stack's start.
+    static func unwindToolchainFrames(ip: UInt64, rbp: UInt64, words: [UInt64]) throws -> [String]? {
+        let dispatch = "/opt/swift/usr/lib/swift/linux/libswiftDispatch.so"
+        let core = "/opt/swift/usr/lib/swift/linux/libswiftCore.so"
+        guard DebugFileLocator.buildID(of: dispatch) == "8e4dcd28f0fe17265e0368bef22d2f51cad71090",
+            DebugFileLocator.buildID(of: core) == "b521f25fdeacf504eca83d97c7308e8fc11be729"
+        else { return nil }  // another toolchain: other offsets
+        func image(_ start: UInt64, _ size: UInt64, _ path: String, _ id: String) -> LoadedImage {
+            var i = aft_image()
+            i.start = start
+            i.end = start + size
+            i.load_bias = start
+            i.arch = Architecture.current.code
+            let bytes = Hex.decode(id) ?? []
+            withUnsafeMutableBytes(of: &i.build_id) { raw in raw.copyBytes(from: bytes) }
+            i.build_id_size = UInt32(bytes.count)
+            withUnsafeMutableBytes(of: &i.path) { raw in
+                for (k, byte) in path.utf8.enumerated() { raw[k] = byte }
+            }
+            return LoadedImage(i)
+        }
+        let images = [
+            image(Self.dispatchBase, 0x2c000, dispatch, "8e4dcd28f0fe17265e0368bef22d2f51cad71090"),
+            image(Self.coreBase, 0x6ea000, core, "b521f25fdeacf504eca83d97c7308e8fc11be729"),
+        ]
+        var registers = [UInt64](repeating: 0, count: 23)  // r8..r15, rdi, rsi, rbp, rbx, ..., rsp, rip
+        registers[10] = rbp
+        registers[15] = Self.stackBase
+        registers[16] = ip
+        let stack = words.flatMap { word in withUnsafeBytes(of: word.littleEndian) { Array($0) } }
+        let result = try #require(
+            RemoteUnwinder.unwind(
+                registers: registers, stackStart: Self.stackBase, stack: stack, images: images,
+                architecture: .current))
+        return result.frames.map {
+            $0 >= Self.coreBase
+                ? "core+\(String($0 - Self.coreBase, radix: 16))"
+                : "dispatch+\(String($0 - Self.dispatchBase, radix: 16))"
+        }
+    }
+
+    static let dispatchBase: UInt64 = 0x7f00_0000_0000
+    static let coreBase: UInt64 = 0x7f10_0000_0000
+    static let stackBase: UInt64 = 0x7ffd_0000_0000
+
+    @Test(
+        "Functions without a table entry: a thunk's caller is found, a frame record is followed, a stale word is not taken"
+    )
+    func functionsWithoutTableEntries() throws {
+        let (d, c, stack) = (Self.dispatchBase, Self.coreBase, Self.stackBase)
+        // DispatchSemaphore.wait(timeout:) (push rax; call; no entry, no record) paused after its
+        // call, its return address at sp + 8 into libswiftCore just after a call, its caller's
+        // record at rbp: the caller is there, then the record's.
+        var words = [UInt64](repeating: 0, count: 64)
+        words[1] = c + 0x16_1293
+        words[8] = stack + 0x100
+        words[9] = c + 0x16_12bb
+        guard let thunk = try Self.unwindToolchainFrames(ip: d + 0x1a0ad, rbp: stack + 0x40, words: words) else {
+            return  // another toolchain than the one these offsets are of
+        }
+        #expect(Array(thunk.prefix(3)) == ["dispatch+1a0ad", "core+161293", "core+1612bb"], "\(thunk)")
+        // __swift_instantiateGenericMetadata (push rbp; mov rbp, rsp; no entry) with a stale return
+        // address in its locals: its record is followed, the stale word left.
+        words = [UInt64](repeating: 0, count: 64)
+        words[0] = c + 0x16_12bb
+        words[4] = stack + 0x100
+        words[5] = c + 0x16_1293
+        let record = try #require(try Self.unwindToolchainFrames(ip: d + 0x1db90, rbp: stack + 0x20, words: words))
+        #expect(Array(record.prefix(2)) == ["dispatch+1db90", "core+161293"], "\(record)")
+        #expect(!record.contains("core+1612bb"), "the stale word is no frame")
+        // A lazy witness-table accessor (push rbp; mov rbp, rsp; call) paused with rsp == rbp.
+        words = [UInt64](repeating: 0, count: 64)
+        words[0] = stack + 0x100
+        words[1] = c + 0x16_1293
+        words[0x20] = stack + 0x180
+        words[0x21] = c + 0x16_12bb
+        let accessor = try #require(try Self.unwindToolchainFrames(ip: d + 0x170c4, rbp: stack, words: words))
+        #expect(Array(accessor.prefix(3)) == ["dispatch+170c4", "core+161293", "core+1612bb"], "\(accessor)")
     }
     #endif
 }
