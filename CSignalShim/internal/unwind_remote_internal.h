@@ -23,6 +23,9 @@ typedef struct aft_remote_file {
     const Elf64_Phdr *phdrs;
     uint32_t phnum;
     uint64_t eh_hdr_vaddr; /* 0: none */
+    int functions_read;    /* its function symbols sorted, once, on first use */
+    uint64_t *functions;   /* (start, size) pairs in the file's addresses, by start */
+    uint32_t function_count;
 } aft_remote_file;
 
 /* One unwinding: its input, the images' files (opened on first use) and the registers the
@@ -44,6 +47,8 @@ int aft_remote_image_index(const aft_remote_state *s, uint64_t address, uint32_t
 /* 1 with size bytes of the crashed process at address, read from the file of its image. */
 int aft_remote_read_image(aft_remote_state *s, uint64_t address, void *out, size_t size);
 
+/* Unmaps and frees what the state opened. */
+void aft_remote_close_files(aft_remote_state *s);
 /* 1 with the 8 bytes the crash captured at address (a stack's). */
 int aft_remote_read_word(const aft_remote_state *s, uint64_t address, uint64_t *value);
 /* 1 with the start of the function that holds address, by its image's symbols (.symtab, else

@@ -290,8 +290,9 @@ uint32_t aft_remote_unwind(const aft_remote_unwind_input *in, uint64_t *frames, 
             ip &= 0x0000ffffffffffffull; /* a return address signed by pointer authentication */
 #endif
 #if defined(__x86_64__)
-            /* Where the frame is in its function: a return address less one is the call. */
-            uint64_t at = reported != 0 ? (uint64_t)ip : exact ? (uint64_t)ip : (uint64_t)ip - 1;
+            /* A return address less one is the call the frame returns from. */
+            int is_return = reported != 0 || !exact;
+            uint64_t at = reported != 0 ? (uint64_t)ip : (uint64_t)ip - (is_return ? 1 : 0);
             frames[n++] = reported != 0 ? reported : (uint64_t)ip;
             reported = 0;
 #else
@@ -305,12 +306,16 @@ uint32_t aft_remote_unwind(const aft_remote_unwind_input *in, uint64_t *frames, 
             /* A function without a table entry and without a frame record: its caller from its
              * prologue, the cursor started again there. */
             uint64_t registers[AFT_REMOTE_REGISTERS], ret = 0;
-            if (thunks < AFT_REMOTE_MAX_THUNKS && aft_remote_covered(as, &s, at) == 0) {
+            if (is_return && thunks < AFT_REMOTE_MAX_THUNKS &&
+                aft_remote_covered(as, &s, at) == 0) {
                 aft_remote_frame_registers(u, &cursor, &s, registers);
                 if (aft_remote_past_thunk(&s, at, sp, registers, &ret)) {
                     thunks++;
                     memcpy(s.registers, registers, s.register_count * sizeof(uint64_t));
-                    if (u->init_remote(&cursor, as, &s) != 0) break;
+                    if (u->init_remote(&cursor, as, &s) != 0) {
+                        frames[n++] = ret; /* the caller found, where nothing follows it */
+                        break;
+                    }
                     reported = ret;
                     exact = 0;
                     continue;
@@ -322,8 +327,6 @@ uint32_t aft_remote_unwind(const aft_remote_unwind_input *in, uint64_t *frames, 
         }
     }
     if (as != NULL) u->destroy_addr_space(as);
-    for (uint32_t i = 0; i < in->image_count; i++)
-        if (s.files[i].map != NULL) munmap((void *)s.files[i].map, s.files[i].size);
-    free(s.files);
+    aft_remote_close_files(&s);
     return n;
 }

@@ -6,6 +6,7 @@
  */
 #include <elf.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -138,37 +139,82 @@ int aft_remote_read_word(const aft_remote_state *s, uint64_t address, uint64_t *
     return 0;
 }
 
-int aft_remote_function_start(aft_remote_state *s, uint64_t address, uint64_t *start) {
-    uint32_t i;
-    if (!aft_remote_image_index(s, address, &i)) return 0;
-    aft_remote_file *f = aft_remote_open(s, i);
-    if (f == NULL) return 0;
+static int aft_remote_function_order(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The file's function symbols (.symtab and .dynsym, defined, with a size) as sorted (start,
+ * size) pairs: one pass to count, one to fill, a sort. Empty when there are none or memory runs
+ * short. */
+static void aft_remote_read_functions(aft_remote_file *f) {
+    f->functions_read = 1;
     Elf64_Ehdr eh;
     memcpy(&eh, f->map, sizeof(eh));
     if (eh.e_shentsize != sizeof(Elf64_Shdr) ||
         !aft_remote_range(eh.e_shoff, (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr), f->size))
-        return 0;
-    uint64_t bias = s->in->images[i].load_bias, vaddr = address - bias;
-    /* .symtab first (every function, where the file keeps it), then .dynsym (exported ones). */
-    for (uint32_t type = SHT_SYMTAB;; type = SHT_DYNSYM) {
+        return;
+    for (int fill = 0; fill < 2; fill++) {
+        uint64_t count = 0;
         for (uint32_t k = 0; k < eh.e_shnum; k++) {
             Elf64_Shdr sh;
             memcpy(&sh, f->map + eh.e_shoff + (uint64_t)k * sizeof(sh), sizeof(sh));
-            if (sh.sh_type != type || sh.sh_entsize != sizeof(Elf64_Sym) ||
+            if ((sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) ||
+                sh.sh_entsize != sizeof(Elf64_Sym) ||
                 !aft_remote_range(sh.sh_offset, sh.sh_size, f->size))
                 continue;
             for (uint64_t at = 0; at + sizeof(Elf64_Sym) <= sh.sh_size; at += sizeof(Elf64_Sym)) {
                 Elf64_Sym sym;
                 memcpy(&sym, f->map + sh.sh_offset + at, sizeof(sym));
                 if (ELF64_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF ||
-                    sym.st_size == 0 || vaddr < sym.st_value || vaddr - sym.st_value >= sym.st_size)
+                    sym.st_size == 0)
                     continue;
-                *start = sym.st_value + bias;
-                return 1;
+                if (fill && count < f->function_count) {
+                    f->functions[2 * count] = sym.st_value;
+                    f->functions[2 * count + 1] = sym.st_size;
+                }
+                count++;
             }
         }
-        if (type == SHT_DYNSYM) return 0;
+        if (fill) break;
+        if (count == 0 || count > (1u << 24)) return;
+        f->functions = malloc((size_t)count * 2 * sizeof(uint64_t));
+        if (f->functions == NULL) return;
+        f->function_count = (uint32_t)count;
     }
+    qsort(f->functions, f->function_count, 2 * sizeof(uint64_t), aft_remote_function_order);
+}
+
+int aft_remote_function_start(aft_remote_state *s, uint64_t address, uint64_t *start) {
+    uint32_t i;
+    if (!aft_remote_image_index(s, address, &i)) return 0;
+    aft_remote_file *f = aft_remote_open(s, i);
+    if (f == NULL) return 0;
+    if (!f->functions_read) aft_remote_read_functions(f);
+    uint64_t bias = s->in->images[i].load_bias, vaddr = address - bias;
+    /* The last function that starts at or before vaddr; the one before it where sizes overlap
+     * (an alias of another size) is not looked for. */
+    uint32_t lo = 0, hi = f->function_count;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (f->functions[2 * mid] <= vaddr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0) return 0;
+    uint64_t first = f->functions[2 * (lo - 1)], size = f->functions[2 * (lo - 1) + 1];
+    if (vaddr - first >= size) return 0;
+    *start = first + bias;
+    return 1;
+}
+
+void aft_remote_close_files(aft_remote_state *s) {
+    for (uint32_t i = 0; i < s->in->image_count; i++) {
+        if (s->files[i].map != NULL) munmap((void *)s->files[i].map, s->files[i].size);
+        free(s->files[i].functions);
+    }
+    free(s->files);
 }
 
 int aft_remote_in_code(aft_remote_state *s, uint64_t address) {

@@ -226,17 +226,21 @@ extension RemoteUnwindTests {
     )
     func functionsWithoutTableEntries() throws {
         let (d, c, stack) = (Self.dispatchBase, Self.coreBase, Self.stackBase)
-        // DispatchSemaphore.wait(timeout:) (push rax; call; no entry, no record) paused after its
-        // call, its return address at sp + 8 into libswiftCore just after a call, its caller's
-        // record at rbp: the caller is there, then the record's.
+        // swift_retain at its entry (a table entry: the return address at sp), called from
+        // DispatchSemaphore.wait(timeout:) (push rax, two moves, the call; no entry, no record),
+        // whose return address is 16 bytes up, into libswiftCore just after a call; that
+        // caller's record at rbp: the thunk's caller is there, then the record's.
         var words = [UInt64](repeating: 0, count: 64)
-        words[1] = c + 0x16_1293
-        words[8] = stack + 0x100
-        words[9] = c + 0x16_12bb
-        guard let thunk = try Self.unwindToolchainFrames(ip: d + 0x1a0ad, rbp: stack + 0x40, words: words) else {
+        words[0] = d + 0x1_a0ad
+        words[1] = 0x1111  // the pushed rax
+        words[2] = c + 0x16_1293
+        words[9] = stack + 0x100
+        words[10] = c + 0x16_12bb
+        guard let thunk = try Self.unwindToolchainFrames(ip: c + 0x47_0980, rbp: stack + 0x48, words: words) else {
             return  // another toolchain than the one these offsets are of
         }
-        #expect(Array(thunk.prefix(3)) == ["dispatch+1a0ad", "core+161293", "core+1612bb"], "\(thunk)")
+        #expect(
+            Array(thunk.prefix(4)) == ["core+470980", "dispatch+1a0ad", "core+161293", "core+1612bb"], "\(thunk)")
         // __swift_instantiateGenericMetadata (push rbp; mov rbp, rsp; no entry) with a stale return
         // address in its locals: its record is followed, the stale word left.
         words = [UInt64](repeating: 0, count: 64)
