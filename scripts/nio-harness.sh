@@ -21,7 +21,9 @@ swift build --product aftermath
 export AFTERMATH_ROOT=$root AFTERMATH_NIO_DEPS=$scratch SWIFTCI_USE_LOCAL_DEPS=1
 swift build --package-path Harness/NIO --disable-automatic-resolution
 bin=$(swift build --package-path Harness/NIO --disable-automatic-resolution --show-bin-path)
-# The crash row reads its minidump with rust-minidump's minidump-stackwalk.
-AFTERMATH_STACKWALK=$(bash scripts/minidump-readers.sh | sed -n 's/^minidump-stackwalk=//p') || true
-export AFTERMATH_STACKWALK
+# The crash row reads its minidump with rust-minidump's minidump-stackwalk and LLDB.
+readers=$(bash scripts/minidump-readers.sh) || true
+AFTERMATH_STACKWALK=$(sed -n 's/^minidump-stackwalk=//p' <<<"$readers")
+AFTERMATH_LLDB=$(sed -n 's/^lldb=//p' <<<"$readers")
+export AFTERMATH_STACKWALK AFTERMATH_LLDB
 python3 Harness/NIO/drive.py "$bin/NIOServer" .build/debug/aftermath "$@"

@@ -6,8 +6,9 @@ FileExporter wrote (symbolicated with the aftermath command). Prints a table; ex
 a row fails.
 
 usage: drive.py <NIOServer binary> <aftermath binary> [row ...]
-AFTERMATH_STACKWALK in the environment: rust-minidump's minidump-stackwalk, which reads the
-crash row's minidump (without it that row fails); NIO_KEEP=1 keeps each row's directory.
+AFTERMATH_STACKWALK and AFTERMATH_LLDB in the environment: rust-minidump's minidump-stackwalk
+and LLDB, which read the crash row's minidump (without them that row fails); NIO_KEEP=1 keeps
+each row's directory.
 """
 import http.client
 import json
@@ -346,7 +347,8 @@ def row_crash(root):
         if hangs[0][1].get("apsio.hang.run_crashed") is not True:
             failures.append("the hang is not marked run_crashed")
     seen = "%s on %s, %d threads" % (a.get("exception.type"), a.get("thread.name"), len(threads))
-    return seen + "; " + minidump_check(server, a, threads, failures), failures
+    seen += "; " + minidump_check(server, a, threads, failures)
+    return seen + "; " + lldb_check(server, a, threads, signal.Signals(trap).name, failures), failures
 
 
 def quietly(call, *args, **kwargs):
@@ -384,6 +386,27 @@ def minidump_check(server, attributes, threads, failures):
     if named < 2:
         failures.append("minidump names %d NIO-ELT threads" % named)
     return "minidump: %d threads, crashing %s" % (len(listed), name)
+
+
+def lldb_check(server, attributes, threads, signal_name, failures):
+    """What LLDB reads in the crash's minidump: its threads, the stop reason, both handlers."""
+    lldb = os.environ.get("AFTERMATH_LLDB", "")
+    dump = os.path.join(server.outbox, "%s.dmp" % attributes.get("apsio.attachment.id"))
+    if not os.access(lldb, os.X_OK) or not os.path.isfile(dump):
+        failures.append("no LLDB (AFTERMATH_LLDB) or no minidump: the minidump is unread by LLDB")
+        return "lldb: unread"
+    run = subprocess.run([lldb, "-b", "-c", dump, "-o", "thread list", "-o", "bt all"],
+                         capture_output=True, text=True, timeout=300)
+    text = run.stdout
+    tids = {line.split("tid = ")[1].split(",")[0].split()[0] for line in text.splitlines() if "tid = " in line}
+    if run.returncode != 0 or len(tids) != len(threads):
+        failures.append("lldb: exit %d, %d threads, the record %d" % (run.returncode, len(tids), len(threads)))
+    if "stop reason = signal %s" % signal_name not in text:
+        failures.append("lldb: no stop reason signal %s" % signal_name)
+    for function in ("nioHarnessCrashingHandler", "nioHarnessBlockingHandler"):
+        if function not in text:
+            failures.append("lldb: %s not in bt all" % function)
+    return "lldb: %d threads" % len(tids)
 
 
 ROWS = [
