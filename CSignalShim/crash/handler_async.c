@@ -72,6 +72,7 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
     ci->thread_id = aft_g_crash_tid;
     ci->is_main_thread = ci->thread_id == aft_g_crash_pid;
     aft_async_thread_name(ci->thread_name);
+    aft_async_process_cpu(ci);
     if (ucontext != NULL)
         aft_async_arch_registers(ucontext, ci); /* NULL: a handler that chained to us without it */
 

@@ -190,7 +190,9 @@ typedef struct aft_crash_info {
     char thread_name[AFT_THREAD_NAME];
     uint32_t is_main_thread; /* 1 when tid == pid */
     uint32_t unwind_status;  /* AFT_UNWIND_STATUS_* */
-    uint8_t _reserved[32];
+    uint64_t cpu_user_us;    /* the process's CPU time at the crash, in user mode and in the */
+    uint64_t cpu_system_us;  /* kernel (getrusage); both 0: not recorded (older files) */
+    uint8_t _reserved[16];
 } aft_crash_info;
 
 /* A hang's fixed part; its duration is in the header's live block. */

@@ -20,6 +20,8 @@ struct aft_thread_capture;
 extern volatile uintptr_t aft_g_test_fault_in_writer __attribute__((weak));
 /* Tests only (CHarnessFaults): non-zero, the handler unwinds the crashing thread itself. */
 extern volatile int aft_g_test_unwind_in_handler __attribute__((weak));
+/* The process's CPU time so far into the crash's record (safe_io_async.c). */
+void aft_async_process_cpu(aft_crash_info *ci);
 typedef struct aft_report_spec {
     uint32_t kind;  /* AFT_KIND_* */
     uint32_t flags; /* AFT_FLAG_* */

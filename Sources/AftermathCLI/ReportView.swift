@@ -295,6 +295,9 @@ extension ReportView {
         if let start = m.processStartUnixNano, c.timeUnixNano >= start {
             parts.append(String(format: "the process had run %.1f s", Double(c.timeUnixNano - start) / 1e9))
         }
+        if let user = c.cpuUserMicroseconds, let system = c.cpuSystemMicroseconds {
+            parts.append(String(format: "CPU %.2f s user, %.2f s system", Double(user) / 1e6, Double(system) / 1e6))
+        }
         return parts.joined(separator: "; ")
     }
 

@@ -263,6 +263,8 @@ import TestSupport
 
         var withMachine = r
         withMachine.machine = machine
+        withMachine.cpuUserMicroseconds = 2_700_000
+        withMachine.cpuSystemMicroseconds = 1_200_000
         let d = try Dump(MinidumpWriter.write(withMachine))
         let s = try #require(d.stream(.systemInfo)).rva
         #expect(d.u16(s + 2) == 6 && d.u16(s + 4) == 0xCF02 && d.bytes[s + 6] == 12)
@@ -270,6 +272,14 @@ import TestSupport
         #expect(d.u32(s + 44) == 0x000C_06F2 && d.u32(s + 48) == 0x1F8B_FBFF && d.u32(s + 52) == 0)
         let misc = try #require(d.stream(.miscInfo)).rva
         #expect(d.u32(misc + 4) == 3 && d.u32(misc + 8) == 4242 && d.u32(misc + 12) == 1_699_999_000)
+        #expect(d.u32(misc + 16) == 2 && d.u32(misc + 20) == 1, "whole seconds of user and kernel time")
+        // The start without the CPU times (a file from before they were recorded): the flag that
+        // covers the three is not set, and nothing stands in for them.
+        withMachine.cpuUserMicroseconds = nil
+        withMachine.cpuSystemMicroseconds = nil
+        let old = try Dump(MinidumpWriter.write(withMachine))
+        let oldMisc = try #require(old.stream(.miscInfo)).rva
+        #expect(old.u32(oldMisc + 4) == 1 && old.u32(oldMisc + 12) == 0 && old.u32(oldMisc + 16) == 0)
 
         // arm64: MIDR_EL1 and the capabilities in Breakpad's ARM union; a huge count clamped.
         var arm = Self.report(.arm64)

@@ -9,7 +9,7 @@ import TestSupport
 @Suite("A crash's machine")
 struct CrashMachineTests {
     #if compiler(>=6.2)  // exit tests (#expect(processExitsWith:)) need Swift 6.2
-    @Test("The processors the process may use, and its start: the crash 1.5 s after it is 1.5 s later")
+    @Test("The processors, the process's start and its CPU time: a crash after 1.5 s, 1.2 s of it spent computing")
     func processorsAndStart() async throws {
         let directory: String = TestSupport.childDirectory("crash-machine")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -19,7 +19,8 @@ struct CrashMachineTests {
                 reportsDirectory: directory, deliverPendingReportsSynchronously: true)
             config.hangHeartbeat = .off
             do { try Aftermath.start(config) } catch { exit(10) }
-            usleep(1_500_000)
+            usleep(300_000)
+            CrashMachineTests.spin(seconds: 1.2)
             UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
         }
         let crash = try #require(EveryThreadTests.crashes(directory).first)
@@ -31,6 +32,22 @@ struct CrashMachineTests {
         #if arch(x86_64)
         #expect(machine.cpuVendor.count == 12 && machine.x86Identity != nil)
         #endif
+        // The CPU time at the crash, from the handler: at least the spin, no more than it ran.
+        let user = try #require(crash.cpuUserMicroseconds, "no CPU time recorded")
+        let system = try #require(crash.cpuSystemMicroseconds)
+        #expect(user >= 1_100_000 && Double(user + system) / 1e6 <= ran * 2 + 0.5, "user \(user) system \(system) µs")
     }
     #endif
+
+    /// Computes until the process has spent `seconds` of CPU time in user mode.
+    @inline(never)
+    static func spin(seconds: Double) {
+        var usage = rusage()
+        var x: UInt64 = 1
+        repeat {
+            for _ in 0..<100_000 { x = x &* 6_364_136_223_846_793_005 &+ 1 }
+            getrusage(RUSAGE_SELF.rawValue, &usage)
+        } while Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6 < seconds
+        withExtendedLifetime(x) {}
+    }
 }

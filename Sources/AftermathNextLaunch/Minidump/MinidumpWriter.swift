@@ -361,18 +361,20 @@ private struct Writer {
         }
     }
 
-    /// MINIDUMP_MISC_INFO with the process id only (flags1 MINIDUMP_MISC1_PROCESS_ID).
-    /// MINIDUMP_MISC_INFO: the process id, and its start where the file has it (readers show
-    /// the process's uptime at the crash from it). The flag for the start also covers the user
-    /// and kernel CPU times, which crash files do not record: written as 0.
+    /// MINIDUMP_MISC_INFO: the process id, and its start with its user and kernel CPU time at
+    /// the crash (whole seconds) where the file has both (readers show the uptime from the
+    /// start; the one flag covers the three).
     mutating func miscInfo() {
         begin(.miscInfo)
         let start = report.machine?.processStartUnixNano.map { UInt32(clamping: $0 / 1_000_000_000) }
+        let user = report.cpuUserMicroseconds, system = report.cpuSystemMicroseconds
+        let times = start != nil && user != nil && system != nil
         out.u32(24)
-        out.u32(start == nil ? 1 : 3)  // MINIDUMP_MISC1_PROCESS_ID, | MINIDUMP_MISC1_PROCESS_TIMES
+        out.u32(times ? 3 : 1)  // MINIDUMP_MISC1_PROCESS_ID, | MINIDUMP_MISC1_PROCESS_TIMES
         out.u32(UInt32(truncatingIfNeeded: report.context.pid))
-        out.u32(start ?? 0)
-        out.zeros(8)
+        out.u32(times ? start ?? 0 : 0)
+        out.u32(times ? UInt32(clamping: (user ?? 0) / 1_000_000) : 0)
+        out.u32(times ? UInt32(clamping: (system ?? 0) / 1_000_000) : 0)
         end(size: 24)
     }
 }

@@ -24,6 +24,10 @@ package struct CrashReport: Sendable, Hashable {
     package var isMainThread: Bool
     /// When the crash happened, nanoseconds since the Unix epoch.
     package var timeUnixNano: UInt64
+    /// The process's CPU time at the crash in user mode and in the kernel, in microseconds;
+    /// nil in files written before the handler recorded it.
+    package var cpuUserMicroseconds: UInt64?
+    package var cpuSystemMicroseconds: UInt64?
     /// Program counter and stack pointer at the fault.
     package var pc: UInt64
     package var sp: UInt64
@@ -76,6 +80,9 @@ extension CrashReport {
         threadName = CString.read(&i.thread_name)
         isMainThread = i.is_main_thread != 0
         timeUnixNano = i.time_realtime_ns
+        let recorded = i.cpu_user_us != 0 || i.cpu_system_us != 0
+        cpuUserMicroseconds = recorded ? i.cpu_user_us : nil
+        cpuSystemMicroseconds = recorded ? i.cpu_system_us : nil
         pc = i.pc
         sp = i.sp
         let count = Int(min(i.register_count, AFT_MAX_REGISTERS))
