@@ -11,15 +11,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-runs=25 mem_runs=5 keep=0
+runs=25 mem_runs=5 cpu_runs="" keep=0
 while [ $# -gt 0 ]; do
     case $1 in
     --runs) runs=$2; shift 2 ;;
     --mem-runs) mem_runs=$2; shift 2 ;;
+    --cpu-runs) cpu_runs=$2; shift 2 ;;
     --keep) keep=1; shift ;;
-    *) echo "usage: $0 [--runs N] [--mem-runs M] [--keep]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--runs N] [--mem-runs M] [--cpu-runs C] [--keep]" >&2; exit 2 ;;
     esac
 done
+# The CPU figure differs by a few tenths of a millisecond on medians near 10 ms: three times the
+# runs by default (a launch takes about 0.13 s).
+cpu_runs=${cpu_runs:-$((runs * 3))}
 deps=$(cd "$root/.." && pwd)/shared/deps
 sentry_src=$deps/sentry-native
 if [ ! -f "$sentry_src/CMakeLists.txt" ]; then
@@ -115,7 +119,7 @@ reports_in() { # dir: crash reports written there (Aftermath's crash files, sent
 
 started=$(date +%s)
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-echo "peer-bench: $runs runs a configuration ($mem_runs for memory), interleaved" >&2
+echo "peer-bench: $runs runs a configuration ($cpu_runs for CPU, $mem_runs for memory), interleaved" >&2
 
 # 1. crash to exit: prepared directory, start, null store at once; fork to wait4.
 crash_configs=(c-base sentry swift-base aft aft-nofsync)
@@ -146,7 +150,7 @@ done
 # aft-linked and aft-nohang: what Aftermath's parts cost (the third table).
 cpu_configs=(c-base sentry swift-base aft aft-linked aft-nohang)
 for c in "${cpu_configs[@]}"; do prepare "$c" "$dirs/idle-$c"; done
-for ((i = 1; i <= runs; i++)); do
+for ((i = 1; i <= cpu_runs; i++)); do
     for c in "${cpu_configs[@]}"; do
         line=$(launch "$c" idle "$dirs/idle-$c")
         own=$(field cpu_ns "$line") child=$(field child_cpu_ns "$line")
@@ -245,7 +249,7 @@ version=$(sed -n 's/^# *define SENTRY_SDK_VERSION *"\(.*\)"/\1/p' "$sentry_src/i
 echo "## Aftermath vs sentry-native $version (inproc backend), each over its own baseline"
 echo
 echo "$(nproc) cores, $(uname -sr), $(date -u '+%Y-%m-%d %H:%M UTC'); $runs runs a configuration" \
-    "($mem_runs for memory), interleaved; load average $load_before before, $load_after after; $elapsed s."
+    "($cpu_runs for CPU, $mem_runs for memory), interleaved; load average $load_before before, $load_after after; $elapsed s."
 echo "Medians, p90 in brackets; \"over baseline\": the SDK's median (p90) minus its baseline's."
 echo
 echo "| figure | sentry-native inproc | Aftermath (fsync on) | Aftermath (fsync off, the default) |"
