@@ -20,7 +20,7 @@ struct Report {
     var crash: CrashReport?
     var hang: HangReport?
     /// A record's apsio.threads, when no report file is at hand (an OTLP/JSON record).
-    var recordThreads: [RecordThread]?
+    var recordThreads: [StackFormatter.ThreadEntry]?
 
     struct Stack {
         var frames: [UInt64]
@@ -209,28 +209,10 @@ extension Report {
             mainExecutable: images.firstIndex { $0.buildID == mainName && !$0.buildID.isEmpty })
     }
 
-    /// One thread of apsio.threads (the fields the views show).
-    struct RecordThread: Decodable {
-        var id: UInt64
-        var name: String
-        var crashed: Bool
-        var main: Bool
-        var state: String?
-        var context: String?
-        var why: String?
-        var unwinder: String?
-        var stacktrace: String?
-        var frames_truncated: Bool?
-        var also_crashed_signal: Int32?
-        var aftermath: Bool?
-        var async_stacktrace: String?
-        var async_anchor: String?
-    }
-
     /// A record's apsio.threads; nil without it or when it is not that JSON.
-    static func recordThreads(_ record: LogRecord) -> [RecordThread]? {
+    static func recordThreads(_ record: LogRecord) -> [StackFormatter.ThreadEntry]? {
         guard let json = record[attribute: "apsio.threads"]?.stringValue else { return nil }
-        return try? JSONDecoder().decode([RecordThread].self, from: Data(json.utf8))
+        return try? JSONDecoder().decode([StackFormatter.ThreadEntry].self, from: Data(json.utf8))
     }
 
     static func parseHex(_ s: String) -> UInt64? {

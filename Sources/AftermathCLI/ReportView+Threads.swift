@@ -68,13 +68,13 @@ extension ReportView {
     /// order (the crashing one first), or only the crashing one when `crashedOnly`. Adds the
     /// images their frames are in to `used`.
     static func threads(
-        _ listed: [Report.RecordThread], record: LogRecord, symbolicator: DWARFSymbolicator?, crashedOnly: Bool,
+        _ listed: [StackFormatter.ThreadEntry], record: LogRecord, symbolicator: DWARFSymbolicator?, crashedOnly: Bool,
         used: inout Set<Int>
     ) -> [ThreadEntry] {
         var entries: [ThreadEntry] = []
         for t in listed where !crashedOnly || t.crashed {
             var machine: [Frame] = []
-            if let stack = t.stacktrace.flatMap({ Report.stack(fromText: $0, record: record) }) {
+            if let stack = Report.stack(fromText: t.stacktrace, record: record) {
                 for (i, address) in stack.frames.enumerated() {
                     machine.append(frame(index: i, address: address, stack: stack, symbolicator: symbolicator).0)
                     if let image = stack.frameImages[i] { used.insert(image) }
@@ -88,8 +88,8 @@ extension ReportView {
             entries.append(
                 ThreadEntry(
                     id: t.id, name: t.name, crashed: t.crashed, main: t.main, aftermath: t.aftermath ?? false,
-                    state: t.state ?? "?", context: t.context ?? "none", missingContext: t.why,
-                    alsoCrashedSignal: t.also_crashed_signal, unwinder: t.unwinder ?? "unknown",
+                    state: t.state, context: t.context, missingContext: t.why,
+                    alsoCrashedSignal: t.also_crashed_signal, unwinder: t.unwinder,
                     truncated: t.frames_truncated ?? false, frames: machine, asyncFrames: asyncFrames))
         }
         return entries

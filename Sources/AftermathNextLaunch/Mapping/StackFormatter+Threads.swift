@@ -73,24 +73,25 @@ extension StackFormatter {
             omitted: ordered.count - listed, frames: frames)
     }
 
-    /// One entry of apsio.threads; nil fields are left out.
-    private struct ThreadEntry: Encodable {
-        var id: UInt64
-        var name: String
-        var crashed: Bool
-        var main: Bool
-        var state: String
-        var context: String
-        var why: String?
-        var unwinder: String
-        var stacktrace: String
-        var syscall: Int64?
-        var syscall_name: String?
-        var frames_truncated: Bool?
-        var also_crashed_signal: Int32?
-        var aftermath: Bool?
-        var swift_job: Bool?
-        var async_stacktrace: String?
-        var async_anchor: String?
+    /// One entry of apsio.threads; nil fields are left out. Decoded again by tools that read
+    /// records (the `aftermath` command).
+    package struct ThreadEntry: Codable, Sendable {
+        package var id: UInt64
+        package var name: String
+        package var crashed: Bool
+        package var main: Bool
+        package var state: String
+        package var context: String
+        package var why: String?
+        package var unwinder: String
+        package var stacktrace: String
+        package var syscall: Int64?
+        package var syscall_name: String?
+        package var frames_truncated: Bool?
+        package var also_crashed_signal: Int32?
+        package var aftermath: Bool?
+        package var swift_job: Bool?
+        package var async_stacktrace: String?
+        package var async_anchor: String?
     }
 }
