@@ -61,9 +61,15 @@ void *aft_async_arch_synthesize_context(void *buffer, uint32_t capacity, uint64_
     ucontext_t *uc = (ucontext_t *)((uint8_t *)buffer + 16);
     uc->uc_mcontext.gregs[REG_RIP] = (greg_t)pc;
     uc->uc_mcontext.gregs[REG_RSP] = (greg_t)sp;
-    /* The kernel gives no frame pointer: the first frame record above sp stands in for it
-     * (code built with frame pointers keeps its frames' unwind rules relative to rbp). */
-    uc->uc_mcontext.gregs[REG_RBP] = (greg_t)aft_async_frame_record_above(sp, scratch);
+    /* The kernel gives no frame pointer: the frame record of the first function that keeps one
+     * stands in for it (code built with frame pointers keeps its frames' unwind rules relative
+     * to rbp), by the unwind tables and that function's prologue, else the first record above
+     * sp. */
+    uint64_t returns[8];
+    uint32_t count = 0;
+    uint64_t record = aft_async_cfi_record_from_sp(pc, sp, returns, 8, &count);
+    if (record == 0) record = aft_async_frame_record_above(sp, scratch);
+    uc->uc_mcontext.gregs[REG_RBP] = (greg_t)record;
     return uc;
 }
 

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "shim_internal.h"
+#include "unwind_internal.h"
 
 /* The public head of struct link_map. */
 typedef struct {
@@ -63,19 +64,30 @@ int aft_async_link_map_walk(aft_memory_read_fn read, uint64_t *count, uint64_t *
 
 /* Whether pc lies in one of the images read after start (while they are trusted): code the next
  * launch finds unwind tables for. JIT or other anonymous code is unwound here. */
-int aft_async_known_image_of(uint64_t pc) {
-    const aft_image *images = aft_g_known_images;
-    uint32_t n = 0;
+/* The images pc is looked up in, and their count. */
+static const aft_image *aft_async_lookup_images(uint32_t *n) {
     if (aft_g_known_link_map.valid) {
         atomic_thread_fence(memory_order_acquire);
-        n = atomic_load(&aft_g_known_image_count);
-    } else {
-        n = atomic_load(&aft_g_crash_image_count); /* a crash before the install completed */
-        images = aft_g_images;
+        *n = atomic_load(&aft_g_known_image_count);
+        return aft_g_known_images;
     }
+    *n = atomic_load(&aft_g_crash_image_count); /* a crash before the install completed */
+    return aft_g_images;
+}
+
+int aft_async_known_image_of(uint64_t pc) {
+    uint32_t n = 0;
+    const aft_image *images = aft_async_lookup_images(&n);
     for (uint32_t i = 0; i < n && i < AFT_MAX_IMAGES; i++)
         if (pc >= images[i].start && pc < images[i].end) return (int)i;
     return -1;
+}
+
+const aft_image *aft_async_known_image(uint64_t pc) {
+    uint32_t n = 0;
+    const aft_image *images = aft_async_lookup_images(&n);
+    int i = aft_async_known_image_of(pc);
+    return i >= 0 && (uint32_t)i < n ? &images[i] : NULL;
 }
 
 AFT_SMALL_STATE _Atomic uint32_t aft_g_crash_image_count;

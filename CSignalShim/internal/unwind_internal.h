@@ -40,7 +40,30 @@ void aft_async_unwind_helper_signals(int block_all, uint32_t stack_index);
  * (unwind_resident_async.c). */
 int aft_async_resident_take(aft_unwind_slot *slot, pid_t *pid);
 
+/* The image read after start (or at the crash, before the install completed) that holds pc, or
+ * NULL (link_map_async.c). */
+const aft_image *aft_async_known_image(uint64_t pc);
+/* A thread known by sp and pc alone, asleep in a system call: the return addresses its unwind
+ * tables give, from the libc function at pc up to the first function that keeps a frame record
+ * (at most capacity into frames, their number in *count), and that record's address, from a
+ * frame that saved the frame pointer or from the function's prologue. 0 when the tables or the
+ * prologue do not say, and the caller scans for a record instead. x86-64 (unwind_cfi_async.c). */
+uint64_t aft_async_cfi_record_from_sp(uint64_t pc, uint64_t sp, uint64_t *frames, uint32_t capacity,
+                                      uint32_t *count);
+
 #if defined(__x86_64__)
+#define AFT_CFI_RSP 7u /* DWARF's numbers of the registers a walk from sp follows */
+#define AFT_CFI_RBP 6u
+/* A row of an image's unwind tables, as far as a walk from sp follows it. */
+typedef struct aft_cfi_row {
+    uint32_t cfa_register; /* AFT_CFI_RSP or AFT_CFI_RBP; anything else: not followed */
+    int64_t cfa_offset;
+    int rbp_saved; /* 1: rbp at CFA + rbp_offset; 0: unchanged; -1: a rule not followed */
+    int64_t rbp_offset;
+} aft_cfi_row;
+/* The row at pc of the FDE that covers it, and its function's start: 0, or -1 when pc has no
+ * FDE or its tables hold what is not read here (unwind_cfi_async.c). */
+int aft_async_cfi_row_at(uint64_t pc, uint64_t *function, aft_cfi_row *row);
 /* Whether the 8 bytes before a return address end in a call instruction (call rel32, or call
  * r/m64 with or without a REX prefix): pure, for live memory (aft_async_arch_follows_call) and
  * for the images' files at the next launch (unwind_remote.c). arch_x86_64_async.c. */

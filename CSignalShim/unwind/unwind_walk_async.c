@@ -129,6 +129,14 @@ uint32_t aft_async_walk_from_sp(aft_stack_window *w, uint64_t pc, uint64_t sp, u
     uint32_t n = 0;
     if (capacity == 0) return 0;
     if (pc != 0) frames[n++] = pc;
+    /* The unwind tables first: the frames below the first record exactly, and that record. */
+    uint32_t count = 0;
+    uint64_t record = aft_async_cfi_record_from_sp(pc, sp, frames + n, capacity - n, &count);
+    if (record != 0) {
+        n += count;
+        return n + aft_async_frame_pointer_walk_scanning(w, 0, record, frames + n, capacity - n,
+                                                         truncated);
+    }
 #if defined(__x86_64__)
     for (uint64_t at = sp; fp > sp && at < fp && at < sp + 512 * 8 && n < capacity; at += 8) {
         uint64_t ret = aft_async_arch_code_address(scratch[(at - sp) / 8]);

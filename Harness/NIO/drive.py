@@ -162,12 +162,37 @@ def one_hang(server, failures, check):
     return check(hangs[0])
 
 
+def check_other_threads(hang, failures):
+    """The hang record's other threads, as a user reads them: each idle loop (asleep in
+    epoll_wait, known by sp and pc) unwound up to its run loop, and the main thread (parked in
+    a future's wait) without a loop's frames a stale word on its stack would bring in."""
+    hang_views = [v for v in views(hang[2]) if v.get("kind") == "hang"]
+    threads = hang_views[0].get("threads") or [] if hang_views else []
+    loops = [t for t in threads if str(t.get("name", "")).startswith("NIO-ELT-")]
+    if not loops:
+        failures.append("no other event loop among the record's %d threads" % len(threads))
+    for t in loops:
+        names = frame_functions(t.get("frames", []))
+        if not any("SelectableEventLoop.run()" in n for n in names):
+            failures.append("idle loop %s not unwound to SelectableEventLoop.run: %s"
+                            % (t.get("name"), " < ".join(n.split("(")[0][:60] for n in names[:6])))
+    main = [t for t in threads if t.get("main")]
+    names = frame_functions(main[0].get("frames", [])) if main else []
+    if not any("EventLoopFuture.wait" in n for n in names):
+        failures.append("the main thread's stack lacks EventLoopFuture.wait")
+    stale = [n for n in names if "NIOPosix.Selector" in n]
+    if stale:
+        failures.append("the main thread's stack shows a loop's frame: %s" % stale[0][:80])
+    return "%d other loops" % len(loops)
+
+
 def row_loop(root):
     server = Server(root)
     server.get("/block?ms=2000")
     time.sleep(1.0)
     failures = []
-    seen = one_hang(server, failures, lambda hang: check_loop_hang(hang, failures, 1800, 2300))
+    seen = one_hang(server, failures, lambda hang: "%s; %s" % (
+        check_loop_hang(hang, failures, 1800, 2300), check_other_threads(hang, failures)))
     no_main_hang(server, failures)
     server.stop()
     return seen, failures

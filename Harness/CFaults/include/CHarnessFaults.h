@@ -186,6 +186,14 @@ int aft_test_fork_sleeper(uint32_t ms);
 int aft_test_frame_record_above(int decoy, int64_t *record_offset, uint64_t *frames,
                                 uint32_t capacity, uint32_t *count, uint64_t *return_address);
 
+/* Starts a thread named "stale-reader" that calls aft_test_stale_depth (frame records left on
+ * the stack), then asleep in read(2) of a pipe no one writes, from
+ * aft_test_stale_blocked_read, whose unset locals cover those records (stale_records.c). 0, or
+ * -1. */
+int aft_test_start_stale_reader(void);
+void aft_test_stale_depth(int depth);
+void aft_test_stale_blocked_read(int fd);
+
 /* Installs an app's SIGSEGV handler (crash_at_start.c) that, called once Aftermath's handler has
  * written the crash and chained to it, waits wait_ms, then ends the process with 20 plus the
  * number of threads Aftermath started besides its delivery thread (99: /proc unreadable).

@@ -1,0 +1,48 @@
+/*
+ * stale_records.c: NORMAL-TIME CODE, test-only. A thread asleep in read(2) whose caller's
+ * unset locals hold the frame records a deeper call chain left there a moment before: the
+ * stack a thread known only by sp and pc (a hang's other threads, from /proc) shows, where the
+ * first record above sp is a stale one.
+ */
+#include "CHarnessFaults.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+static int aft_g_stale_pipe[2] = {-1, -1};
+
+/* Calls itself depth times, each frame with a frame record and some locals: the records are
+ * still on the stack, below the caller's sp, once it has returned. */
+__attribute__((noinline)) void aft_test_stale_depth(int depth) {
+    volatile uint8_t pad[48];
+    pad[0] = (uint8_t)depth;
+    if (depth > 0) aft_test_stale_depth(depth - 1);
+    __asm__ volatile("" ::: "memory"); /* no tail call: a frame per level */
+}
+
+/* Its locals, never written before the read, cover the records aft_test_stale_depth left. */
+__attribute__((noinline)) void aft_test_stale_blocked_read(int fd) {
+    volatile uint8_t locals[1024];
+    uint8_t byte = 0;
+    ssize_t n = read(fd, &byte, 1);
+    locals[0] = (uint8_t)n;
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) static void *aft_test_stale_reader_main(void *arg) {
+    (void)arg;
+    prctl(PR_SET_NAME, "stale-reader");
+    aft_test_stale_depth(6);
+    aft_test_stale_blocked_read(aft_g_stale_pipe[0]);
+    __asm__ volatile("" ::: "memory");
+    return NULL;
+}
+
+int aft_test_start_stale_reader(void) {
+    if (pipe(aft_g_stale_pipe) != 0) return -1;
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, aft_test_stale_reader_main, NULL) != 0) return -1;
+    return pthread_detach(thread);
+}
