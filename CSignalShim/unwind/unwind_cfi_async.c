@@ -14,8 +14,8 @@
 
 #if defined(__x86_64__)
 
-#define AFT_CFI_STATES 4u  /* remember_state depth */
-#define AFT_CFI_BYTES 384u /* an FDE's or a CIE's bytes read at most */
+#define AFT_CFI_STATES 4u   /* remember_state depth */
+#define AFT_CFI_BYTES 1024u /* an FDE's or a CIE's bytes read at most */
 
 typedef struct aft_cfi_reader {
     const uint8_t *at, *end;
@@ -280,9 +280,10 @@ int aft_async_cfi_row_at(uint64_t pc, uint64_t *function, aft_cfi_row *row) {
         aft_async_read_memory(fde + 4, &cie_delta, 4) != 0 || cie_delta == 0)
         return -1;
     uint64_t cie = fde + 4 - cie_delta;
-    uint32_t fsize = flen + 4 < AFT_CFI_BYTES ? flen + 4 : AFT_CFI_BYTES;
+    /* In 64 bits: a corrupt length near 2^32 must not wrap to a few bytes. */
+    uint64_t fsize = (uint64_t)flen + 4 < AFT_CFI_BYTES ? (uint64_t)flen + 4 : AFT_CFI_BYTES;
     if (aft_async_read_memory(cie, &clen, 4) != 0 || clen < 8 || clen == 0xFFFFFFFFu) return -1;
-    uint32_t csize = clen + 4 < AFT_CFI_BYTES ? clen + 4 : AFT_CFI_BYTES;
+    uint64_t csize = (uint64_t)clen + 4 < AFT_CFI_BYTES ? (uint64_t)clen + 4 : AFT_CFI_BYTES;
     if (aft_async_read_memory(fde, fbytes, fsize) != 0 ||
         aft_async_read_memory(cie, cbytes, csize) != 0)
         return -1;
@@ -343,7 +344,7 @@ int aft_async_cfi_row_at(uint64_t pc, uint64_t *function, aft_cfi_row *row) {
     /* Cut short at AFT_CFI_BYTES: the rows past it are unknown, so only a pc they cannot
      * concern is answered (the run stops at the first advance past pc). */
     if (aft_cfi_run(&f, &loc, pc, code_align, data_align, row, &initial) != 0) return -1;
-    if (fsize < flen + 4 && f.at >= f.end) return -1;
+    if (fsize < (uint64_t)flen + 4 && f.at >= f.end) return -1;
     *function = begin;
     return 0;
 }
