@@ -53,7 +53,8 @@ int aft_async_arch_in_syscall(const void *ucontext, int64_t *nr) {
 }
 
 void *aft_async_arch_synthesize_context(void *buffer, uint32_t capacity, uint64_t pc, uint64_t sp,
-                                        uint64_t scratch[512]) {
+                                        uint64_t scratch[512], int *by_tables) {
+    *by_tables = 0;
     _Static_assert(sizeof(ucontext_t) + 16 <= AFT_SYNTHETIC_CONTEXT_ROOM, "room for a context");
     if (capacity < sizeof(ucontext_t) + 16) return NULL;
     aft_async_memset(buffer, 0, sizeof(ucontext_t) + 16);

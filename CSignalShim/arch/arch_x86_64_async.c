@@ -54,7 +54,8 @@ int aft_async_arch_in_syscall(const void *ucontext, int64_t *nr) {
 }
 
 void *aft_async_arch_synthesize_context(void *buffer, uint32_t capacity, uint64_t pc, uint64_t sp,
-                                        uint64_t scratch[512]) {
+                                        uint64_t scratch[512], int *by_tables) {
+    *by_tables = 0;
     _Static_assert(sizeof(ucontext_t) + 16 <= AFT_SYNTHETIC_CONTEXT_ROOM, "room for a context");
     if (capacity < sizeof(ucontext_t) + 16) return NULL;
     aft_async_memset(buffer, 0, sizeof(ucontext_t) + 16); /* the zero before it: no trampoline */
@@ -68,6 +69,7 @@ void *aft_async_arch_synthesize_context(void *buffer, uint32_t capacity, uint64_
     uint64_t returns[8];
     uint32_t count = 0;
     uint64_t record = aft_async_cfi_record_from_sp(pc, sp, returns, 8, &count);
+    *by_tables = record != 0;
     if (record == 0) record = aft_async_frame_record_above(sp, scratch);
     uc->uc_mcontext.gregs[REG_RBP] = (greg_t)record;
     return uc;
@@ -181,7 +183,8 @@ int aft_async_arch_in_syscall(const void *ucontext, int64_t *nr) {
 uint64_t aft_async_arch_thread_pointer(void) { return 0; }
 
 void *aft_async_arch_synthesize_context(void *buffer, uint32_t capacity, uint64_t pc, uint64_t sp,
-                                        uint64_t scratch[512]) {
+                                        uint64_t scratch[512], int *by_tables) {
+    *by_tables = 0;
     (void)buffer;
     (void)capacity;
     (void)pc;

@@ -46,11 +46,14 @@ int aft_async_threads_altstack_request(void *ucontext) {
     return 0;
 }
 
-/* A context of a thread the kernel gave sp and pc for, its frame pointer the first frame record
- * above sp, and its registers as the readers of a minidump (and the next launch) unwind them. */
+/* A context of a thread the kernel gave sp and pc for, its frame pointer the record of its first
+ * function that keeps one (by the unwind tables, else the first record above sp), and its
+ * registers as the readers of a minidump (and the next launch) unwind them. */
 static void *aft_async_syscall_context(aft_thread_capture *c, aft_thread *r) {
+    int by_tables = 0;
     void *uc = aft_async_arch_synthesize_context(c->synthetic, sizeof(c->synthetic), r->pc, r->sp,
-                                                 c->scan);
+                                                 c->scan, &by_tables);
+    if (by_tables) r->flags |= AFT_THREAD_FP_FROM_TABLES;
     if (uc != NULL) {
         aft_crash_info regs;
         aft_async_memset(&regs, 0, sizeof(regs));
@@ -78,13 +81,16 @@ static void aft_async_unwind_thread(aft_thread_capture *c, uint32_t index, uint6
          * on a lock a paused thread may hold (the loader's), and a helper killed at its
          * deadline would take libunwind from every later crash. */
         uint64_t pc = r->pc, fp = 0;
+        int by_tables = 0;
         /* A paused thread in a system call (a lock's wait) is in libc, which keeps no frame
          * record: from its sp, as a thread the kernel gave sp and pc for. */
         int from_sp = r->sp != 0 && (state != AFT_SLOT_PARKED || r->syscall_number >= 0);
-        const void *uc = !from_sp ? slot->ucontext
-                                  : aft_async_arch_synthesize_context(
-                                        c->synthetic, sizeof(c->synthetic), r->pc, r->sp, c->scan);
+        const void *uc = !from_sp
+                             ? slot->ucontext
+                             : aft_async_arch_synthesize_context(c->synthetic, sizeof(c->synthetic),
+                                                                 r->pc, r->sp, c->scan, &by_tables);
         if (uc != NULL) aft_async_arch_pc_fp(uc, &pc, &fp);
+        if (from_sp && by_tables) r->flags |= AFT_THREAD_FP_FROM_TABLES;
         n = !from_sp
                 ? aft_async_frame_pointer_walk(&c->window, pc, fp, frames, capacity, &truncated)
                 : aft_async_walk_from_sp(&c->window, pc, r->sp, fp, c->scan, frames, capacity,

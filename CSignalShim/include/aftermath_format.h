@@ -268,6 +268,8 @@ typedef struct aft_image {
 #define AFT_THREAD_STACK_TRUNCATED 0x8u /* the stack went on past its cap */
 #define AFT_THREAD_AFTERMATH 0x10u      /* one of Aftermath's own threads ("aftermath.*") */
 #define AFT_THREAD_SWIFT_JOB 0x20u      /* (hangs) inside a Swift job: swift_job_run on its stack */
+#define AFT_THREAD_FP_FROM_TABLES                                                                  \
+    0x40u /* (sp and pc only) its frame pointer by the unwind tables */
 
 /* aft_thread.context_source: where the registers come from */
 #define AFT_THREAD_CONTEXT_NONE 0u   /* none: listed by id, name and state only */

@@ -220,11 +220,11 @@ void aft_async_arch_registers(const void *ucontext, aft_crash_info *ci);
  * when there is none. */
 uint32_t aft_async_arch_fp_state(const void *ucontext, uint8_t *out, uint32_t capacity);
 /* A context with only pc and sp (what /proc/.../syscall gives of a thread that cannot answer),
- * built in buffer (16-byte aligned, AFT_SYNTHETIC_CONTEXT_ROOM bytes): unwind tables take a
- * stack from there as from a signal frame. Returns it, or NULL. */
+ * in buffer (16-byte aligned, AFT_SYNTHETIC_CONTEXT_ROOM bytes), or NULL; *by_tables: its frame
+ * pointer by the unwind tables and a prologue (aft_async_cfi_record_from_sp), not a scan. */
 #define AFT_SYNTHETIC_CONTEXT_ROOM 8192u
 void *aft_async_arch_synthesize_context(void *buffer, uint32_t capacity, uint64_t pc, uint64_t sp,
-                                        uint64_t scratch[512]);
+                                        uint64_t scratch[512], int *by_tables);
 /* The calling thread's TLS thread pointer, 0 where unknown; by an instruction where the kernel
  * allows it (aft_g_arch_fsgsbase, set at install: x86-64's FSGSBASE), else by a system call. */
 uint64_t aft_async_arch_thread_pointer(void);

@@ -7,6 +7,7 @@
 #include "CHarnessFaults.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -19,7 +20,7 @@ __attribute__((noinline)) void aft_test_stale_depth(int depth) {
     volatile uint8_t pad[48];
     pad[0] = (uint8_t)depth;
     if (depth > 0) aft_test_stale_depth(depth - 1);
-    __asm__ volatile("" ::: "memory"); /* no tail call: a frame per level */
+    __asm__ volatile("" : : "r"(pad) : "memory"); /* no tail call: a frame per level */
 }
 
 /* Its locals, never written before the read, cover the records aft_test_stale_depth left. */
@@ -28,11 +29,15 @@ __attribute__((noinline)) void aft_test_stale_blocked_read(int fd) {
     uint8_t byte = 0;
     ssize_t n = read(fd, &byte, 1);
     locals[0] = (uint8_t)n;
-    __asm__ volatile("" ::: "memory");
+    __asm__ volatile("" : : "r"(locals) : "memory");
 }
 
 __attribute__((noinline)) static void *aft_test_stale_reader_main(void *arg) {
-    (void)arg;
+    if (arg != NULL) { /* every signal blocked: a crash's capture knows it by /proc alone */
+        sigset_t all;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, NULL);
+    }
     prctl(PR_SET_NAME, "stale-reader");
     aft_test_stale_depth(6);
     aft_test_stale_blocked_read(aft_g_stale_pipe[0]);
@@ -40,9 +45,10 @@ __attribute__((noinline)) static void *aft_test_stale_reader_main(void *arg) {
     return NULL;
 }
 
-int aft_test_start_stale_reader(void) {
+int aft_test_start_stale_reader(int block_signals) {
     if (pipe(aft_g_stale_pipe) != 0) return -1;
     pthread_t thread;
-    if (pthread_create(&thread, NULL, aft_test_stale_reader_main, NULL) != 0) return -1;
+    void *arg = block_signals ? (void *)aft_g_stale_pipe : NULL;
+    if (pthread_create(&thread, NULL, aft_test_stale_reader_main, arg) != 0) return -1;
     return pthread_detach(thread);
 }

@@ -1,5 +1,6 @@
 import Aftermath
 import AftermathNextLaunch
+import AftermathSymbolication
 import AftermathTesting
 import CHarnessFaults
 import Foundation
@@ -27,7 +28,7 @@ struct IdleThreadUnwindTests {
             config.watchConcurrencyPool = false
             config.hangHeartbeat = .manual
             do { try Aftermath.start(config) } catch { exit(10) }
-            guard aft_test_start_stale_reader() == 0 else { exit(11) }
+            guard aft_test_start_stale_reader(0) == 0 else { exit(11) }
             for _ in 0..<30 {
                 Aftermath.heartbeat()
                 usleep(10_000)
@@ -54,6 +55,29 @@ struct IdleThreadUnwindTests {
             functions.firstIndex { $0.contains(name) }
         }
         #expect(order.count == 2 && order[0] < order[1], "\(functions)")
+    }
+
+    @Test("At a crash, the same thread blocking every signal: unwound at the next launch from /proc's sp and pc")
+    func staleRecordsAtACrash() async throws {
+        let directory: String = TestSupport.childDirectory("idle-thread-crash")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
+            ExitStatusTests.childStart(directory)
+            guard aft_test_start_stale_reader(1) == 0 else { _exit(11) }
+            usleep(200_000)
+            UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
+        }
+        let crash = try #require(EveryThreadTests.crashes(directory).first)
+        let reader = try #require(crash.threads.first { $0.name == "stale-reader" }, "\(crash.threads.map(\.name))")
+        #expect(reader.contextSource == .syscall && reader.missingContext == .blocksSignal)
+        let functions = reader.frames.enumerated().compactMap { index, pc -> String? in
+            guard let image = crash.images.first(where: { pc >= $0.start && pc < $0.end }) else { return nil }
+            return Symbolicator().symbolicate(
+                address: pc, imagePath: image.path, loadAddress: image.start, isReturnAddress: index > 0)?.demangled
+        }
+        #expect(functions.first { $0.contains("aft_test_stale_blocked_read") } != nil, "\(functions)")
+        #expect(functions.first { $0.contains("aft_test_stale_reader_main") } != nil, "\(functions)")
+        #expect(functions.first { $0.contains("aft_test_stale_depth") } == nil, "a stale frame: \(functions)")
     }
     #endif
 }

@@ -90,9 +90,14 @@ struct RemoteUnwindTests {
         let index = try #require(crash.threads.firstIndex { $0.contextSource == .syscall && !$0.isAftermath })
         let handlers = crash.threads[index].frames
         #expect(handlers.count >= 3)
-        // As if the handler had taken a wrong frame record: no frame pointer, the pc alone.
+        #if arch(x86_64)
+        #expect(crash.threads[index].framePointerFromTables, "found by libc's unwind tables and a prologue")
+        #endif
+        // As if the handler had scanned for a record and taken a wrong one: no frame pointer,
+        // the pc alone.
         let fp = try #require(FramePointerWalk.fpIndex(crash.context.architecture))
         crash.threads[index].registers[fp] = 0
+        crash.threads[index].framePointerFromTables = false
         crash.threads[index].frames = [crash.threads[index].pc]
         crash.reunwindThreadsKnownBySPAndPC()
         #expect(crash.threads[index].frames == handlers)

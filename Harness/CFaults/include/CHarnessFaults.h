@@ -188,9 +188,9 @@ int aft_test_frame_record_above(int decoy, int64_t *record_offset, uint64_t *fra
 
 /* Starts a thread named "stale-reader" that calls aft_test_stale_depth (frame records left on
  * the stack), then asleep in read(2) of a pipe no one writes, from
- * aft_test_stale_blocked_read, whose unset locals cover those records (stale_records.c). 0, or
- * -1. */
-int aft_test_start_stale_reader(void);
+ * aft_test_stale_blocked_read, whose unset locals cover those records (stale_records.c); with
+ * block_signals, every signal blocked first. 0, or -1. */
+int aft_test_start_stale_reader(int block_signals);
 void aft_test_stale_depth(int depth);
 void aft_test_stale_blocked_read(int fd);
 

@@ -68,6 +68,9 @@ package struct CrashThread: Sendable, Hashable {
     package var isAftermath: Bool
     /// (Hangs) inside a Swift concurrency job: `swift_job_run` on its stack.
     package var isSwiftJob = false
+    /// (Known by sp and pc only) its frame pointer came from the unwind tables and a prologue,
+    /// not from a scan of its stack: no other frame record is tried for it.
+    package var framePointerFromTables = false
     /// The kernel's state letter at the capture (R, S, D, T, t, ...; "?" when unknown).
     package var state: String
     package var contextSource: ContextSource
@@ -103,6 +106,7 @@ extension CrashThread {
         crashed = r.flags & UInt32(AFT_THREAD_CRASHED) != 0
         isMain = r.flags & UInt32(AFT_THREAD_MAIN) != 0
         isAftermath = r.flags & UInt32(AFT_THREAD_AFTERMATH) != 0
+        framePointerFromTables = r.flags & UInt32(AFT_THREAD_FP_FROM_TABLES) != 0
         isSwiftJob = r.flags & UInt32(AFT_THREAD_SWIFT_JOB) != 0
         alsoCrashedSignal = r.flags & UInt32(AFT_THREAD_ALSO_CRASHED) != 0 ? r.crash_signal : nil
         let letter = UInt8(bitPattern: r.state)

@@ -158,14 +158,17 @@ package enum FramePointerWalk {
 
 extension CrashReport {
     /// Threads the kernel gave only sp and pc for (stopped, traced, blocking every signal, not
-    /// answering): the handler guessed their frame pointer from the first frame record above sp.
-    /// Here every frame record in the 4 KiB above sp is tried with the images' unwind tables,
-    /// and the longest stack is kept where it is longer than the handler's, with that frame
-    /// pointer in the thread's registers (for the minidump's readers too).
+    /// answering) whose frame pointer the handler could not find by the unwind tables and a
+    /// prologue, and guessed from the first frame record above sp. Here every frame record in
+    /// the 4 KiB above sp is tried with the images' unwind tables, and the longest stack is kept
+    /// where it is longer than the handler's, with that frame pointer in the thread's registers
+    /// (for the minidump's readers too). Never for one the tables gave: a longer stack is then
+    /// the stale records a deeper call left below its caller.
     package mutating func reunwindThreadsKnownBySPAndPC() {
         guard context.architecture == .current, let fpIndex = FramePointerWalk.fpIndex(context.architecture)
         else { return }
-        for i in threads.indices where threads[i].contextSource == .syscall && !threads[i].isAftermath {
+        for i in threads.indices
+        where threads[i].contextSource == .syscall && !threads[i].isAftermath && !threads[i].framePointerFromTables {
             let t = threads[i]
             guard !t.stack.isEmpty, t.registers.count > fpIndex, t.pc != 0 else { continue }
             var best: (frames: [UInt64], truncated: Bool, fp: UInt64)?
