@@ -47,9 +47,13 @@ const aft_image *aft_async_known_image(uint64_t pc);
  * tables give, from the libc function at pc up to the first function that keeps a frame record
  * (at most capacity into frames, their number in *count), and that record's address, from a
  * frame that saved the frame pointer or from the function's prologue. 0 when the tables or the
- * prologue do not say, and the caller scans for a record instead. x86-64 (unwind_cfi_async.c). */
+ * prologue do not say, and the caller scans for a record instead. x86-64 (unwind_from_sp_async.c). */
 uint64_t aft_async_cfi_record_from_sp(uint64_t pc, uint64_t sp, uint64_t *frames, uint32_t capacity,
                                       uint32_t *count);
+/* For a return address into a function that keeps a frame record (its tables' CFA rbp + 16 at
+ * the call): how far below that record its sp is at the call, by its prologue. 0, or -1 when the
+ * tables or the prologue do not say (unwind_from_sp_async.c). */
+int aft_async_cfi_frame_below(uint64_t ret, uint64_t *below);
 
 #if defined(__x86_64__)
 #define AFT_CFI_RSP 7u /* DWARF's numbers of the registers a walk from sp follows */

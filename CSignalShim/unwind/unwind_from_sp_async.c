@@ -59,16 +59,60 @@ static int aft_cfi_prologue(uint64_t function, uint64_t pc, uint64_t *below) {
     return 0;
 }
 
-/* A frame record at record, above sp: a link further up (or 0, the chain's end) and a return
- * address just after a call in an image read after start. */
-static int aft_cfi_record_plausible(uint64_t record, uint64_t sp) {
+/* A frame record at record, at or above sp: a link further up (or 0, the chain's end) and a
+ * return address just after a call in an image read after start. With function (a record
+ * computed from its prologue, not read from a saved register), that call, when it is a direct
+ * one, must be to function: a function that moves sp after its prologue (a variable-length
+ * array, a Swift generic's value buffers) puts the computed record on the stale records a deeper
+ * call left there, whose return addresses follow calls to other functions. */
+static int aft_cfi_record_plausible(uint64_t record, uint64_t sp, uint64_t function) {
     uint64_t pair[2];
-    if (record <= sp || record - sp >= AFT_CFI_FRAME_MAX || (record & 7) != 0 ||
+    if (record < sp || record - sp >= AFT_CFI_FRAME_MAX || (record & 7) != 0 ||
         aft_async_read_memory(record, pair, sizeof(pair)) != 0)
         return 0;
     uint64_t ret = aft_async_arch_code_address(pair[1]);
-    return (pair[0] == 0 || pair[0] > record) && aft_async_pc_in_known_image(ret) &&
-           aft_async_arch_follows_call(ret);
+    if (!((pair[0] == 0 || pair[0] > record) && aft_async_pc_in_known_image(ret) &&
+          aft_async_arch_follows_call(ret)))
+        return 0;
+    uint8_t call[5];
+    if (function == 0 || aft_async_read_memory(ret - 5, call, sizeof(call)) != 0 || call[0] != 0xE8)
+        return 1;
+    int32_t rel = (int32_t)((uint32_t)call[1] | (uint32_t)call[2] << 8 | (uint32_t)call[3] << 16 |
+                            (uint32_t)call[4] << 24);
+    return ret + (uint64_t)(int64_t)rel == function;
+}
+
+/* Where the prologue does not place the record (the function moved sp after it): the first
+ * record in the 4 KiB above sp whose return address follows a direct call to function, the
+ * one its caller made. A stale record a deeper call left returns after a call to another
+ * function. 0 when there is none (a caller that called it through a pointer). */
+static uint64_t aft_cfi_record_called_from(uint64_t sp, uint64_t function) {
+    uint64_t words[64];
+    for (uint64_t base = sp; base < sp + 4096; base += sizeof(words) - 8) {
+        if (aft_async_read_memory(base, words, sizeof(words)) != 0) return 0;
+        for (uint32_t i = 0; i + 1 < 64; i++) {
+            uint64_t at = base + 8ull * i, ret = aft_async_arch_code_address(words[i + 1]);
+            if (!(words[i] == 0 || (words[i] > at && words[i] - at < AFT_CFI_FRAME_MAX)) ||
+                ret < 4096 || !aft_async_pc_in_known_image(ret))
+                continue;
+            uint8_t call[5];
+            if (aft_async_read_memory(ret - 5, call, sizeof(call)) != 0 || call[0] != 0xE8)
+                continue;
+            int32_t rel = (int32_t)((uint32_t)call[1] | (uint32_t)call[2] << 8 |
+                                    (uint32_t)call[3] << 16 | (uint32_t)call[4] << 24);
+            if (ret + (uint64_t)(int64_t)rel == function) return at;
+        }
+    }
+    return 0;
+}
+
+int aft_async_cfi_frame_below(uint64_t ret, uint64_t *below) {
+    aft_cfi_row row;
+    uint64_t function = 0;
+    if (ret == 0 || aft_async_cfi_row_at(ret - 1, &function, &row) != 0 ||
+        row.cfa_register != AFT_CFI_RBP || row.cfa_offset != 16)
+        return -1;
+    return aft_cfi_prologue(function, ret, below);
 }
 
 uint64_t aft_async_cfi_record_from_sp(uint64_t pc, uint64_t sp, uint64_t *frames, uint32_t capacity,
@@ -90,7 +134,9 @@ uint64_t aft_async_cfi_record_from_sp(uint64_t pc, uint64_t sp, uint64_t *frames
             } else if (aft_cfi_prologue(function, pc, &below) == 0) {
                 record = sp + below;
             }
-            if (record == 0 || !aft_cfi_record_plausible(record, sp)) return 0;
+            if (record == 0 || !aft_cfi_record_plausible(record, sp, rbp_known ? 0 : function))
+                record = rbp_known ? 0 : aft_cfi_record_called_from(sp, function);
+            if (record == 0) return 0;
             *count = n;
             return record;
         }
@@ -112,6 +158,11 @@ uint64_t aft_async_cfi_record_from_sp(uint64_t pc, uint64_t sp, uint64_t *frames
 }
 
 #else
+
+int aft_async_cfi_frame_below(uint64_t ret, uint64_t *below) {
+    (void)ret, (void)below;
+    return -1;
+}
 
 uint64_t aft_async_cfi_record_from_sp(uint64_t pc, uint64_t sp, uint64_t *frames, uint32_t capacity,
                                       uint32_t *count) {

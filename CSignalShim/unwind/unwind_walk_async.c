@@ -49,8 +49,11 @@ static int aft_async_plausible_return(uint64_t ret) {
  * (at most AFT_GAP_SCAN_BYTES): the one a function without a frame record (a thunk of a
  * library, libc's code) left when its caller's record is the next. Taken only from another
  * image than the function the record returns into (ret): such a function is a library's, its
- * caller the app's or another library's, while a gap inside one image is a frame's locals.
- * 0 when there is none. x86-64 only, as the sp scan. */
+ * caller the app's or another library's, while a gap inside one image is a frame's locals. And
+ * only where the caller's call left it: the caller keeps the next record, and its prologue says
+ * how far below that record its sp is at a call (aft_async_cfi_frame_below), so the return
+ * address is the word just below that sp. A return address a deeper call left in the caller's
+ * unset locals is anywhere else. 0 when there is none. x86-64 only, as the sp scan. */
 #define AFT_GAP_SCAN_BYTES 64u
 #define AFT_GAP_SCAN_STEPS 8u
 static uint64_t aft_async_gap_return(aft_stack_window *w, uint64_t fp, uint64_t next,
@@ -68,7 +71,10 @@ static uint64_t aft_async_gap_return(aft_stack_window *w, uint64_t fp, uint64_t 
             /* The image first (no system call): a frame's own pointers into its image are not
              * read as code. */
             if (image < 0 || image == skipped_image) continue;
-            if (aft_async_arch_follows_call(ret)) return ret;
+            uint64_t slot = at + 8u * (uint64_t)k, below = 0;
+            if (aft_async_arch_follows_call(ret) && aft_async_cfi_frame_below(ret, &below) == 0 &&
+                slot + 8 + below == next)
+                return ret;
         }
     }
 #else

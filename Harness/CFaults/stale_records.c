@@ -32,23 +32,39 @@ __attribute__((noinline)) void aft_test_stale_blocked_read(int fd) {
     __asm__ volatile("" : : "r"(locals) : "memory");
 }
 
+/* The same with its locals in an array sized at run time: it moves sp after its prologue, so
+ * the prologue does not say where its frame record is. */
+__attribute__((noinline)) void aft_test_stale_vla_read(int fd, int size) {
+    volatile uint8_t locals[size];
+    uint8_t byte = 0;
+    ssize_t n = read(fd, &byte, 1);
+    locals[0] = (uint8_t)n;
+    __asm__ volatile("" : : "r"(locals) : "memory");
+}
+
+static int aft_g_stale_mode; /* AFT_TEST_STALE_* */
+
 __attribute__((noinline)) static void *aft_test_stale_reader_main(void *arg) {
-    if (arg != NULL) { /* every signal blocked: a crash's capture knows it by /proc alone */
-        sigset_t all;
+    (void)arg;
+    if (aft_g_stale_mode & AFT_TEST_STALE_BLOCK_SIGNALS) {
+        sigset_t all; /* every signal blocked: a crash's capture knows it by /proc alone */
         sigfillset(&all);
         pthread_sigmask(SIG_BLOCK, &all, NULL);
     }
     prctl(PR_SET_NAME, "stale-reader");
     aft_test_stale_depth(6);
-    aft_test_stale_blocked_read(aft_g_stale_pipe[0]);
+    if (aft_g_stale_mode & AFT_TEST_STALE_VLA)
+        aft_test_stale_vla_read(aft_g_stale_pipe[0], 1024);
+    else
+        aft_test_stale_blocked_read(aft_g_stale_pipe[0]);
     __asm__ volatile("" ::: "memory");
     return NULL;
 }
 
-int aft_test_start_stale_reader(int block_signals) {
+int aft_test_start_stale_reader(int mode) {
     if (pipe(aft_g_stale_pipe) != 0) return -1;
+    aft_g_stale_mode = mode;
     pthread_t thread;
-    void *arg = block_signals ? (void *)aft_g_stale_pipe : NULL;
-    if (pthread_create(&thread, NULL, aft_test_stale_reader_main, arg) != 0) return -1;
+    if (pthread_create(&thread, NULL, aft_test_stale_reader_main, NULL) != 0) return -1;
     return pthread_detach(thread);
 }

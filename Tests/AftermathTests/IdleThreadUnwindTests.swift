@@ -14,11 +14,22 @@ import TestSupport
 @Suite("Idle threads of a hang")
 struct IdleThreadUnwindTests {
     #if compiler(>=6.2)  // exit tests (#expect(processExitsWith:)) need Swift 6.2
-    @Test("A thread asleep in read(2) over stale frame records: its real callers, no stale frame")
-    func staleRecordsBelowTheCaller() async throws {
-        let directory: String = TestSupport.childDirectory("idle-thread-unwind")
+    /// The caller whose locals cover the stale records: a fixed frame, whose prologue says
+    /// where its record is, or one sized at run time, whose record is the one its caller's
+    /// direct call left.
+    enum Caller: String, CaseIterable, Sendable {
+        case fixedFrame = "aft_test_stale_blocked_read"
+        case sizedAtRunTime = "aft_test_stale_vla_read"
+    }
+
+    @Test(
+        "A thread asleep in read(2) over stale frame records: exactly its callers, in order",
+        arguments: Caller.allCases)
+    func staleRecordsBelowTheCaller(caller: Caller) async throws {
+        let directory: String = TestSupport.childDirectory("idle-thread-unwind-\(caller.rawValue)")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        await #expect(processExitsWith: .success) { [directory = directory as String] in
+        let mode: Int32 = caller == .fixedFrame ? 0 : AFT_TEST_STALE_VLA
+        await #expect(processExitsWith: .success) { [directory = directory as String, mode = mode as Int32] in
             // An exporter that refuses: the finished hang stays on disk for the parent to read.
             let refusing = InMemoryExporter()
             refusing.failNext(Int.max)
@@ -28,7 +39,7 @@ struct IdleThreadUnwindTests {
             config.watchConcurrencyPool = false
             config.hangHeartbeat = .manual
             do { try Aftermath.start(config) } catch { exit(10) }
-            guard aft_test_start_stale_reader(0) == 0 else { exit(11) }
+            guard aft_test_start_stale_reader(mode) == 0 else { exit(11) }
             for _ in 0..<30 {
                 Aftermath.heartbeat()
                 usleep(10_000)
@@ -47,14 +58,12 @@ struct IdleThreadUnwindTests {
         var asHang = hang
         asHang.frames = reader.frames
         let functions = HangCaptureOverlapTests.functions(asHang)
-        #expect(functions.first { $0.contains("aft_test_stale_blocked_read") } != nil, "\(functions)")
-        #expect(functions.first { $0.contains("aft_test_stale_reader_main") } != nil, "\(functions)")
+        // read, its caller, the thread's function, Aftermath's thread trampoline: no stale frame
+        // (aft_test_stale_depth) and nothing else between them.
+        let expected = ["read", caller.rawValue, "aft_test_stale_reader_main", "aft_thread_trampoline"]
+        #expect(functions.count >= 4, "\(functions)")
+        #expect(zip(functions, expected).allSatisfy { $0.contains($1) }, "\(functions)")
         #expect(functions.first { $0.contains("aft_test_stale_depth") } == nil, "a stale frame: \(functions)")
-        // The reader's frames in order: read, its caller, the thread's function.
-        let order = ["aft_test_stale_blocked_read", "aft_test_stale_reader_main"].compactMap { name in
-            functions.firstIndex { $0.contains(name) }
-        }
-        #expect(order.count == 2 && order[0] < order[1], "\(functions)")
     }
 
     @Test("At a crash, the same thread blocking every signal: unwound at the next launch from /proc's sp and pc")
@@ -63,7 +72,7 @@ struct IdleThreadUnwindTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
             ExitStatusTests.childStart(directory)
-            guard aft_test_start_stale_reader(1) == 0 else { _exit(11) }
+            guard aft_test_start_stale_reader(AFT_TEST_STALE_BLOCK_SIGNALS) == 0 else { _exit(11) }
             usleep(200_000)
             UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
         }

@@ -188,11 +188,15 @@ int aft_test_frame_record_above(int decoy, int64_t *record_offset, uint64_t *fra
 
 /* Starts a thread named "stale-reader" that calls aft_test_stale_depth (frame records left on
  * the stack), then asleep in read(2) of a pipe no one writes, from
- * aft_test_stale_blocked_read, whose unset locals cover those records (stale_records.c); with
- * block_signals, every signal blocked first. 0, or -1. */
-int aft_test_start_stale_reader(int block_signals);
+ * aft_test_stale_blocked_read, whose unset locals cover those records, or with
+ * AFT_TEST_STALE_VLA from aft_test_stale_vla_read, whose locals are sized at run time
+ * (stale_records.c); with AFT_TEST_STALE_BLOCK_SIGNALS, every signal blocked first. 0, or -1. */
+#define AFT_TEST_STALE_BLOCK_SIGNALS 1
+#define AFT_TEST_STALE_VLA 2
+int aft_test_start_stale_reader(int mode);
 void aft_test_stale_depth(int depth);
 void aft_test_stale_blocked_read(int fd);
+void aft_test_stale_vla_read(int fd, int size);
 
 /* Installs an app's SIGSEGV handler (crash_at_start.c) that, called once Aftermath's handler has
  * written the crash and chained to it, waits wait_ms, then ends the process with 20 plus the
