@@ -59,6 +59,16 @@ static int aft_cfi_prologue(uint64_t function, uint64_t pc, uint64_t *below) {
     return 0;
 }
 
+/* The target of the direct call (call rel32) that ends at ret, or 0 when it is another kind. */
+static uint64_t aft_cfi_direct_call_target(uint64_t ret) {
+    uint8_t call[5];
+    if (ret < 5 || aft_async_read_memory(ret - 5, call, sizeof(call)) != 0 || call[0] != 0xE8)
+        return 0;
+    int32_t rel = (int32_t)((uint32_t)call[1] | (uint32_t)call[2] << 8 | (uint32_t)call[3] << 16 |
+                            (uint32_t)call[4] << 24);
+    return ret + (uint64_t)(int64_t)rel;
+}
+
 /* A frame record at record, at or above sp: a link further up (or 0, the chain's end) and a
  * return address just after a call in an image read after start. With function (a record
  * computed from its prologue, not read from a saved register), that call, when it is a direct
@@ -74,12 +84,8 @@ static int aft_cfi_record_plausible(uint64_t record, uint64_t sp, uint64_t funct
     if (!((pair[0] == 0 || pair[0] > record) && aft_async_pc_in_known_image(ret) &&
           aft_async_arch_follows_call(ret)))
         return 0;
-    uint8_t call[5];
-    if (function == 0 || aft_async_read_memory(ret - 5, call, sizeof(call)) != 0 || call[0] != 0xE8)
-        return 1;
-    int32_t rel = (int32_t)((uint32_t)call[1] | (uint32_t)call[2] << 8 | (uint32_t)call[3] << 16 |
-                            (uint32_t)call[4] << 24);
-    return ret + (uint64_t)(int64_t)rel == function;
+    uint64_t target = function != 0 ? aft_cfi_direct_call_target(ret) : 0;
+    return target == 0 || target == function;
 }
 
 /* Where the prologue does not place the record (the function moved sp after it): the first
@@ -95,12 +101,7 @@ static uint64_t aft_cfi_record_called_from(uint64_t sp, uint64_t function) {
             if (!(words[i] == 0 || (words[i] > at && words[i] - at < AFT_CFI_FRAME_MAX)) ||
                 ret < 4096 || !aft_async_pc_in_known_image(ret))
                 continue;
-            uint8_t call[5];
-            if (aft_async_read_memory(ret - 5, call, sizeof(call)) != 0 || call[0] != 0xE8)
-                continue;
-            int32_t rel = (int32_t)((uint32_t)call[1] | (uint32_t)call[2] << 8 |
-                                    (uint32_t)call[3] << 16 | (uint32_t)call[4] << 24);
-            if (ret + (uint64_t)(int64_t)rel == function) return at;
+            if (aft_cfi_direct_call_target(ret) == function) return at;
         }
     }
     return 0;
