@@ -81,20 +81,18 @@ static void aft_async_unwind_thread(aft_thread_capture *c, uint32_t index, uint6
          * on a lock a paused thread may hold (the loader's), and a helper killed at its
          * deadline would take libunwind from every later crash. */
         uint64_t pc = r->pc, fp = 0;
-        int by_tables = 0;
         /* A paused thread in a system call (a lock's wait) is in libc, which keeps no frame
-         * record: from its sp, as a thread the kernel gave sp and pc for. */
+         * record: from its sp, as a thread the kernel gave sp and pc for (the unwind tables,
+         * else the first record above sp, which also fills c->scan for the walk). */
         int from_sp = r->sp != 0 && (state != AFT_SLOT_PARKED || r->syscall_number >= 0);
-        const void *uc = !from_sp
-                             ? slot->ucontext
-                             : aft_async_arch_synthesize_context(c->synthetic, sizeof(c->synthetic),
-                                                                 r->pc, r->sp, c->scan, &by_tables);
-        if (uc != NULL) aft_async_arch_pc_fp(uc, &pc, &fp);
-        if (from_sp && by_tables) r->flags |= AFT_THREAD_FP_FROM_TABLES;
-        n = !from_sp
-                ? aft_async_frame_pointer_walk(&c->window, pc, fp, frames, capacity, &truncated)
-                : aft_async_walk_from_sp(&c->window, pc, r->sp, fp, c->scan, frames, capacity,
-                                         &truncated);
+        if (from_sp) {
+            fp = aft_async_frame_record_above(r->sp, c->scan);
+            n = aft_async_walk_from_sp(&c->window, pc, r->sp, fp, c->scan, frames, capacity,
+                                       &truncated);
+        } else {
+            if (slot->ucontext != NULL) aft_async_arch_pc_fp(slot->ucontext, &pc, &fp);
+            n = aft_async_frame_pointer_walk(&c->window, pc, fp, frames, capacity, &truncated);
+        }
         unwinder = n > 1    ? AFT_UNWINDER_FRAME_POINTER
                    : n == 1 ? AFT_UNWINDER_PC_ONLY
                             : AFT_UNWINDER_NONE;
