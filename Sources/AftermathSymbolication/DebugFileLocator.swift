@@ -86,6 +86,28 @@ package struct DebugFileLocator: Sendable {
         self.debuginfod = debuginfod
     }
 
+    /// The directories libraries are loaded from here: those of the libraries this process has
+    /// mapped (the Swift runtime's among them), then the system's. A file found there is used
+    /// only when its build id is the record's.
+    package static let libraryDirectories: [String] = {
+        var directories: [String] = []
+        // Read to its end: String(contentsOfFile:) stops at /proc's first page.
+        let bytes = (try? FileHandle(forReadingFrom: URL(fileURLWithPath: "/proc/self/maps")).readToEnd()) ?? nil
+        let maps = String(decoding: bytes ?? Data(), as: UTF8.self)
+        for line in maps.split(separator: "\n") {
+            guard let slash = line.firstIndex(of: "/") else { continue }
+            let path = String(line[slash...])
+            guard path.contains(".so") else { continue }
+            let directory = (path as NSString).deletingLastPathComponent
+            if !directory.isEmpty && !directories.contains(directory) { directories.append(directory) }
+        }
+        let system = [
+            "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
+            "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib",
+        ]
+        return directories + system.filter { !directories.contains($0) }
+    }()
+
     /// DEBUGINFOD_URLS names at least one server.
     package static var debuginfodConfigured: Bool {
         !(ProcessInfo.processInfo.environment["DEBUGINFOD_URLS"] ?? "").trimmingCharacters(in: .whitespaces).isEmpty
@@ -137,6 +159,11 @@ package struct DebugFileLocator: Sendable {
             binaryCandidates.append("\(systemRoot)/.build-id/\(indexed.prefix(2))/\(indexed.dropFirst(2))")
         }
         binaryCandidates += debugDirectories.map { "\($0)/\(image.name)" }
+        // A record names its images without their paths: on the machine that ran the app (or
+        // one with the same toolchain), the loader's directories hold its libraries.
+        if image.path == nil && !image.name.isEmpty && !image.name.contains("/") {
+            binaryCandidates += Self.libraryDirectories.map { "\($0)/\(image.name)" }
+        }
         for candidate in binaryCandidates where matches(candidate) {
             found.binary = candidate
             break

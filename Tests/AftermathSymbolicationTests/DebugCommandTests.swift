@@ -1,3 +1,4 @@
+import AftermathSymbolication
 import Foundation
 import Testing
 import TestSupport
@@ -300,5 +301,41 @@ import Glibc
         #expect(!noColour.stdout.contains("\u{1B}["))
         let piped = try Tool.aftermath(["show", id, "--dir", dir], environment: ["NO_COLOR": ""])
         #expect(!piped.stdout.contains("\u{1B}["))
+    }
+}
+
+extension DebugCommandTests {
+    @Test("symbolicate an OTLP/JSON record where the app ran: its libraries by name and build id, no --debug-dir")
+    func symbolicateFindsLoadedLibraries() throws {
+        let fixture = try SwiftTrapFixture.get()
+        // The Swift runtime as this process loaded it (the aftermath command loads the same).
+        let bytes = try FileHandle(forReadingFrom: URL(fileURLWithPath: "/proc/self/maps")).readToEnd()
+        let maps = String(decoding: bytes ?? Data(), as: UTF8.self)
+        let line = try #require(
+            maps.split(separator: "\n").first { $0.hasSuffix("/libswiftCore.so") && $0.contains(" 00000000 ") })
+        let start = try #require(UInt64(line.prefix { $0 != "-" }, radix: 16))
+        let path = String(line[try #require(line.firstIndex(of: "/"))...])
+        let handle = try #require(dlopen(path, RTLD_NOW | RTLD_NOLOAD))
+        let symbol = try #require(dlsym(handle, "swift_retain"))
+        let buildID = try #require(DebugFileLocator.buildID(of: path))
+        let crash = SwiftTrapFixture.Crash(pc: UInt64(UInt(bitPattern: symbol)) + 4, loadAddress: start)
+        let dir = try Tool.temporaryDirectory("cli-loaded")
+        try fixture.otlpRequest(crash, imageName: "libswiftCore.so", buildID: buildID).write(
+            toFile: dir + "/request.json", atomically: true, encoding: .utf8)
+
+        let json = try Tool.aftermath(["symbolicate", dir + "/request.json", "--json"])
+        #expect(json.status == 0, "\(json.stderr)")
+        let view = try #require(try JSONDecoder().decode([View].self, from: Data(json.stdout.utf8)).first)
+        #expect(view.frames.first?.function?.contains("swift_retain") == true, "\(view.frames.first as Any)")
+        #expect(view.images.first?.problems.contains { $0.hasPrefix("no binary") } == false)
+
+        // Another build of the same name is not used.
+        let other = String(repeating: "ab", count: 20)
+        try fixture.otlpRequest(crash, imageName: "libswiftCore.so", buildID: other).write(
+            toFile: dir + "/other.json", atomically: true, encoding: .utf8)
+        let refused = try Tool.aftermath(["symbolicate", dir + "/other.json", "--json"])
+        let refusedView = try #require(try JSONDecoder().decode([View].self, from: Data(refused.stdout.utf8)).first)
+        #expect(refusedView.frames.first?.function == nil)
+        #expect(refusedView.images.first?.problems.contains { $0.contains("has build id \(buildID)") } == true)
     }
 }

@@ -111,6 +111,11 @@ package struct SwiftTrapFixture: Sendable {
     package struct Crash: Sendable {
         package var pc: UInt64
         package var loadAddress: UInt64
+
+        package init(pc: UInt64, loadAddress: UInt64) {
+            self.pc = pc
+            self.loadAddress = loadAddress
+        }
     }
 
     static let shared: Result<SwiftTrapFixture, Tool.Failure> = {
