@@ -126,9 +126,16 @@ static void aft_async_unwind_thread(aft_thread_capture *c, uint32_t index, uint6
         if (uc != NULL && budget >= 1000000ull && !atomic_load(&aft_g_libunwind_abandoned))
             n = aft_async_unwind_context(uc, frames, capacity, c->unwind_slot, budget, &unwinder,
                                          &truncated, &status);
-        if (n < 2 && uc != NULL) /* past the budget, or without libunwind: frame pointers */
-            n = aft_async_unwind_frame_pointers(uc, frames, capacity, c->unwind_slot, &unwinder,
-                                                &truncated);
+        if (n < 2 && uc != NULL) {
+            /* Past the budget, or without libunwind: the walk from sp, by the unwind tables up
+             * to the first frame record (the frame pointer alone would skip the frames below
+             * it), then frame pointers. */
+            uint64_t upc = 0, fp = 0;
+            aft_async_arch_pc_fp(uc, &upc, &fp);
+            n = aft_async_walk_from_sp(&c->window, r->pc, r->sp, fp, c->scan, frames, capacity,
+                                       &truncated);
+            unwinder = n > 1 ? AFT_UNWINDER_FRAME_POINTER : AFT_UNWINDER_NONE;
+        }
         if (n < 2) {
             frames[0] = r->pc;
             n = 1;
