@@ -20,6 +20,20 @@ struct HangCaptureOverlapTests {
         }
     }
 
+    /// In a child with manual heartbeats: 300 ms of beats, the main thread stalled in
+    /// aft_test_stall_in_main_function for `milliseconds`, then 300 ms of beats again.
+    static func mainHang(milliseconds: UInt32) {
+        for _ in 0..<30 {
+            Aftermath.heartbeat()
+            usleep(10_000)
+        }
+        aft_test_stall_in_main_function(milliseconds)
+        for _ in 0..<30 {
+            Aftermath.heartbeat()
+            usleep(10_000)
+        }
+    }
+
     /// The demangled names of the hang's frames that symbolicate.
     static func functions(_ hang: HangReport) -> [String] {
         hang.frames.enumerated().compactMap { index, pc in
@@ -60,15 +74,7 @@ struct HangCaptureOverlapTests {
                 watch.stop()
             }
             worker.start()
-            for _ in 0..<30 {
-                Aftermath.heartbeat()
-                usleep(10_000)
-            }
-            aft_test_stall_in_main_function(4_200)
-            for _ in 0..<30 {
-                Aftermath.heartbeat()
-                usleep(10_000)
-            }
+            Self.mainHang(milliseconds: 4_200)
             exit(0)
         }
         let hangs = try Self.hangs(directory)

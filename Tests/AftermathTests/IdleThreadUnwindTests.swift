@@ -40,15 +40,7 @@ struct IdleThreadUnwindTests {
             config.hangHeartbeat = .manual
             do { try Aftermath.start(config) } catch { exit(10) }
             guard aft_test_start_stale_reader(mode) == 0 else { exit(11) }
-            for _ in 0..<30 {
-                Aftermath.heartbeat()
-                usleep(10_000)
-            }
-            aft_test_stall_in_main_function(1_500)
-            for _ in 0..<30 {
-                Aftermath.heartbeat()
-                usleep(10_000)
-            }
+            HangCaptureOverlapTests.mainHang(milliseconds: 1_500)
             exit(0)
         }
         let hangs = try HangCaptureOverlapTests.hangs(directory)
