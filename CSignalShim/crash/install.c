@@ -35,7 +35,7 @@ const int aft_g_signals[AFT_SIGNAL_COUNT] = {SIGSEGV, SIGBUS,  SIGILL, SIGTRAP,
                                              SIGFPE,  SIGABRT, SIGSYS};
 uint64_t aft_g_frames[AFT_MAX_FRAMES + AFT_UNWIND_SLACK];
 aft_image aft_g_images[AFT_MAX_IMAGES];
-aft_image aft_g_known_images[AFT_MAX_IMAGES];
+aft_known_images aft_g_known;
 AFT_SMALL_STATE _Atomic uint32_t aft_g_known_image_count;
 /* rdfsbase may run in user mode (x86-64; the kernel says so in AT_HWCAP2): set at install. */
 AFT_SMALL_STATE int aft_g_arch_fsgsbase;
@@ -110,6 +110,7 @@ void aft_release_file_size_signal(const aft_file_size_hold *hold) {
 typedef struct aft_images_scratch {
     aft_loaded_object objects[AFT_MAX_IMAGES];
     aft_link_map_snapshot before, after;
+    aft_image read[AFT_MAX_IMAGES]; /* then kept as aft_g_known_images lists them */
 } aft_images_scratch;
 
 /* From /proc/self/maps, with the build ids from the loader's list: whether the snapshot holds
@@ -120,10 +121,9 @@ static uint32_t aft_images_from_maps(aft_images_scratch *s, const char *main_pat
     int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (fd < 0) return 0;
     uint32_t truncated = 0;
-    uint32_t n =
-        aft_images_from_maps_fd(fd, aft_g_known_images, AFT_MAX_IMAGES, 0, main_path, &truncated);
+    uint32_t n = aft_images_from_maps_fd(fd, s->read, AFT_MAX_IMAGES, 0, main_path, &truncated);
     close(fd);
-    aft_fill_build_ids(aft_g_known_images, n, s->objects, objects);
+    aft_fill_build_ids(s->read, n, s->objects, objects);
     aft_link_map_signature_now(&s->after);
     *holds = s->before.valid && s->after.valid && s->before.count == s->after.count &&
              s->before.hash == s->after.hash && !truncated && n > 0;
@@ -137,12 +137,22 @@ static void aft_prepare_images(aft_context *context) {
     if (s == MAP_FAILED) return;
     int usable = 0, holds = 0;
     uint32_t truncated = 0;
-    uint32_t n = aft_images_from_loader(aft_g_known_images, AFT_MAX_IMAGES,
-                                        context->executable_path, &s->after, &usable, &truncated);
+    uint32_t n = aft_images_from_loader(s->read, AFT_MAX_IMAGES, context->executable_path,
+                                        &s->after, &usable, &truncated);
     if (usable) {
         holds = s->after.valid && !truncated;
     } else {
         n = aft_images_from_maps(s, context->executable_path, &holds);
+    }
+    /* Kept as a report lists them: each image's fields, its path's own bytes after the others'
+     * (a tenth of the pages the whole aft_image records took, and a crash writes them as are). */
+    char *paths = aft_known_paths(n);
+    for (uint32_t i = 0; i < n; i++) {
+        aft_image *img = &s->read[i];
+        img->path_size = (uint32_t)strnlen(img->path, AFT_PATH_CAPACITY - 1);
+        memcpy(&aft_g_known_images[i], img, sizeof(aft_image_entry));
+        memcpy(paths, img->path, img->path_size);
+        paths += img->path_size;
     }
     aft_g_known_image_count = n;
     if (holds) {
@@ -381,7 +391,13 @@ uint32_t aft_installed_images(aft_image *images, uint32_t capacity) {
     aft_install_complete_images();
     uint32_t n = atomic_load(&aft_g_known_image_count);
     if (n > capacity) n = capacity;
-    memcpy(images, aft_g_known_images, (size_t)n * sizeof(aft_image));
+    const char *paths = aft_known_paths(atomic_load(&aft_g_known_image_count));
+    for (uint32_t i = 0; i < n; i++) {
+        memset(&images[i], 0, sizeof(aft_image));
+        memcpy(&images[i], &aft_g_known_images[i], sizeof(aft_image_entry));
+        memcpy(images[i].path, paths, images[i].path_size);
+        paths += images[i].path_size;
+    }
     return n;
 }
 

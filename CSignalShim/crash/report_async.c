@@ -181,7 +181,7 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
     uint64_t link_count = 0, link_hash = 0;
     int known = aft_g_known_link_map.valid;
     atomic_thread_fence(memory_order_acquire); /* images written before valid are seen */
-    int taken = spec->has_link_map;
+    int taken = spec->has_link_map, listed = 0;
     if (taken) {
         link_count = spec->link_count;
         link_hash = spec->link_hash;
@@ -192,8 +192,8 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
     } else if (known && (taken || aft_async_link_map_signature(&link_count, &link_hash)) &&
                link_count == aft_g_known_link_map.count && link_hash == aft_g_known_link_map.hash) {
         /* No library loaded or unloaded since install: the images read then still hold. */
-        images = aft_g_known_images;
         image_count = atomic_load(&aft_g_known_image_count);
+        listed = 1; /* as they are kept: without the paths' unused bytes */
     } else {
         int maps = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
         if (maps >= 0) {
@@ -207,7 +207,14 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
     uint64_t fitting = limit == UINT64_MAX ? UINT64_MAX
                        : limit > used      ? (limit - used) / sizeof(aft_image)
                                            : 0;
-    if ((uint64_t)image_count <= fitting) {
+    if (listed) {
+        uint64_t at = used - sizeof(aft_section_header);
+        aft_async_emit_known_images(&w, image_count,
+                                    limit == UINT64_MAX ? UINT64_MAX
+                                    : limit > at        ? limit - at
+                                                        : 0,
+                                    spec->frames, frame_count);
+    } else if ((uint64_t)image_count <= fitting) {
         aft_async_emit_section(&w, AFT_SECTION_IMAGES, sizeof(aft_image), image_count,
                                images_truncated ? AFT_SECTION_TRUNCATED : 0, images);
     } else if (limit > used) {

@@ -46,6 +46,64 @@ void aft_async_emit_fitting_images(aft_writer *w, const aft_image *images, uint3
     }
 }
 
+/* The known images a report of `room` bytes left takes, in the order it lists them: those the
+ * frames are in first, then the others, each while its entry and path fit. emit 1 writes their
+ * entries, 2 their paths, 0 nothing; returns the count, *paths their paths' bytes. */
+static uint32_t aft_async_known_fitting(aft_writer *w, uint32_t count, uint64_t room,
+                                        const uint64_t *frames, uint32_t frame_count, int emit,
+                                        uint64_t *paths) {
+    uint32_t chosen = 0;
+    *paths = 0;
+    for (int with_frames = 1; with_frames >= 0; with_frames--) {
+        const char *at = aft_known_paths(count);
+        for (uint32_t i = 0; i < count; i++) {
+            const aft_image_entry *e = &aft_g_known_images[i];
+            uint32_t size = e->path_size;
+            int has = 0;
+            for (uint32_t f = 0; f < frame_count && !has; f++)
+                has = frames[f] >= e->start && frames[f] < e->end;
+            if (has == with_frames && room >= AFT_IMAGE_ENTRY_SIZE + size) {
+                room -= AFT_IMAGE_ENTRY_SIZE + size;
+                chosen++;
+                *paths += size;
+                if (emit == 1) aft_async_emit_kept(w, e, AFT_IMAGE_ENTRY_SIZE);
+                if (emit == 2) aft_async_emit_kept(w, at, size);
+            }
+            at += size;
+        }
+    }
+    return chosen;
+}
+
+void aft_async_emit_known_images(aft_writer *w, uint32_t count, uint64_t room,
+                                 const uint64_t *frames, uint32_t frame_count) {
+    uint64_t paths = 0;
+    for (uint32_t i = 0; i < count; i++) paths += aft_g_known_images[i].path_size;
+    aft_section_header list = {.type = AFT_SECTION_IMAGE_LIST,
+                               .entry_size = AFT_IMAGE_ENTRY_SIZE,
+                               .count = count,
+                               .flags = 0};
+    aft_section_header bytes = {.type = AFT_SECTION_IMAGE_PATHS, .entry_size = 1, .count = 0};
+    if (room >= 2 * sizeof(aft_section_header) + (uint64_t)count * AFT_IMAGE_ENTRY_SIZE + paths) {
+        /* All of them: two pieces, where they are. */
+        bytes.count = (uint32_t)paths;
+        aft_async_emit(w, &list, sizeof(list));
+        aft_async_emit_kept(w, aft_g_known_images, (size_t)count * AFT_IMAGE_ENTRY_SIZE);
+        aft_async_emit(w, &bytes, sizeof(bytes));
+        aft_async_emit_kept(w, aft_known_paths(count), (size_t)paths);
+        return;
+    }
+    if (room < 2 * sizeof(aft_section_header)) return;
+    room -= 2 * sizeof(aft_section_header);
+    list.count = aft_async_known_fitting(w, count, room, frames, frame_count, 0, &paths);
+    list.flags = AFT_SECTION_TRUNCATED;
+    bytes.count = (uint32_t)paths;
+    aft_async_emit(w, &list, sizeof(list));
+    (void)aft_async_known_fitting(w, count, room, frames, frame_count, 1, &paths);
+    aft_async_emit(w, &bytes, sizeof(bytes));
+    (void)aft_async_known_fitting(w, count, room, frames, frame_count, 2, &paths);
+}
+
 /* Whether the file system has size bytes for fd from offset on: allocated by the call (beyond
  * the file's end too, its size unchanged). A file system that cannot tell (EOPNOTSUPP) is
  * taken at its word. */

@@ -102,23 +102,23 @@ int aft_reserve_open(int dir_fd, const uint8_t report_id[AFT_ID_SIZE], char *nam
  * report: the deepest stack, the images seen now and as many again loaded later. The writer
  * gives back what the report did not use. Where the file system cannot (EOPNOTSUPP) or the disk
  * is already full, the crash is written as before.
- * A typical report's first bytes (its records, the images seen now, the crashing thread's
- * stack) are the file's size from now on, allocated unwritten: zeros, without a byte written
- * to disk, which aft_reserve_cache then brings into the page cache. A crash's write into pages
- * that are there costs about half of one that makes them (the kernel's page allocation and the
- * file system's delayed allocation of each), and the writer fills what its report leaves of
- * that size with a padding section. The rest of the space is kept beyond the file's size
- * (FALLOC_FL_KEEP_SIZE). A reserve whose header is still zero tells a dead run without a
- * crash. */
+ * A typical report's first bytes (its records, the images seen now, listed with paths of 64
+ * bytes on average, a crashing thread's stack of 12 KiB) are the file's size from now on,
+ * allocated unwritten: zeros, without a byte written to disk, which aft_reserve_cache then
+ * brings into the page cache. A crash's write into pages that are there costs about half of
+ * one that makes them (the kernel's page allocation and the file system's delayed allocation
+ * of each), and the writer fills what its report leaves of that size with a padding section.
+ * The rest of the space is kept beyond the file's size (FALLOC_FL_KEEP_SIZE). A reserve whose
+ * header is still zero tells a dead run without a crash. */
 uint64_t aft_reserve_crash_space(int fd, uint32_t image_count) {
     aft_g_state.reserve_holds_stacks = 0;
     aft_g_state.reserve_cached_bytes = 0;
     if (fd < 0) return 0;
     uint64_t typical = sizeof(aft_file_header) + 6 * sizeof(aft_section_header) +
                        sizeof(aft_context) + sizeof(aft_system_info) + sizeof(aft_crash_info) +
-                       64 * sizeof(uint64_t) + (uint64_t)image_count * sizeof(aft_image) +
+                       64 * sizeof(uint64_t) + (uint64_t)image_count * (AFT_IMAGE_ENTRY_SIZE + 64) +
                        3 * sizeof(aft_section_header) + sizeof(aft_threads_info) +
-                       4 * sizeof(aft_thread) + 8192;
+                       4 * sizeof(aft_thread) + 12288;
     typical = (typical + 4095) & ~(uint64_t)4095;
     if (typical > AFT_RESERVE_SIZED_MAX) typical = AFT_RESERVE_SIZED_MAX;
     uint64_t images = (uint64_t)image_count * 2 + 16;

@@ -172,7 +172,7 @@ static void aft_async_add_entry(aft_images_builder *b, aft_maps_entry *e) {
 
 /* The same image as seen at install: the same file-backed extent (no other file can be mapped
  * there while it is) and the same flags but for how the id and path were read. */
-static int aft_async_same_image(const aft_image *seen, const aft_image *now) {
+static int aft_async_same_image(const aft_image_entry *seen, const aft_image *now) {
     uint32_t mask = ~(uint32_t)(AFT_IMAGE_ID_FLAGS | AFT_IMAGE_PATH_TRUNCATED);
     return seen->start == now->start && seen->end == now->end &&
            ((seen->flags ^ now->flags) & mask) == 0;
@@ -230,18 +230,22 @@ uint32_t aft_async_images_from_fd(aft_maps_scratch *scratch, int fd, aft_image *
     }
     aft_async_close_image(&b);
     if (read_build_ids) {
-        uint32_t known = images == aft_g_known_images ? 0 : atomic_load(&aft_g_known_image_count);
+        uint32_t known = atomic_load(&aft_g_known_image_count);
         uint32_t k = 0;
+        const char *path_at = aft_known_paths(known); /* known image k's path */
         for (uint32_t i = 0; i < b.count; i++) {
             aft_image *img = &images[i];
             /* Seen at install at the same address with the same path: reuse what was read
              * from memory then. Both lists are in address order, so one forward scan. */
-            while (k < known && aft_g_known_images[k].start < img->start) k++;
+            while (k < known && aft_g_known_images[k].start < img->start)
+                path_at += aft_g_known_images[k++].path_size;
             if (k < known && aft_async_same_image(&aft_g_known_images[k], img)) {
-                const aft_image *seen = &aft_g_known_images[k];
+                const aft_image_entry *seen = &aft_g_known_images[k];
                 /* Its path as install has it (the loader's, where maps has the kernel's resolved
                  * one: /lib/... for /usr/lib/...): one image, one path in every report. */
-                aft_async_memcpy(img->path, seen->path, AFT_PATH_CAPACITY);
+                uint32_t size = seen->path_size < AFT_PATH_CAPACITY ? seen->path_size : 0;
+                aft_async_memcpy(img->path, path_at, size);
+                aft_async_memset(img->path + size, 0, AFT_PATH_CAPACITY - size);
                 img->flags = (img->flags & ~(uint32_t)AFT_IMAGE_PATH_TRUNCATED) |
                              (seen->flags & AFT_IMAGE_PATH_TRUNCATED);
                 aft_async_memcpy(img->build_id, seen->build_id, AFT_BUILD_ID_CAPACITY);

@@ -62,32 +62,39 @@ int aft_async_link_map_walk(aft_memory_read_fn read, uint64_t *count, uint64_t *
     return 1;
 }
 
-/* Whether pc lies in one of the images read after start (while they are trusted): code the next
- * launch finds unwind tables for. JIT or other anonymous code is unwound here. */
-/* The images pc is looked up in, and their count. */
-static const aft_image *aft_async_lookup_images(uint32_t *n) {
+/* The image read after start that holds pc (the index of aft_g_known_images, or before those
+ * are read, of the images a crash read itself), its start and load bias; -1 when none does. */
+static int aft_async_image_holding(uint64_t pc, uint64_t *start, uint64_t *load_bias) {
     if (aft_g_known_link_map.valid) {
         atomic_thread_fence(memory_order_acquire);
-        *n = atomic_load(&aft_g_known_image_count);
-        return aft_g_known_images;
+        uint32_t n = atomic_load(&aft_g_known_image_count);
+        for (uint32_t i = 0; i < n && i < AFT_MAX_IMAGES; i++) {
+            const aft_image_entry *img = &aft_g_known_images[i];
+            if (pc < img->start || pc >= img->end) continue;
+            *start = img->start;
+            *load_bias = img->load_bias;
+            return (int)i;
+        }
+        return -1;
     }
-    *n = atomic_load(&aft_g_crash_image_count); /* a crash before the install completed */
-    return aft_g_images;
-}
-
-int aft_async_known_image_of(uint64_t pc) {
-    uint32_t n = 0;
-    const aft_image *images = aft_async_lookup_images(&n);
-    for (uint32_t i = 0; i < n && i < AFT_MAX_IMAGES; i++)
-        if (pc >= images[i].start && pc < images[i].end) return (int)i;
+    uint32_t n = atomic_load(&aft_g_crash_image_count); /* a crash before the install completed */
+    for (uint32_t i = 0; i < n && i < AFT_MAX_IMAGES; i++) {
+        const aft_image *img = &aft_g_images[i];
+        if (pc < img->start || pc >= img->end) continue;
+        *start = img->start;
+        *load_bias = img->load_bias;
+        return (int)i;
+    }
     return -1;
 }
 
-const aft_image *aft_async_known_image(uint64_t pc) {
-    uint32_t n = 0;
-    const aft_image *images = aft_async_lookup_images(&n);
-    int i = aft_async_known_image_of(pc);
-    return i >= 0 && (uint32_t)i < n ? &images[i] : NULL;
+int aft_async_known_image_of(uint64_t pc) {
+    uint64_t start = 0, load_bias = 0;
+    return aft_async_image_holding(pc, &start, &load_bias);
+}
+
+int aft_async_known_image_range(uint64_t pc, uint64_t *start, uint64_t *load_bias) {
+    return aft_async_image_holding(pc, start, load_bias) >= 0;
 }
 
 AFT_SMALL_STATE _Atomic uint32_t aft_g_crash_image_count;

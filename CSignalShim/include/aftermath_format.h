@@ -13,7 +13,9 @@
  * A hang file's HANG_TARGET section came later within 2: a reader that skips it, as every
  * reader skips a section it does not know, sees a main thread's hang. So did SWIFT_ASYNC
  * (aftermath_format_async.h): without it a reader sees the machine frames alone, and SYSTEM
- * (aftermath_format_system.h): without it, no processor details.
+ * (aftermath_format_system.h): without it, no processor details. 3 writes a crash's or hang's
+ * images, where those read at start still hold, as IMAGE_LIST and IMAGE_PATHS
+ * (aftermath_format_images.h): IMAGES' entries without their paths' unused bytes.
  *
  * A file is:  aft_file_header | section | section | ...
  * Each section is an aft_section_header followed by count entries of entry_size bytes.
@@ -24,9 +26,8 @@
  * CRC-32 (IEEE) and commit == AFT_COMMIT_MARKER. A file is then renamed into place, so a file
  * with its final name is whole; a leftover ".tmp" is a writer that died midway, or a crash's
  * reserve, committed in place by the handler (the commit marker says which), which the next
- * launch renames.
- * Fields that change after commit (a hang's duration) live in the header's live block, outside
- * the CRC, with their own check value.
+ * launch renames. Fields that change after commit (a hang's duration) live in the header's
+ * live block, outside the CRC, with their own check value.
  */
 #ifndef AFTERMATH_FORMAT_H
 #define AFTERMATH_FORMAT_H
@@ -35,7 +36,7 @@
 #include <stddef.h>
 
 #define AFT_MAGIC 0x4D544641u /* "AFTM" little-endian */
-#define AFT_FORMAT_VERSION 2u
+#define AFT_FORMAT_VERSION 3u
 #define AFT_FORMAT_MIN_VERSION 1u
 #define AFT_COMMIT_MARKER 0x54494D43u /* "CMIT" */
 #define AFT_LIVE_CHECK_SALT 0xA5F1E7u
@@ -237,8 +238,8 @@ typedef struct aft_image {
     uint32_t flags;     /* AFT_IMAGE_* */
     uint32_t build_id_size;
     uint8_t build_id[AFT_BUILD_ID_CAPACITY];
-    uint32_t arch; /* AFT_ARCH_* */
-    uint32_t _reserved0;
+    uint32_t arch;      /* AFT_ARCH_* */
+    uint32_t path_size; /* its length (IMAGE_LIST); an IMAGES section's path ends at its NUL */
     char path[AFT_PATH_CAPACITY];
 } aft_image;
 
@@ -386,15 +387,14 @@ _Static_assert(offsetof(aft_thread, fp_state) == 384, "aft_thread fp_state offse
 _Static_assert(offsetof(aft_thread, syscall_number) == 912, "aft_thread syscall_number offset");
 _Static_assert(offsetof(aft_thread, state) == 952, "aft_thread state offset");
 _Static_assert(sizeof(aft_memory_header) == 32, "aft_memory_header size");
-_Static_assert(AFT_TEXT_HASH_SIZE + sizeof(AFT_TEXT_HASH_MARKER) <= AFT_BUILD_ID_CAPACITY,
-               "the text hash and its marker fit app_build_id");
+_Static_assert(AFT_TEXT_HASH_SIZE + sizeof(AFT_TEXT_HASH_MARKER) <= AFT_BUILD_ID_CAPACITY, "hash");
 #endif
 
-/* Run files and handled-error files: their own header, part of this one (Swift sees both). */
+/* Parts of this header (Swift sees them all): run and handled-error files; the Swift async
+ * callers of a thread's frames; the machine of a crash; images without their unused bytes. */
 #include "aftermath_format_runs.h"
-/* The Swift async callers of a thread's frames (crash, hang and handled-error files). */
 #include "aftermath_format_async.h"
-/* The machine of a crash: processors, the process's start (crash files). */
 #include "aftermath_format_system.h"
+#include "aftermath_format_images.h"
 
 #endif /* AFTERMATH_FORMAT_H */

@@ -47,6 +47,10 @@ void aft_async_emit_section(aft_writer *w, uint32_t type, uint32_t entry_size, u
 /* The images section when only `fitting` images fit: those the frames are in first. */
 void aft_async_emit_fitting_images(aft_writer *w, const aft_image *images, uint32_t count,
                                    uint32_t fitting, const uint64_t *frames, uint32_t frame_count);
+/* The first count images read at start (aft_g_known_images) as IMAGE_LIST and IMAGE_PATHS in
+ * room bytes: all of them, or those the frames are in first, then the others that fit. */
+void aft_async_emit_known_images(aft_writer *w, uint32_t count, uint64_t room,
+                                 const uint64_t *frames, uint32_t frame_count);
 /* Whether the file system has size bytes for fd from offset on (allocated by the call). */
 int aft_async_space_for(int fd, uint64_t offset, uint64_t size);
 /* The bytes of the first `count` records' STACK_MEMORY sections. */

@@ -66,7 +66,7 @@ int aft_thread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*sta
 extern uint64_t aft_g_frames[AFT_MAX_FRAMES + AFT_UNWIND_SLACK];
 extern aft_image aft_g_images[AFT_MAX_IMAGES];
 /* The images seen at install, with their build ids, sorted as /proc/self/maps lists them. */
-extern aft_image aft_g_known_images[AFT_MAX_IMAGES];
+#include "known_images_internal.h"
 extern _Atomic uint32_t aft_g_known_image_count;
 
 /* ---- async-signal-safe helpers (safe_io_async.c) ---- */
@@ -164,16 +164,14 @@ int aft_async_link_map_signature_with(aft_memory_read_fn read, uint64_t *count, 
 int aft_async_link_map_walk(aft_memory_read_fn read, uint64_t *count, uint64_t *hash,
                             uint64_t *nodes, uint32_t capacity, uint32_t *node_count);
 /* At a crash, without a helper: the signature by plain loads, only at the nodes known when
- * aft_g_known_images was read. 0 at the first node not known then (the list changed) or when
- * nodes were not kept. */
+ * aft_g_known_images was read. 0 at a node not known then (changed) or none kept. */
 int aft_async_link_map_signature_known(uint64_t *count, uint64_t *hash);
-/* Whether pc lies in one of the images read after start, while they are trusted: code the next
- * launch finds unwind tables for (JIT or other anonymous code is unwound at the crash). */
-/* The index of the image read after start that holds pc, or -1. Before those are read, the
+/* The index of the image read after start that holds pc, or -1 (JIT or other anonymous code,
+ * unwound at the crash: the next launch finds no tables for it). Before those are read, the
  * images a crash read itself (aft_async_crash_read_images) stand for them. */
 int aft_async_known_image_of(uint64_t pc);
-/* A crash before the images were read after start: reads them from /proc/self/maps, build ids
- * from memory, into aft_g_images; their count (0: none could be read). */
+/* A crash before the images were read after start: reads them (/proc/self/maps, build ids
+ * from memory) into aft_g_images; their count (0: none could be read). */
 uint32_t aft_async_crash_read_images(aft_maps_scratch *scratch, const char *main_path,
                                      uint32_t *truncated);
 extern _Atomic uint32_t aft_g_crash_image_count;

@@ -40,9 +40,9 @@ void aft_async_unwind_helper_signals(int block_all, uint32_t stack_index);
  * (unwind_resident_async.c). */
 int aft_async_resident_take(aft_unwind_slot *slot, pid_t *pid);
 
-/* The image read after start (or at the crash, before the install completed) that holds pc, or
- * NULL (link_map_async.c). */
-const aft_image *aft_async_known_image(uint64_t pc);
+/* Whether an image read after start (or at the crash, before the install completed) holds pc:
+ * then its start and load bias (link_map_async.c). */
+int aft_async_known_image_range(uint64_t pc, uint64_t *start, uint64_t *load_bias);
 /* A thread known by sp and pc alone, asleep in a system call: the return addresses its unwind
  * tables give, from the libc function at pc up to the first function that keeps a frame record
  * (at most capacity into frames, their number in *count), and that record's address, from a

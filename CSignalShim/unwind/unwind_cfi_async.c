@@ -230,19 +230,18 @@ static int aft_cfi_run(aft_cfi_reader *r, uint64_t *loc, uint64_t target, uint64
 
 /* The .eh_frame_hdr of the image holding pc (from its program headers, in memory), or 0. */
 static uint64_t aft_cfi_eh_frame_hdr(uint64_t pc) {
-    const aft_image *img = aft_async_known_image(pc);
-    if (img == NULL) return 0;
+    uint64_t start = 0, load_bias = 0;
+    if (!aft_async_known_image_range(pc, &start, &load_bias)) return 0;
     Elf64_Ehdr eh;
-    if (aft_async_read_memory(img->start, &eh, sizeof(eh)) != 0 || eh.e_ident[EI_MAG0] != ELFMAG0 ||
+    if (aft_async_read_memory(start, &eh, sizeof(eh)) != 0 || eh.e_ident[EI_MAG0] != ELFMAG0 ||
         eh.e_ident[EI_MAG1] != ELFMAG1 || eh.e_ident[EI_MAG2] != ELFMAG2 ||
         eh.e_ident[EI_MAG3] != ELFMAG3 || eh.e_phentsize != sizeof(Elf64_Phdr))
         return 0;
     Elf64_Phdr ph[32];
     uint32_t phnum = eh.e_phnum < 32 ? eh.e_phnum : 32;
-    if (aft_async_read_memory(img->start + eh.e_phoff, ph, phnum * sizeof(Elf64_Phdr)) != 0)
-        return 0;
+    if (aft_async_read_memory(start + eh.e_phoff, ph, phnum * sizeof(Elf64_Phdr)) != 0) return 0;
     for (uint32_t i = 0; i < phnum; i++)
-        if (ph[i].p_type == PT_GNU_EH_FRAME) return img->load_bias + ph[i].p_vaddr;
+        if (ph[i].p_type == PT_GNU_EH_FRAME) return load_bias + ph[i].p_vaddr;
     return 0;
 }
 

@@ -91,6 +91,17 @@ package struct ReportFile {
                 case UInt32(AFT_SECTION_IMAGES):
                     images = entries(aft_image.self, capacity: AFT_MAX_IMAGES)
                     imagesTruncated = truncated || Int(s.count) > Int(AFT_MAX_IMAGES)
+                case UInt32(AFT_SECTION_IMAGE_LIST):
+                    guard entrySize >= Int(AFT_IMAGE_ENTRY_SIZE) else { break }
+                    images = (0..<min(count, Int(AFT_MAX_IMAGES))).map {
+                        ReportFile.listedImage(raw, at: offset + $0 * entrySize)
+                    }
+                    imagesTruncated = truncated || Int(s.count) > Int(AFT_MAX_IMAGES)
+                case UInt32(AFT_SECTION_IMAGE_PATHS):
+                    if entrySize == 1, !ReportFile.givePaths(&images, from: raw, at: offset, count: count) {
+                        images = []
+                        imagesTruncated = true
+                    }
                 case UInt32(AFT_SECTION_THREADS_INFO):
                     threadsInfo = entries(aft_threads_info.self, capacity: 1).first
                 case UInt32(AFT_SECTION_THREADS):
@@ -116,6 +127,33 @@ package struct ReportFile {
                 offset += declared.partialValue
             }
         }
+    }
+
+    /// An IMAGE_LIST entry: its image up to the path, which IMAGE_PATHS gives.
+    private static func listedImage(_ raw: UnsafeRawBufferPointer, at offset: Int) -> aft_image {
+        var image = aft_image()
+        withUnsafeMutableBytes(of: &image) {
+            $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: raw[offset..<(offset + Int(AFT_IMAGE_ENTRY_SIZE))]))
+        }
+        return image
+    }
+
+    /// The listed images' paths from an IMAGE_PATHS section of count bytes at offset, path_size
+    /// bytes each in list order; false when a size is past the section or the path capacity.
+    private static func givePaths(
+        _ images: inout [aft_image], from raw: UnsafeRawBufferPointer, at offset: Int, count: Int
+    ) -> Bool {
+        var at = offset
+        for i in images.indices {
+            let size = Int(images[i].path_size)
+            guard size < Int(AFT_PATH_CAPACITY), at + size <= offset + count else { return false }
+            withUnsafeMutableBytes(of: &images[i].path) { path in
+                path.copyMemory(from: UnsafeRawBufferPointer(rebasing: raw[at..<(at + size)]))
+                path[size] = 0
+            }
+            at += size
+        }
+        return true
     }
 
     /// This file as a crash report, or the reason it is not one.

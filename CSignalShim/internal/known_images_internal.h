@@ -1,0 +1,34 @@
+/*
+ * known_images_internal.h: the images read at start, as every report lists them. Part of
+ * shim_internal.h (which includes it); not imported by Swift.
+ *
+ * They are kept the way a report's IMAGE_LIST and IMAGE_PATHS sections hold them
+ * (aftermath_format_images.h), one right after the other in one buffer: count aft_image_entry
+ * records, then each one's path_size path bytes, in order. A report writes the two pieces from
+ * where they are, and an app's pages hold no path's unused bytes: a Swift app's 57 images take
+ * 2 pages instead of the 5 their aft_image records took. The buffer is .bss: only what the
+ * images use is ever written. The count is aft_g_known_image_count (shim_internal.h).
+ */
+#ifndef AFT_KNOWN_IMAGES_INTERNAL_H
+#define AFT_KNOWN_IMAGES_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "aftermath_format.h"
+
+#define AFT_KNOWN_IMAGES_BYTES ((size_t)AFT_MAX_IMAGES * (AFT_IMAGE_ENTRY_SIZE + AFT_PATH_CAPACITY))
+
+typedef union aft_known_images {
+    aft_image_entry entries[AFT_KNOWN_IMAGES_BYTES / AFT_IMAGE_ENTRY_SIZE];
+    char bytes[AFT_KNOWN_IMAGES_BYTES];
+} aft_known_images;
+
+extern aft_known_images aft_g_known;
+#define aft_g_known_images (aft_g_known.entries)
+
+/* Where the paths of count known images begin: right after their entries. */
+static inline char *aft_known_paths(uint32_t count) {
+    return aft_g_known.bytes + (size_t)count * AFT_IMAGE_ENTRY_SIZE;
+}
+
+#endif /* AFT_KNOWN_IMAGES_INTERNAL_H */
