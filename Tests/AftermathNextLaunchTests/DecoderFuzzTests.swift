@@ -56,7 +56,10 @@ struct DecoderFuzzTests {
 
     @Test(
         "Crash and hang files: decode, salvage and map never trap",
-        arguments: ["v1/sigsegv-null-depth12.crash", "v1/hang-unfinished-killed.hang"])
+        arguments: [
+            "v1/sigsegv-null-depth12.crash", "v1/hang-unfinished-killed.hang", "v2/sigsegv-null-depth12.crash",
+            "v3/sigsegv-null-depth12.crash",
+        ])
     func reportFiles(_ fixture: String) throws {
         let golden = try TestSupport.fixture(fixture)
         var g = Generator(state: 0xA57E_2026)
