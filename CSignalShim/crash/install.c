@@ -132,6 +132,7 @@ static uint32_t aft_images_from_maps(aft_images_scratch *s, const char *main_pat
 
 static void aft_prepare_images(aft_context *context) {
     aft_g_known_link_map.valid = 0;
+    atomic_store(&aft_g_known_image_count, 0); /* a maps read meanwhile reuses none of them */
     aft_images_scratch *s = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE,
                                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0); /* zero-filled */
     if (s == MAP_FAILED) return;
@@ -243,6 +244,21 @@ static void aft_install_complete_images(void) {
      * a file-size limit below it): its handler unwinds them itself, with libunwind loaded now. */
     if (!aft_async_crash_stacks_fit(aft_async_file_size_limit())) (void)aft_libunwind_load();
     aft_g_completed_generation = aft_g_install_generation;
+    pthread_mutex_unlock(&aft_g_completion_lock);
+}
+
+/* A library Aftermath loaded itself (libunwind, at a first hang or recorded error) changed the
+ * loader's list: until the images are read again, every crash and hang would read
+ * /proc/self/maps and write whole aft_image records. The run record's next sample, at most a
+ * second later and never on the app's threads, reads them again. */
+AFT_SMALL_STATE static _Atomic int aft_g_images_stale;
+void aft_install_images_changed(void) { atomic_store(&aft_g_images_stale, 1); }
+void aft_install_refresh_images(void) {
+    if (!atomic_load(&aft_g_images_stale)) return;
+    pthread_mutex_lock(&aft_g_completion_lock);
+    if (atomic_exchange(&aft_g_images_stale, 0) && aft_g_state.installed &&
+        aft_g_completed_generation == aft_g_install_generation)
+        aft_prepare_images(&aft_g_state.context);
     pthread_mutex_unlock(&aft_g_completion_lock);
 }
 
@@ -389,9 +405,8 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
 
 uint32_t aft_installed_images(aft_image *images, uint32_t capacity) {
     aft_install_complete_images();
-    uint32_t n = atomic_load(&aft_g_known_image_count);
-    if (n > capacity) n = capacity;
-    const char *paths = aft_known_paths(atomic_load(&aft_g_known_image_count));
+    uint32_t known = atomic_load(&aft_g_known_image_count), n = known < capacity ? known : capacity;
+    const char *paths = aft_known_paths(known);
     for (uint32_t i = 0; i < n; i++) {
         memset(&images[i], 0, sizeof(aft_image));
         memcpy(&images[i], &aft_g_known_images[i], sizeof(aft_image_entry));

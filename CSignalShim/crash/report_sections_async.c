@@ -15,6 +15,8 @@
 
 #include "report_writer_internal.h"
 
+static const uint8_t aft_g_zeros[4096]; /* padding's bytes */
+
 static int aft_async_image_has_frame(const aft_image *image, const uint64_t *frames,
                                      uint32_t frame_count) {
     for (uint32_t i = 0; i < frame_count; i++)
@@ -46,33 +48,28 @@ void aft_async_emit_fitting_images(aft_writer *w, const aft_image *images, uint3
     }
 }
 
-/* The known images a report of `room` bytes left takes, in the order it lists them: those the
- * frames are in first, then the others, each while its entry and path fit. emit 1 writes their
- * entries, 2 their paths, 0 nothing; returns the count, *paths their paths' bytes. */
-static uint32_t aft_async_known_fitting(aft_writer *w, uint32_t count, uint64_t room,
-                                        const uint64_t *frames, uint32_t frame_count, int emit,
-                                        uint64_t *paths) {
-    uint32_t chosen = 0;
+/* The known images a report of `room` bytes left takes: those the frames are in first, then
+ * the others, each while its entry and path fit; marked in chosen. Returns their count, *paths
+ * their paths' bytes. */
+static uint32_t aft_async_known_fitting(uint32_t count, uint64_t room, const uint64_t *frames,
+                                        uint32_t frame_count, uint64_t *chosen, uint64_t *paths) {
+    uint32_t n = 0;
     *paths = 0;
     for (int with_frames = 1; with_frames >= 0; with_frames--) {
-        const char *at = aft_known_paths(count);
         for (uint32_t i = 0; i < count; i++) {
             const aft_image_entry *e = &aft_g_known_images[i];
             uint32_t size = e->path_size;
             int has = 0;
             for (uint32_t f = 0; f < frame_count && !has; f++)
                 has = frames[f] >= e->start && frames[f] < e->end;
-            if (has == with_frames && room >= AFT_IMAGE_ENTRY_SIZE + size) {
-                room -= AFT_IMAGE_ENTRY_SIZE + size;
-                chosen++;
-                *paths += size;
-                if (emit == 1) aft_async_emit_kept(w, e, AFT_IMAGE_ENTRY_SIZE);
-                if (emit == 2) aft_async_emit_kept(w, at, size);
-            }
-            at += size;
+            if (has != with_frames || room < AFT_IMAGE_ENTRY_SIZE + size) continue;
+            room -= AFT_IMAGE_ENTRY_SIZE + size;
+            chosen[i / 64] |= 1ull << (i % 64);
+            n++;
+            *paths += size;
         }
     }
-    return chosen;
+    return n;
 }
 
 void aft_async_emit_known_images(aft_writer *w, uint32_t count, uint64_t room,
@@ -94,14 +91,44 @@ void aft_async_emit_known_images(aft_writer *w, uint32_t count, uint64_t room,
         return;
     }
     if (room < 2 * sizeof(aft_section_header)) return;
-    room -= 2 * sizeof(aft_section_header);
-    list.count = aft_async_known_fitting(w, count, room, frames, frame_count, 0, &paths);
+    /* Those that fit, chosen once: the entries and paths written are the ones counted, in
+     * address order, and exactly the bytes the headers say. */
+    uint64_t chosen[AFT_MAX_IMAGES / 64] = {0};
+    if (count > AFT_MAX_IMAGES) count = AFT_MAX_IMAGES;
+    list.count = aft_async_known_fitting(count, room - 2 * sizeof(aft_section_header), frames,
+                                         frame_count, chosen, &paths);
     list.flags = AFT_SECTION_TRUNCATED;
     bytes.count = (uint32_t)paths;
     aft_async_emit(w, &list, sizeof(list));
-    (void)aft_async_known_fitting(w, count, room, frames, frame_count, 1, &paths);
+    for (uint32_t i = 0; i < count; i++)
+        if ((chosen[i / 64] >> (i % 64)) & 1u)
+            aft_async_emit_kept(w, &aft_g_known_images[i], AFT_IMAGE_ENTRY_SIZE);
     aft_async_emit(w, &bytes, sizeof(bytes));
-    (void)aft_async_known_fitting(w, count, room, frames, frame_count, 2, &paths);
+    const char *at = aft_known_paths(count);
+    uint64_t left = paths;
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t size = aft_g_known_images[i].path_size;
+        if ((chosen[i / 64] >> (i % 64)) & 1u) {
+            uint64_t taken = size < left ? size : left;
+            aft_async_emit_kept(w, at, (size_t)taken);
+            left -= taken;
+        }
+        at += size;
+    }
+    while (left > 0) { /* rewritten meanwhile (a second start): as many bytes as counted */
+        size_t zeros = left < sizeof(aft_g_zeros) ? (size_t)left : sizeof(aft_g_zeros);
+        aft_async_emit_kept(w, aft_g_zeros, zeros);
+        left -= zeros;
+    }
+}
+
+uint64_t aft_async_images_room(void) {
+    if (!aft_g_known_link_map.valid) return sizeof(aft_section_header) + 64 * sizeof(aft_image);
+    atomic_thread_fence(memory_order_acquire);
+    uint32_t n = atomic_load(&aft_g_known_image_count);
+    uint64_t room = 2 * sizeof(aft_section_header) + (uint64_t)n * AFT_IMAGE_ENTRY_SIZE;
+    for (uint32_t i = 0; i < n && i < AFT_MAX_IMAGES; i++) room += aft_g_known_images[i].path_size;
+    return room;
 }
 
 /* Whether the file system has size bytes for fd from offset on: allocated by the call (beyond
@@ -134,7 +161,7 @@ int aft_async_emit_threads(aft_writer *w, const aft_thread_capture *c, uint64_t 
                        (uint64_t)info.recorded * sizeof(aft_thread) +
                        (uint64_t)c->frame_count * sizeof(uint64_t);
     uint64_t stacks = aft_async_stacks_size(c, info.recorded);
-    uint64_t images_room = sizeof(aft_section_header) + 64 * sizeof(aft_image);
+    uint64_t images_room = aft_async_images_room();
     uint64_t used = sizeof(aft_file_header) + w->body_size;
     int with_stacks = 1;
     if (limit != UINT64_MAX) {
@@ -169,7 +196,7 @@ void aft_async_emit_swift_async(aft_writer *w, const aft_report_spec *spec, uint
     if (own + others == 0) return;
     uint64_t size =
         sizeof(aft_section_header) + (uint64_t)(own + others) * sizeof(aft_swift_async_link);
-    uint64_t images_room = sizeof(aft_section_header) + 64 * sizeof(aft_image);
+    uint64_t images_room = aft_async_images_room();
     uint64_t used = sizeof(aft_file_header) + w->body_size;
     if ((limit != UINT64_MAX && used + size + images_room > limit) ||
         !aft_async_space_for(w->fd, used, size + images_room))
@@ -239,8 +266,6 @@ void aft_async_emit_stacks(aft_writer *w, aft_thread_capture *c, uint32_t count)
         aft_async_emit_kept(w, c->arena + c->slots[i].stack_offset, (size_t)size);
     }
 }
-
-static const uint8_t aft_g_zeros[4096];
 
 /* A reserve sized at install (reserve.c) is longer than a small report: the report is made as
  * long as the file with a padding section of zeros, which costs far less than shrinking the

@@ -28,6 +28,14 @@ aft_thread_capture aft_g_threads;
 aft_thread_capture aft_g_hang_threads;
 AFT_SMALL_STATE _Atomic int aft_g_thread_capture_signal;
 AFT_SMALL_STATE _Atomic uint64_t aft_g_run_updater_tid;
+AFT_SMALL_STATE aft_park_note aft_g_park_watchdog, aft_g_park_pinger, aft_g_park_run;
+
+__attribute__((noinline)) void aft_park_note_wait(aft_park_note *note) {
+    /* The caller's stack pointer: above this call's frame record and return address. */
+    uint64_t sp = (uint64_t)(uintptr_t)__builtin_frame_address(0) + 16u;
+    atomic_store(&note->sp, sp);
+    atomic_store(&note->pc, (uint64_t)(uintptr_t)__builtin_return_address(0));
+}
 AFT_SMALL_STATE uint64_t aft_g_static_tls_size;
 AFT_SMALL_STATE uint64_t aft_g_main_stack_end;
 AFT_SMALL_STATE uint64_t aft_g_main_stack_pid;
@@ -123,6 +131,18 @@ static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, uint64_t 
         aft_async_copy_tail(r->name, AFT_THREAD_NAME, own_name, aft_async_strlen(own_name, 16));
         r->flags |= AFT_THREAD_AFTERMATH;
         r->why = AFT_THREAD_WHY_OWN;
+        /* Where it waits, as it noted before the wait (park_internal.h). */
+        aft_park_note *note = own_name == watchdog_name ? &aft_g_park_watchdog
+                              : own_name == run_name    ? &aft_g_park_run
+                              : own_name == ping_name   ? &aft_g_park_pinger
+                                                        : NULL;
+        uint64_t pc = note != NULL ? atomic_load(&note->pc) : 0;
+        uint64_t sp = note != NULL ? atomic_load(&note->sp) : 0;
+        if (pc != 0 && sp != 0) {
+            r->pc = pc;
+            r->sp = sp;
+            r->context_source = AFT_THREAD_CONTEXT_PARKED;
+        }
         return;
     }
     int capture = aft_async_capture_signal(c);

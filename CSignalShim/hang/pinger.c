@@ -159,8 +159,10 @@ static void *aft_pinger_main(void *arg) {
         if (atomic_load(&aft_g_run_host) == AFT_RUN_HOST_BUSY)
             due = aft_run_hosted_tick(aft_async_now_ns(CLOCK_MONOTONIC));
         if (defer_due != 0 && (due == 0 || defer_due < due)) due = defer_due;
+        aft_park_note_wait(&aft_g_park_pinger);
         if (atomic_load(&w->pinger_wake) == seen && !atomic_load(&w->stop))
             aft_async_futex_wait_until(&w->pinger_wake, seen, due);
+        aft_park_note_awake(&aft_g_park_pinger);
     }
     return NULL;
 }

@@ -140,7 +140,9 @@ static void *aft_watchdog_main(void *arg) {
         if (!aft_watchdog_needs_ticks(w, now)) {
             /* Paused, in the background, or never heard from: sleep until told otherwise. A
              * pinged target not yet heard from has a ping outstanding, whose running wakes us. */
+            aft_park_note_wait(&aft_g_park_watchdog);
             if (atomic_load(&w->wake) == seen) aft_async_futex_wait_until(&w->wake, seen, 0);
+            aft_park_note_awake(&aft_g_park_watchdog);
             atomic_fetch_add(&w->wakeups, 1);
             AFT_FOR_EACH_TARGET(w, t, {
                 if (t->stretch != AFT_STRETCH_HANG) t->rebase = 1;
@@ -159,7 +161,9 @@ static void *aft_watchdog_main(void *arg) {
             uint64_t due = aft_watchdog_target_due(w, t);
             if (due > now && due < deadline) deadline = due;
         });
+        aft_park_note_wait(&aft_g_park_watchdog);
         aft_async_futex_wait_until(&w->wake, seen, deadline);
+        aft_park_note_awake(&aft_g_park_watchdog);
         atomic_fetch_add(&w->wakeups, 1);
         if (atomic_load(&w->stop)) break;
         now = aft_async_now_ns(CLOCK_MONOTONIC);

@@ -261,11 +261,9 @@ typedef struct aft_image {
 #define AFT_STACK_RED_ZONE 128u
 
 /* aft_thread.flags */
-#define AFT_THREAD_CRASHED 0x1u /* the thread whose crash this is */
-#define AFT_THREAD_MAIN 0x2u    /* tid == pid */
-/* crashed too while the crash was written: its registers are those of its own fault
- * (crash_signal) */
-#define AFT_THREAD_ALSO_CRASHED 0x4u
+#define AFT_THREAD_CRASHED 0x1u         /* the thread whose crash this is */
+#define AFT_THREAD_MAIN 0x2u            /* tid == pid */
+#define AFT_THREAD_ALSO_CRASHED 0x4u    /* crashed too meanwhile: registers of its own fault */
 #define AFT_THREAD_STACK_TRUNCATED 0x8u /* the stack went on past its cap */
 #define AFT_THREAD_AFTERMATH 0x10u      /* one of Aftermath's own threads ("aftermath.*") */
 #define AFT_THREAD_SWIFT_JOB 0x20u      /* (hangs) inside a Swift job: swift_job_run on its stack */
@@ -279,7 +277,8 @@ typedef struct aft_image {
  * frame pointer (and arm64's link register) taken from the first frame record above sp, the rest
  * zero */
 #define AFT_THREAD_CONTEXT_SYSCALL 2u
-#define AFT_THREAD_CONTEXT_CRASH 3u /* every register, from its crash's signal frame */
+#define AFT_THREAD_CONTEXT_CRASH 3u  /* every register, from its crash's signal frame */
+#define AFT_THREAD_CONTEXT_PARKED 4u /* (Aftermath's) sp and pc it noted before its wait */
 
 /* aft_thread.why: why a thread has no full context (0 when it has one) */
 #define AFT_THREAD_WHY_NONE 0u

@@ -31,4 +31,9 @@ static inline char *aft_known_paths(uint32_t count) {
     return aft_g_known.bytes + (size_t)count * AFT_IMAGE_ENTRY_SIZE;
 }
 
+/* A library Aftermath loaded itself changed the loader's list: the images are read again by
+ * aft_install_refresh_images, at normal time on one of Aftermath's threads (install.c). */
+void aft_install_images_changed(void);
+void aft_install_refresh_images(void);
+
 #endif /* AFT_KNOWN_IMAGES_INTERNAL_H */

@@ -51,6 +51,9 @@ void aft_async_emit_fitting_images(aft_writer *w, const aft_image *images, uint3
  * room bytes: all of them, or those the frames are in first, then the others that fit. */
 void aft_async_emit_known_images(aft_writer *w, uint32_t count, uint64_t room,
                                  const uint64_t *frames, uint32_t frame_count);
+/* The room the images will take, held back under a file-size limit: the list of those read at
+ * start where they still stand, else 64 whole images. */
+uint64_t aft_async_images_room(void);
 /* Whether the file system has size bytes for fd from offset on (allocated by the call). */
 int aft_async_space_for(int fd, uint64_t offset, uint64_t size);
 /* The bytes of the first `count` records' STACK_MEMORY sections. */

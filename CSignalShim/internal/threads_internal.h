@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "shim_internal.h"
+#include "park_internal.h"
 #include "swift_async_internal.h"
 
 /* How long the crashing thread waits for the others' answers, from the first signal. */

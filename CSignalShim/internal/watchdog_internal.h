@@ -13,6 +13,7 @@
 
 #include "CSignalShim.h"
 #include "shim_internal.h"
+#include "park_internal.h"
 #include "swift_async_internal.h"
 
 #define AFT_WATCHDOG_TICK_NS (100ull * 1000 * 1000)      /* at most 10 wakeups a second */

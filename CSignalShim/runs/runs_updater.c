@@ -63,6 +63,7 @@ static void aft_run_first_work(void) {
 
 /* One periodic update. Caller holds the lock. */
 static void aft_run_update_locked(void) {
+    aft_install_refresh_images();
     if (aft_g_run.fd >= 0 && !aft_g_run_exited) {
         aft_g_run_live.foreground = (uint32_t)aft_watchdog_is_foreground();
         aft_run_sample(aft_g_run_proc, &aft_g_run_info, &aft_g_run_live);
@@ -89,8 +90,10 @@ static void *aft_run_updater(void *arg) {
             until.tv_nsec -= 1000000000L;
         }
         int rc = 0;
+        aft_park_note_wait(&aft_g_park_run);
         while (!aft_g_run_thread_stop && rc != ETIMEDOUT)
             rc = pthread_cond_timedwait(&aft_g_run_wake, &aft_g_run_lock, &until);
+        aft_park_note_awake(&aft_g_park_run);
         if (aft_g_run_thread_stop) break;
         aft_run_update_locked();
     }

@@ -67,6 +67,7 @@ const aft_libunwind *aft_libunwind_load(void) {
         /* The helpers' answer pages, faulted in by their first user rather than by every app
          * at start: a crash's helper takes the fault itself. */
         if (ok) aft_unwind_helpers_fault_in();
+        if (handle != NULL) aft_install_images_changed(); /* read again at the next sample */
         /* Kept open for good when loaded: helpers that share our memory call into it. */
         atomic_store(&aft_g_libunwind_state, ok ? AFT_LIBUNWIND_LOADED : AFT_LIBUNWIND_FAILED);
         aft_async_futex_wake(&aft_g_libunwind_state);

@@ -55,6 +55,7 @@ static void aft_remote_load(void) {
     if (h == NULL) h = dlopen("libunwind-generic.so", RTLD_NOW | RTLD_LOCAL);
     aft_g_remote_loaded = -1;
     if (h == NULL) return;
+    aft_install_images_changed(); /* the loader's list changed: read again at the next sample */
     aft_remote_libunwind *r = &aft_g_remote;
     *(void **)&r->create_addr_space = dlsym(h, AFT_REMOTE_STR(unw_create_addr_space));
     *(void **)&r->destroy_addr_space = dlsym(h, AFT_REMOTE_STR(unw_destroy_addr_space));

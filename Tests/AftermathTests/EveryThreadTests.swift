@@ -67,7 +67,30 @@ struct EveryThreadTests {
         let own = crash.threads.filter(\.isAftermath)
         #expect(!own.isEmpty && own.allSatisfy { $0.missingContext == .aftermath })
         #expect(Set(crash.threads.map(\.id)).count == crash.threads.count, "no thread twice")
+        // The watchdog and the pinger, asleep, are listed where each noted it waits: in this
+        // executable's code (CSignalShim is linked in), a context every minidump reader takes.
+        let exe = try #require(crash.images.first { $0.isMainExecutable })
+        for name in ["aftermath.hang", "aftermath.ping"] {
+            let t = try #require(own.first { $0.name == name }, "\(name) listed")
+            #expect(t.contextSource == .parked && t.sp != 0 && exe.contains(t.pc), "\(name)")
+            #expect(t.frames == [t.pc], "\(name): where it waits, its one frame")
+        }
+        // In the minidump, a context for each of them (minidump-2-core crashed on one without).
+        let contexts = Self.minidumpContextSizes(MinidumpWriter.write(crash))
+        for t in own where t.contextSource == .parked { #expect((contexts[t.id] ?? 0) > 0, "\(t.name)") }
         try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// Each ThreadList entry's context size in a minidump, by thread id (MINIDUMP_THREAD: 48
+    /// bytes, the id first, the context location at 40).
+    static func minidumpContextSizes(_ d: [UInt8]) -> [UInt64: UInt32] {
+        func u32(_ at: Int) -> UInt32 { (0..<4).reduce(0) { $0 | UInt32(d[at + $1]) << (8 * UInt32($1)) } }
+        let streams = Int(u32(8)), directory = Int(u32(12))
+        guard let list = (0..<streams).first(where: { u32(directory + 12 * $0) == 3 }) else { return [:] }
+        let at = Int(u32(directory + 12 * list + 8))
+        return Dictionary(
+            (0..<Int(u32(at))).map { (UInt64(u32(at + 4 + 48 * $0)), u32(at + 4 + 48 * $0 + 40)) }
+        ) { a, _ in a }
     }
 
     /// Whether one of thread's frames is in a function whose name contains name.

@@ -73,6 +73,27 @@ struct ImageListTests {
     }
     #endif
 
+    #if compiler(>=6.2)
+    @Test("After Aftermath loads libunwind itself, the images are read again: a crash still lists them, libunwind too")
+    func listedAfterLibunwindLoads() async throws {
+        let directory: String = TestSupport.childDirectory("image-list-reread")
+        await #expect(processExitsWith: .signal(SIGSEGV)) { [directory = directory as String] in
+            ExitStatusTests.childStart(directory)
+            aft_install_complete()
+            guard aft_libunwind_preload() != 0 else { _exit(97) }  // as a first hang or error does
+            usleep(1_600_000)  // the run record's next sample (every second) reads them again
+            UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
+        }
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let name = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: directory + "/crashes").first { $0.contains(".crash") })
+        let bytes = try #require(FileManager.default.contents(atPath: directory + "/crashes/" + name)).map { $0 }
+        #expect(Self.sectionTypes(bytes).contains(UInt32(AFT_SECTION_IMAGE_LIST)), "not whole aft_image records")
+        let crash = try ReportFile.decode(bytes).crashReport()
+        #expect(crash.images.contains { $0.name.hasPrefix("libunwind") && $0.buildID.count == 40 })
+    }
+    #endif
+
     @Test("A list whose paths overrun their section, or a path too long, reads as no images, truncated")
     func hostilePaths() throws {
         // The v1 golden crash with its IMAGES section's type made unknown (skipped), then one
@@ -105,6 +126,24 @@ struct ImageListTests {
         let good = try file(pathSize: 5, paths: Array("/a/bc".utf8))
         #expect(good.images.count == 1 && !good.imagesTruncated)
         #expect(LoadedImage(good.images[0]).path == "/a/bc")
+        // A list whose paths never came (a file cut between the two): kept, marked truncated.
+        var cut = golden
+        cut += withUnsafeBytes(
+            of: aft_section_header(
+                type: UInt32(AFT_SECTION_IMAGE_LIST), entry_size: AFT_IMAGE_ENTRY_SIZE, count: 1, flags: 0)
+        ) { Array($0) }
+        cut += entry
+        let unpathed = try ReportFile.decode(TestSupport.resealed(cut))
+        #expect(unpathed.images.count == 1 && unpathed.imagesTruncated)
+        // Paths after an IMAGES section are not its paths: its own stay.
+        let original = try TestSupport.fixture("v1/sigsegv-null-depth12.crash")
+        var stray = original
+        stray += withUnsafeBytes(
+            of: aft_section_header(type: UInt32(AFT_SECTION_IMAGE_PATHS), entry_size: 1, count: 3, flags: 0)
+        ) { Array($0) }
+        stray += Array("/x/".utf8)
+        let kept = try ReportFile.decode(TestSupport.resealed(stray)).images.map { LoadedImage($0).path }
+        #expect(kept == (try ReportFile.decode(original).images.map { LoadedImage($0).path }) && !kept.isEmpty)
         for (size, paths) in [
             (UInt32(6), Array("/a/bc".utf8)), (AFT_PATH_CAPACITY, [UInt8](repeating: 0x61, count: 300)),
         ] {

@@ -157,7 +157,7 @@ extension MinidumpLiveTests {
             case .signal:
                 let parkedIn = record.name == "md-alpha" ? "aft_test_parked_in_alpha" : "aft_test_parked_in_beta"
                 #expect(f.contains(parkedIn) && f.contains("parked_main"), "\(record.name): \(f)")
-            case .syscall:
+            case .syscall, .parked:
                 #expect(!f.isEmpty, "\(record.name): no frames from sp and pc")
             case .none:
                 #expect(f.isEmpty)
@@ -232,6 +232,8 @@ extension MinidumpLiveTests {
                 #expect(text.contains(parkedIn) && text.contains("parked_main"), "\(text)")
             case .syscall:
                 #expect(text.contains("libc.so.6`syscall"), "\(text)")
+            case .parked:
+                #expect(text.contains("`"), "\(text)")
             case .none:
                 #expect(!text.contains("`"), "\(text)")
             }

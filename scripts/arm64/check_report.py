@@ -19,8 +19,9 @@ crash_file, dump_path, driver = (sys.argv[5:8] + [None] * 3)[:3]
 
 # ---- the file's sections (aftermath_format.h) -------------------------------------------
 SECTION_IMAGES, SECTION_THREADS_INFO, SECTION_THREADS, SECTION_THREAD_FRAMES = 4, 6, 7, 8
+SECTION_IMAGE_LIST, SECTION_IMAGE_PATHS = 14, 15  # aftermath_format_images.h (format 3)
 THREAD_CRASHED, THREAD_MAIN = 0x1, 0x2
-CONTEXTS = {0: "none", 1: "signal", 2: "syscall", 3: "crash"}
+CONTEXTS = {0: "none", 1: "signal", 2: "syscall", 3: "crash", 4: "parked"}
 UNWIND_STATUSES = {0: "not_recorded", 1: "complete", 2: "timed_out", 3: "helper_failed", 4: "skipped"}
 WHYS = {0: "-", 1: "blocks_signal", 2: "stopped", 3: "uninterruptible", 4: "no_answer",
         5: "signal_failed", 6: "no_signal", 7: "exiting"}
@@ -110,6 +111,15 @@ def check_threads(why, regs, signal_pc):
         at += t["frame_count"]
     images = [IMAGE.unpack_from(by_type[SECTION_IMAGES][0], i * IMAGE.size)
               for i in range(len(by_type.get(SECTION_IMAGES, [b""])[0]) // IMAGE.size)]
+    if SECTION_IMAGE_LIST in by_type:
+        # Each entry is an aft_image up to its path (72 bytes, path_size last); the paths follow
+        # in IMAGE_PATHS, path_size bytes each.
+        listed, paths, at = by_type[SECTION_IMAGE_LIST][0], by_type.get(SECTION_IMAGE_PATHS, [b""])[0], 0
+        for i in range(len(listed) // 72):
+            fields = IMAGE.unpack_from(listed[i * 72:(i + 1) * 72] + bytes(256))
+            size = fields[-2]
+            images.append(fields[:-1] + (paths[at:at + size],))
+            at += size
     table = symbols_of(driver)
 
     def function(address):

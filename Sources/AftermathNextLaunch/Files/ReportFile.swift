@@ -64,10 +64,18 @@ package struct ReportFile {
     private mutating func readSections(_ bytes: [UInt8], from start: Int, to end: Int) {
         let sectionHeaderSize = MemoryLayout<aft_section_header>.size
         var offset = start
+        // An IMAGE_LIST whose IMAGE_PATHS has not come right after it: paths missing.
+        var listWithoutPaths = false
+        defer { if listWithoutPaths { imagesTruncated = true } }
         bytes.withUnsafeBytes { raw in
             while offset + sectionHeaderSize <= end {
                 let s = raw.loadUnaligned(fromByteOffset: offset, as: aft_section_header.self)
                 offset += sectionHeaderSize
+                let pathsDue = listWithoutPaths
+                if pathsDue, s.type != UInt32(AFT_SECTION_IMAGE_PATHS) {
+                    imagesTruncated = true
+                    listWithoutPaths = false
+                }
                 let entrySize = Int(s.entry_size)
                 guard entrySize > 0, entrySize <= ReportFile.maximumSize else { return }
                 let available = (end - offset) / entrySize
@@ -97,8 +105,12 @@ package struct ReportFile {
                         ReportFile.listedImage(raw, at: offset + $0 * entrySize)
                     }
                     imagesTruncated = truncated || Int(s.count) > Int(AFT_MAX_IMAGES)
+                    listWithoutPaths = true
                 case UInt32(AFT_SECTION_IMAGE_PATHS):
-                    if entrySize == 1, !ReportFile.givePaths(&images, from: raw, at: offset, count: count) {
+                    // Only the paths of the list right before it: never an IMAGES section's.
+                    guard pathsDue else { break }
+                    listWithoutPaths = false
+                    if entrySize != 1 || !ReportFile.givePaths(&images, from: raw, at: offset, count: count) {
                         images = []
                         imagesTruncated = true
                     }

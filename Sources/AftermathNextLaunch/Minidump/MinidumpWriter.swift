@@ -7,7 +7,8 @@
 /// MiscInfo (the process id and start). All little-endian.
 ///
 /// A thread's context follows what it has: every register (from a signal frame), only its
-/// stack pointer and pc (from /proc/.../syscall; the flags say CONTROL only on x86-64), or none.
+/// stack pointer and pc (from /proc/.../syscall, or for Aftermath's own threads as each noted
+/// them before its wait; the flags say CONTROL only on x86-64), or none.
 /// A thread without one is still listed, with an empty context location and no stack, as
 /// sentry-native's minidump writer lists a thread it could not stop: Breakpad and Crashpad
 /// leave such a thread out, losing its id and name. A file without thread records (format
@@ -128,7 +129,7 @@ package enum MinidumpWriter {
             // sp, pc and the frame pointer found above sp: the readers' unwind tables take it
             // from there as from a full context.
             if !t.registers.isEmpty { return .full(registers: t.registers, fpState: []) }
-        case .none:
+        case .parked, .none:
             break
         }
         return t.sp != 0 || t.pc != 0 ? .stackAndPC(sp: t.sp, pc: t.pc) : nil

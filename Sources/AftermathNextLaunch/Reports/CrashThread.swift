@@ -10,6 +10,8 @@ package struct CrashThread: Sendable, Hashable {
         case crash
         /// The stack pointer and pc only, from /proc/self/task/<tid>/syscall.
         case syscall
+        /// (One of Aftermath's own threads) the stack pointer and pc it noted before its wait.
+        case parked
         /// None: the thread is listed by id, name and state only.
         case none
 
@@ -18,6 +20,7 @@ package struct CrashThread: Sendable, Hashable {
             case UInt32(AFT_THREAD_CONTEXT_SIGNAL): self = .signal
             case UInt32(AFT_THREAD_CONTEXT_CRASH): self = .crash
             case UInt32(AFT_THREAD_CONTEXT_SYSCALL): self = .syscall
+            case UInt32(AFT_THREAD_CONTEXT_PARKED): self = .parked
             default: self = .none
             }
         }
@@ -35,7 +38,8 @@ package struct CrashThread: Sendable, Hashable {
         /// A hang's capture, or a crash the app may live through, left it asleep in a call a
         /// signal would cut short (sp and pc from /proc): the app never sees a capture.
         case asleep
-        /// One of Aftermath's own threads: listed with the kernel's sp and pc, never paused.
+        /// One of Aftermath's own threads: never paused. The watchdog, pinger and run updater are
+        /// listed with the sp and pc each noted before its wait (none while it runs).
         case aftermath
 
         package init?(code: UInt32) {
