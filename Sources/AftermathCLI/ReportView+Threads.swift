@@ -102,13 +102,15 @@ extension ReportView {
         case "signal": how = "registers from its signal frame"
         case "crash": how = "registers from its crash"
         case "syscall": how = "sp and pc only, from /proc"
+        case "parked": how = "sp and pc it noted before its wait"
         default: how = "no registers"
         }
         let why: [String: String] = [
             "blocks_signal": "it blocks every capture signal", "stopped": "it was stopped or traced",
             "uninterruptible": "it was in uninterruptible sleep", "no_answer": "no answer by the deadline",
             "signal_failed": "the signal could not be sent", "no_signal": "no capture signal could be installed",
-            "exiting": "it was exiting",
+            "exiting": "it was exiting", "aftermath": "one of Aftermath's own threads, never paused",
+            "asleep": "left asleep in a call a signal would cut short",
         ]
         return how + (t.missingContext.map { ": " + (why[$0] ?? $0) } ?? "")
     }
