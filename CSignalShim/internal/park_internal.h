@@ -5,9 +5,12 @@
  * The watchdog, the pinger and the run record's updater note their stack pointer and the pc
  * after the call, in the function that waits, right before each wait, and clear the pc once
  * awake. A crash lists such a thread with them (AFT_THREAD_CONTEXT_PARKED) instead of with no
- * registers: every minidump reader then has a context for it (Breakpad's minidump-2-core
- * crashed on a thread without one), and none is paused or read from /proc (a first read of a
- * thread's syscall file costs about 20 µs). A thread noted running (pc 0) is listed without.
+ * registers: minidump readers then have a context for it (Breakpad's minidump-2-core crashed
+ * on a thread without one), and none is paused or read from /proc (a first read of a thread's
+ * syscall file costs about 20 µs). A thread noted running (pc 0) is listed without, as are
+ * Aftermath's other threads (the resident helper's donor, a delivery lent the app's name).
+ * The sp is the caller's on x86-64 and in clang's arm64 builds, a few words off in others (gcc
+ * at -O0, a sanitizer's frames): it is only a reader's context, never used to read memory.
  */
 #ifndef AFT_PARK_INTERNAL_H
 #define AFT_PARK_INTERNAL_H

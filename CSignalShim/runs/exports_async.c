@@ -7,8 +7,6 @@
  * neither with records both exported and left behind, nor exporting anew.
  */
 #include <linux/futex.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdint.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -22,36 +20,14 @@ AFT_SMALL_STATE _Atomic uint32_t aft_g_exports_refused;
 
 /* The threads in a hand-off now, by tid (0: a free slot). A handler running on one of them
  * does not wait for it: that hand-off cannot go on while its thread is in the handler. One that
- * found no free slot is waited for wherever it runs. */
+ * found no free slot is waited for wherever it runs. A termination that lands on the exporting
+ * thread itself (an app's thread: a delivery on the caller; Aftermath's threads and
+ * libdispatch's workers block these signals) so ends the process at once, and what the
+ * hand-off sent is sent again by the next launch, under the same log.record.uid, which a
+ * backend deduplicates by: the termination is never held for an export that may take seconds
+ * (Ctrl-C on a tool delivering on its main thread), nor a record lost. */
 #define AFT_EXPORT_SLOTS 8
 AFT_SMALL_STATE static _Atomic uint64_t aft_g_export_threads[AFT_EXPORT_SLOTS];
-/* The termination signals (SIGTERM, SIGINT, SIGHUP) each slot's hand-off blocked on its thread,
- * as bits by aft_g_run_signals' order. A termination signal that came to that thread (an app's
- * thread delivering on the caller, or exporting its hangs) would otherwise end the process
- * inside the hand-off: its records both sent and left for the next launch to send again. Sent
- * to the process, it goes to another thread, whose handler waits for the hand-off; sent to the
- * thread, it waits until the hand-off ends. */
-AFT_SMALL_STATE static uint32_t aft_g_export_blocked[AFT_EXPORT_SLOTS];
-
-static uint32_t aft_export_block_terminations(void) {
-    sigset_t set, old;
-    sigemptyset(&set);
-    for (int i = 0; i < AFT_RUN_SIGNAL_COUNT; i++) sigaddset(&set, aft_g_run_signals[i]);
-    if (pthread_sigmask(SIG_BLOCK, &set, &old) != 0) return 0;
-    uint32_t blocked = 0;
-    for (int i = 0; i < AFT_RUN_SIGNAL_COUNT; i++)
-        if (!sigismember(&old, aft_g_run_signals[i])) blocked |= 1u << i;
-    return blocked;
-}
-
-static void aft_export_unblock_terminations(uint32_t blocked) {
-    if (blocked == 0) return;
-    sigset_t set;
-    sigemptyset(&set);
-    for (int i = 0; i < AFT_RUN_SIGNAL_COUNT; i++)
-        if (blocked & (1u << i)) sigaddset(&set, aft_g_run_signals[i]);
-    pthread_sigmask(SIG_UNBLOCK, &set, NULL); /* a pending one is delivered here, now */
-}
 
 /* One hand-off fewer in flight; its waiters woken. */
 static void aft_export_count_down(void) {
@@ -66,34 +42,26 @@ int aft_export_begin(void) {
      * this hand-off sees the refusal. */
     atomic_fetch_add(&aft_g_exports_in_flight, 1);
     if (atomic_load(&aft_g_exports_refused) || aft_async_crash_in_progress()) {
-        aft_export_count_down(); /* the process is ending: the next launch sends it */
+        /* The process is ending: the next launch sends it. Only counted down: a slot of this
+         * thread is an outer hand-off's, still going on. */
+        aft_export_count_down();
         return 0;
     }
     uint64_t tid = aft_async_gettid();
-    uint32_t blocked = aft_export_block_terminations();
     for (int i = 0; i < AFT_EXPORT_SLOTS; i++) {
         uint64_t free_slot = 0;
-        if (atomic_compare_exchange_strong(&aft_g_export_threads[i], &free_slot, tid)) {
-            aft_g_export_blocked[i] = blocked;
-            return 1;
-        }
+        if (atomic_compare_exchange_strong(&aft_g_export_threads[i], &free_slot, tid)) break;
     }
-    aft_export_unblock_terminations(blocked); /* no slot to remember them by: waited for */
     return 1;
 }
 
 void aft_export_end(void) {
     uint64_t tid = aft_async_gettid();
-    uint32_t blocked = 0;
     for (int i = 0; i < AFT_EXPORT_SLOTS; i++) {
-        if (atomic_load(&aft_g_export_threads[i]) != tid) continue;
-        blocked = aft_g_export_blocked[i];
-        aft_g_export_blocked[i] = 0;
         uint64_t mine = tid;
         if (atomic_compare_exchange_strong(&aft_g_export_threads[i], &mine, 0)) break;
     }
     aft_export_count_down();
-    aft_export_unblock_terminations(blocked); /* the hand-off is over: its records deleted */
 }
 
 /* Of n hand-offs in progress, those on other threads than the calling one. */

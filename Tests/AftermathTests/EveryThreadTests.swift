@@ -69,12 +69,20 @@ struct EveryThreadTests {
         #expect(Set(crash.threads.map(\.id)).count == crash.threads.count, "no thread twice")
         // The watchdog and the pinger, asleep, are listed where each noted it waits: in this
         // executable's code (CSignalShim is linked in), a context every minidump reader takes.
+        // One caught awake (a tick, a ping: some µs of every 100 ms) is listed without.
         let exe = try #require(crash.images.first { $0.isMainExecutable })
+        var parked = 0
         for name in ["aftermath.hang", "aftermath.ping"] {
             let t = try #require(own.first { $0.name == name }, "\(name) listed")
-            #expect(t.contextSource == .parked && t.sp != 0 && exe.contains(t.pc), "\(name)")
+            guard t.contextSource == .parked else {
+                #expect(t.contextSource == .none && t.pc == 0, "\(name)")
+                continue
+            }
+            parked += 1
+            #expect(t.sp != 0 && exe.contains(t.pc), "\(name)")
             #expect(t.frames == [t.pc], "\(name): where it waits, its one frame")
         }
+        #expect(parked >= 1, "both awake at the crash's instant")
         // In the minidump, a context for each of them (minidump-2-core crashed on one without).
         let contexts = Self.minidumpContextSizes(MinidumpWriter.write(crash))
         for t in own where t.contextSource == .parked { #expect((contexts[t.id] ?? 0) > 0, "\(t.name)") }
