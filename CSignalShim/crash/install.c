@@ -39,7 +39,7 @@ aft_known_images aft_g_known;
 AFT_SMALL_STATE _Atomic uint32_t aft_g_known_image_count;
 /* rdfsbase may run in user mode (x86-64; the kernel says so in AT_HWCAP2): set at install. */
 AFT_SMALL_STATE int aft_g_arch_fsgsbase;
-aft_link_map_snapshot aft_g_known_link_map;
+AFT_SMALL_STATE aft_known_link_map aft_g_known_link_map;
 
 static uint32_t aft_g_alt_stack_size = AFT_MIN_ALT_STACK;
 
@@ -158,10 +158,12 @@ static void aft_prepare_images(aft_context *context) {
     aft_g_known_image_count = n;
     if (holds) {
         const aft_link_map_snapshot *after = &s->after;
+        size_t nodes_at = ((size_t)(paths - aft_g_known.bytes) + 7) / sizeof(uint64_t);
         aft_g_known_link_map.count = after->count;
         aft_g_known_link_map.hash = after->hash;
         aft_g_known_link_map.node_count = after->node_count;
-        memcpy(aft_g_known_link_map.nodes, after->nodes,
+        aft_g_known_link_map.nodes_at = (uint32_t)nodes_at;
+        memcpy(&aft_g_known.words[nodes_at], after->nodes,
                sizeof(after->nodes[0]) * after->node_count);
         atomic_thread_fence(memory_order_release); /* a crash that sees valid sees the rest */
         aft_g_known_link_map.valid = 1;

@@ -123,17 +123,18 @@ int aft_async_pc_in_known_image(uint64_t pc) { return aft_async_known_image_of(p
  * cold at a crash, and a walk waits for each in turn (56 libraries: 12 µs here): they are
  * prefetched first, all at once (a prefetch never faults, even at an address no longer mapped). */
 int aft_async_link_map_signature_known(uint64_t *count, uint64_t *hash) {
-    const aft_link_map_snapshot *k = &aft_g_known_link_map;
+    const aft_known_link_map *k = &aft_g_known_link_map;
     if (!k->valid || k->node_count == 0) return 0;
     atomic_thread_fence(memory_order_acquire); /* the nodes written before valid are seen */
+    const uint64_t *nodes = &aft_g_known.words[k->nodes_at];
     for (uint32_t i = 0; i < k->node_count; i++)
-        __builtin_prefetch((const void *)(uintptr_t)k->nodes[i]);
+        __builtin_prefetch((const void *)(uintptr_t)nodes[i]);
     struct r_debug debug;
     aft_async_memcpy(&debug, &_r_debug, sizeof(debug));
     if (debug.r_state != RT_CONSISTENT) return 0;
     uint64_t n = 0, h = 0xCBF29CE484222325ull;
     for (uint64_t at = (uint64_t)(uintptr_t)debug.r_map; at != 0; n++) {
-        if (n >= k->node_count || k->nodes[n] != at) return 0;
+        if (n >= k->node_count || nodes[n] != at) return 0;
         aft_link_map_head entry;
         aft_async_memcpy(&entry, (const void *)(uintptr_t)at, sizeof(entry));
         h = aft_async_link_map_mix(h, &entry);

@@ -4,7 +4,9 @@
  *
  * They are kept the way a report's IMAGE_LIST and IMAGE_PATHS sections hold them
  * (aftermath_format_images.h), one right after the other in one buffer: count aft_image_entry
- * records, then each one's path_size path bytes, in order. A report writes the two pieces from
+ * records, then each one's path_size path bytes, in order; then, 8-aligned, the loader's list
+ * nodes when they were read (aft_g_known_link_map: its 4 KiB of node room took a page of its
+ * own in every app). A report writes the two pieces from
  * where they are, and an app's pages hold no path's unused bytes: a Swift app's 57 images take
  * 2 pages instead of the 5 their aft_image records took. The buffer is .bss: only what the
  * images use is ever written. The count is aft_g_known_image_count (shim_internal.h).
@@ -16,15 +18,27 @@
 #include <stdint.h>
 #include "aftermath_format.h"
 
-#define AFT_KNOWN_IMAGES_BYTES ((size_t)AFT_MAX_IMAGES * (AFT_IMAGE_ENTRY_SIZE + AFT_PATH_CAPACITY))
+#define AFT_KNOWN_IMAGES_BYTES                                                                     \
+    ((size_t)AFT_MAX_IMAGES * (AFT_IMAGE_ENTRY_SIZE + AFT_PATH_CAPACITY + sizeof(uint64_t)))
 
 typedef union aft_known_images {
     aft_image_entry entries[AFT_KNOWN_IMAGES_BYTES / AFT_IMAGE_ENTRY_SIZE];
+    uint64_t words[AFT_KNOWN_IMAGES_BYTES / sizeof(uint64_t)];
     char bytes[AFT_KNOWN_IMAGES_BYTES];
 } aft_known_images;
 
 extern aft_known_images aft_g_known;
 #define aft_g_known_images (aft_g_known.entries)
+
+/* The loader's list when the images were read (valid == 0: do not trust it): its signature,
+ * and node_count nodes in order (0: not kept), from aft_g_known.words[nodes_at] on. */
+typedef struct aft_known_link_map {
+    uint64_t count, hash;
+    int valid;
+    uint32_t node_count;
+    uint32_t nodes_at;
+} aft_known_link_map;
+extern aft_known_link_map aft_g_known_link_map;
 
 /* Where the paths of count known images begin: right after their entries. */
 static inline char *aft_known_paths(uint32_t count) {

@@ -176,14 +176,13 @@ uint32_t aft_async_crash_read_images(aft_maps_scratch *scratch, const char *main
                                      uint32_t *truncated);
 extern _Atomic uint32_t aft_g_crash_image_count;
 int aft_async_pc_in_known_image(uint64_t pc);
-/* The link map's signature when aft_g_known_images was read (valid == 0: do not trust it). */
+/* A link map's signature, and its nodes (a reading's, at normal time). */
 typedef struct aft_link_map_snapshot {
     uint64_t count, hash;
     int valid;
     uint32_t node_count; /* the list's nodes then, in order (0: not kept) */
     uint64_t nodes[AFT_MAX_IMAGES];
 } aft_link_map_snapshot;
-extern aft_link_map_snapshot aft_g_known_link_map;
 
 /* ---- images at normal time (images.c) ---- */
 /* An object the loader reports (dl_iterate_phdr), with its build id read from its notes. */
