@@ -259,12 +259,22 @@ int aft_thread_take_app_name(char saved[16]) {
     return 0; /* every entry taken: it keeps its own name */
 }
 
+__attribute__((noinline)) void aft_thread_note_handing_off(void) {
+    aft_park_note *note = aft_async_lent_note(aft_async_gettid());
+    if (note == NULL) return;
+    /* The caller's stack pointer and the pc after this call: as aft_park_note_wait notes them. */
+    atomic_store(&note->sp, (uint64_t)(uintptr_t)__builtin_frame_address(0) + 16u);
+    atomic_store(&note->pc, (uint64_t)(uintptr_t)__builtin_return_address(0));
+}
+
 void aft_thread_restore_name(const char saved[16]) {
     prctl(PR_SET_NAME, saved, 0, 0, 0);
     uint64_t tid = aft_async_gettid();
-    for (uint32_t i = 0; i < AFT_LENT_THREADS; i++)
-        if (atomic_load(&aft_g_lent_threads[i].tid) == tid)
-            atomic_store(&aft_g_lent_threads[i].tid, 0);
+    for (uint32_t i = 0; i < AFT_LENT_THREADS; i++) {
+        if (atomic_load(&aft_g_lent_threads[i].tid) != tid) continue;
+        aft_park_note_awake(&aft_g_lent_threads[i].note);
+        atomic_store(&aft_g_lent_threads[i].tid, 0);
+    }
 }
 
 /* The passes over the threads the last aft_threads_give_alternate_stacks made. */

@@ -135,7 +135,7 @@ static void aft_async_threads_add(aft_thread_capture *c, uint64_t tid, uint64_t 
         aft_park_note *note = own_name == watchdog_name ? &aft_g_park_watchdog
                               : own_name == run_name    ? &aft_g_park_run
                               : own_name == ping_name   ? &aft_g_park_pinger
-                                                        : NULL;
+                                                        : aft_async_lent_note(tid);
         uint64_t pc = note != NULL ? atomic_load(&note->pc) : 0;
         uint64_t sp = note != NULL ? atomic_load(&note->sp) : 0;
         if (pc != 0 && sp != 0) {

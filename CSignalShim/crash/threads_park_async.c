@@ -41,10 +41,20 @@ aft_also_crashed *aft_async_also_crashed(uint64_t tid) {
 
 AFT_SMALL_STATE aft_lent_thread aft_g_lent_threads[AFT_LENT_THREADS];
 
-const char *aft_async_lent_name(uint64_t tid) {
+static aft_lent_thread *aft_async_lent(uint64_t tid) {
     for (uint32_t i = 0; i < AFT_LENT_THREADS; i++)
-        if (atomic_load(&aft_g_lent_threads[i].tid) == tid) return aft_g_lent_threads[i].name;
+        if (atomic_load(&aft_g_lent_threads[i].tid) == tid) return &aft_g_lent_threads[i];
     return NULL;
+}
+
+const char *aft_async_lent_name(uint64_t tid) {
+    aft_lent_thread *l = aft_async_lent(tid);
+    return l != NULL ? l->name : NULL;
+}
+
+aft_park_note *aft_async_lent_note(uint64_t tid) {
+    aft_lent_thread *l = aft_async_lent(tid);
+    return l != NULL ? &l->note : NULL;
 }
 
 void aft_async_threads_note_crash(int signo, void *ucontext) {

@@ -153,6 +153,9 @@ int aft_threads_alternate_stack_rounds(void);
  * saved and 1 when renamed (then aft_thread_restore_name after); 0 on any other thread. */
 int aft_thread_take_app_name(char saved[16]);
 void aft_thread_restore_name(const char saved[16]);
+/* On a thread renamed so: notes its caller's stack pointer and the pc after the call, where it
+ * hands over to the app's code, which a crash meanwhile lists it at (it is never paused). */
+void aft_thread_note_handing_off(void);
 
 /* The calling thread's Swift async callers (aftermath_format_async.h), innermost first, when it
  * runs in a Swift task; 0 otherwise or before the install's completion. */

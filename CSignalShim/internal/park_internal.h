@@ -7,8 +7,9 @@
  * awake. A crash lists such a thread with them (AFT_THREAD_CONTEXT_PARKED) instead of with no
  * registers: minidump readers then have a context for it (Breakpad's minidump-2-core crashed
  * on a thread without one), and none is paused or read from /proc (a first read of a thread's
- * syscall file costs about 20 µs). A thread noted running (pc 0) is listed without, as are
- * Aftermath's other threads (the resident helper's donor, a delivery lent the app's name).
+ * syscall file costs about 20 µs). A thread noted running (pc 0) is listed without, as is the
+ * resident helper's donor. A delivery lent the app's name notes where it hands the batch to
+ * the app's exporter (aft_thread_note_handing_off): a crash meanwhile lists it there.
  * The sp is the caller's on x86-64 and in clang's arm64 builds, a few words off in others (gcc
  * at -O0, a sanitizer's frames): it is only a reader's context, never used to read memory.
  */

@@ -203,10 +203,12 @@ aft_also_crashed *aft_async_also_crashed(uint64_t tid);
 typedef struct aft_lent_thread {
     _Atomic uint64_t tid; /* 0: free */
     char name[16];        /* its own name, written before tid */
+    aft_park_note note;   /* where it hands the batch to the app's code (park_internal.h) */
 } aft_lent_thread;
 extern aft_lent_thread aft_g_lent_threads[AFT_LENT_THREADS];
 /* Thread tid's own name while it is lent to the app's code, or NULL (threads_park_async.c). */
 const char *aft_async_lent_name(uint64_t tid);
+aft_park_note *aft_async_lent_note(uint64_t tid);
 uint32_t aft_async_threads_list(aft_thread_capture *c, uint64_t *first_signal_ns);
 /* The capture signal where our handler still has it (an app may have taken it since), 0 when
  * not: asked once per capture, by the first thread that needs it. */

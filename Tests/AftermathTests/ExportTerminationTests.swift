@@ -15,7 +15,7 @@ import Glibc
 final class TerminatedWhileExporting: LogExporter {
     func export(_ batch: LogBatch) throws {
         let uids = batch.records.compactMap { $0[attribute: "log.record.uid"]?.stringValue }.joined(separator: "\n")
-        FileManager.default.createFile(
+        _ = FileManager.default.createFile(
             atPath: ProcessInfo.processInfo.environment["HANDED_UIDS"] ?? "/dev/null", contents: Data(uids.utf8))
         raise(SIGTERM)  // to this very thread, in the middle of the hand-off
         usleep(3_000_000)

@@ -110,6 +110,8 @@ struct ExporterThreadTests {
         let crash = try #require(crashes.first { $0.threads.first?.crashed == true }, "the crash the export raced")
         let exporting = try #require(crash.threads.first { $0.id == exporterID })
         #expect(exporting.isAftermath && exporting.missingContext == .aftermath, "listed, not paused")
+        // Where it handed the batch to the app's exporter: a context every minidump reader takes.
+        #expect(exporting.contextSource == .parked && exporting.sp != 0 && exporting.frames == [exporting.pc])
         #expect(exporting.name.hasPrefix("aftermath."), "under its own name: \(exporting.name)")
     }
     #endif

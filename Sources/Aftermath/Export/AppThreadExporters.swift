@@ -10,6 +10,7 @@ enum AppThreadName {
         try withUnsafeTemporaryAllocation(of: CChar.self, capacity: 16) { saved in
             let renamed = aft_thread_take_app_name(saved.baseAddress!) == 1
             defer { if renamed { aft_thread_restore_name(saved.baseAddress!) } }
+            if renamed { aft_thread_note_handing_off() }  // where a crash meanwhile lists it
             return try body()
         }
     }
