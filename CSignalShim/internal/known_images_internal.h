@@ -45,6 +45,12 @@ static inline char *aft_known_paths(uint32_t count) {
     return aft_g_known.bytes + (size_t)count * AFT_IMAGE_ENTRY_SIZE;
 }
 
+/* Reads the images and the loader's list into aft_g_known (known_images.c, normal time); the
+ * main executable's build id into context where it has none. */
+void aft_prepare_images(aft_context *context);
+/* The first capacity known images as whole aft_image records; their count. */
+uint32_t aft_known_images_copy(aft_image *images, uint32_t capacity);
+
 /* A library Aftermath loaded itself changed the loader's list: the images are read again by
  * aft_install_refresh_images, at normal time on one of Aftermath's threads (install.c). */
 void aft_install_images_changed(void);
