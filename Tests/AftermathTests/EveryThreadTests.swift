@@ -21,13 +21,17 @@ struct EveryThreadTests {
     /// The one crash file in directory, decoded as it is on disk (before the next launch's
     /// unwinding, and its naming: the handler commits a reserve under its `.crash.tmp` name).
     static func crashFile(_ directory: String) throws -> ReportFile {
+        try ReportFile.decode(crashFileBytes(directory))
+    }
+
+    /// The bytes of the one crash file in directory, as the handler left them.
+    static func crashFileBytes(_ directory: String) throws -> [UInt8] {
         let crashes = directory + "/crashes"
         let name = try #require(
             try FileManager.default.contentsOfDirectory(atPath: crashes).first {
                 $0.hasSuffix(".crash") || $0.hasSuffix(".crash.tmp")
             })
-        let bytes = try #require(FileManager.default.contents(atPath: crashes + "/" + name))
-        return try ReportFile.decode(Array(bytes))
+        return Array(try #require(FileManager.default.contents(atPath: crashes + "/" + name)))
     }
 
     #if compiler(>=6.2)  // exit tests (#expect(processExitsWith:)) need Swift 6.2

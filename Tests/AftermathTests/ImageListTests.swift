@@ -50,9 +50,7 @@ struct ImageListTests {
             UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
         }
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let name = try #require(
-            try FileManager.default.contentsOfDirectory(atPath: directory + "/crashes").first { $0.contains(".crash") })
-        let bytes = try #require(FileManager.default.contents(atPath: directory + "/crashes/" + name)).map { $0 }
+        let bytes = try EveryThreadTests.crashFileBytes(directory)
         #expect(TestSupport.u32(bytes, 4) & 0xFFFF == AFT_FORMAT_VERSION)
         let types = Self.sectionTypes(bytes)
         let list = try #require(types.firstIndex(of: UInt32(AFT_SECTION_IMAGE_LIST)))
@@ -85,9 +83,7 @@ struct ImageListTests {
             UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
         }
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let name = try #require(
-            try FileManager.default.contentsOfDirectory(atPath: directory + "/crashes").first { $0.contains(".crash") })
-        let bytes = try #require(FileManager.default.contents(atPath: directory + "/crashes/" + name)).map { $0 }
+        let bytes = try EveryThreadTests.crashFileBytes(directory)
         #expect(Self.sectionTypes(bytes).contains(UInt32(AFT_SECTION_IMAGE_LIST)), "not whole aft_image records")
         let crash = try ReportFile.decode(bytes).crashReport()
         #expect(crash.images.contains { $0.name.hasPrefix("libunwind") && $0.buildID.count == 40 })
