@@ -42,6 +42,16 @@ int aft_run_take_spare(int dir_fd);
 /* Makes the spare in the runs directory at path unless there is one. */
 void aft_run_make_spare(const char *runs_directory);
 
+/* A run file's first blocks in place (runs_prepare.c): the info block, the live slot with
+ * sequence 1 and the header over the info block, as aft_run_prepare_with fills a whole file. */
+void aft_run_prepare_blocks(const aft_run_options *o, aft_file_header *header, aft_run_info *info,
+                            aft_run_live *live, int defer_baseline);
+/* Paths without snprintf (evidence.c): vfprintf's frames, some 1.8 KiB, would take the stack
+ * of start's caller, or of the thread sampling the run every second, a page deeper for good.
+ * "a/b" into out, or "" and 0 when it does not fit; src into out, cut to fit, as "%s" does. */
+int aft_run_join(char *out, size_t capacity, const char *a, const char *b);
+void aft_run_copy(char *out, size_t capacity, const char *src);
+
 /* The run record's normal-time state (runs.c), guarded by aft_g_run_lock. */
 extern pthread_mutex_t aft_g_run_lock;
 extern aft_run_info aft_g_run_info;

@@ -15,10 +15,30 @@
 #include <unistd.h>
 
 #include "CSignalShim.h"
+#include "runs_internal.h"
 #include "shim_internal.h"
 
 static ssize_t aft_run_read_file(const char *path, char *buf, size_t capacity) {
     return aft_async_read_small_file(path, buf, capacity);
+}
+
+int aft_run_join(char *out, size_t capacity, const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la + 1 + lb >= capacity) {
+        if (capacity > 0) out[0] = '\0';
+        return 0;
+    }
+    memcpy(out, a, la);
+    out[la] = '/';
+    memcpy(out + la + 1, b, lb + 1);
+    return 1;
+}
+
+void aft_run_copy(char *out, size_t capacity, const char *src) {
+    if (capacity == 0) return;
+    size_t n = strnlen(src, capacity - 1);
+    memcpy(out, src, n);
+    out[n] = '\0';
 }
 
 static int aft_run_parse_u64(const char *p, uint64_t *out) {
@@ -57,10 +77,10 @@ static void aft_read_counters(const char *path, const char *const *keys, uint64_
         close(fd);
         return;
     }
-    /* Line by line through 1 KiB: /proc/vmstat is some 5 KiB, and the thread that samples the
-     * run record every second keeps every stack page it ever touched. A line longer than that
-     * (no counter's) is skipped. */
-    char buf[1024];
+    /* Line by line through 512 bytes: /proc/vmstat is some 5 KiB, and the thread that samples
+     * the run record every second keeps every stack page it ever touched (with its callers'
+     * paths, 1 KiB here took it a page deeper). A longer line (no counter's) is skipped. */
+    char buf[512];
     size_t klen[4], have = 0;
     int found[4] = {0, 0, 0, 0};
     uint32_t missing = count;
@@ -163,8 +183,7 @@ int aft_read_line(const char *path, char *out, size_t capacity) {
 
 uint64_t aft_process_start_ticks(const char *proc_root) {
     char path[AFT_PATH_CAPACITY + 64], buf[1024];
-    if (!proc_root || snprintf(path, sizeof(path), "%s/self/stat", proc_root) >= (int)sizeof(path))
-        return 0;
+    if (!proc_root || !aft_run_join(path, sizeof(path), proc_root, "self/stat")) return 0;
     ssize_t n = aft_run_read_file(path, buf, sizeof(buf) - 1);
     if (n <= 0) return 0;
     buf[n] = '\0';
@@ -268,8 +287,7 @@ void aft_find_cgroup_dirs(const char *proc_root, const char *sys_root,
 static uint64_t aft_run_counter_in(const char *dir, const char *file, const char *key) {
     if (dir[0] == '\0') return AFT_RUN_UNREAD;
     char path[AFT_PATH_CAPACITY + 32];
-    if (snprintf(path, sizeof(path), "%s/%s", dir, file) >= (int)sizeof(path))
-        return AFT_RUN_UNREAD;
+    if (!aft_run_join(path, sizeof(path), dir, file)) return AFT_RUN_UNREAD;
     return aft_read_counter(path, key);
 }
 
@@ -277,7 +295,7 @@ static void aft_run_events_in(const char *dir, const char *const keys[2], uint64
     values[0] = values[1] = AFT_RUN_UNREAD;
     if (dir[0] == '\0') return;
     char path[AFT_PATH_CAPACITY + 32];
-    if (snprintf(path, sizeof(path), "%s/memory.events", dir) >= (int)sizeof(path)) return;
+    if (!aft_run_join(path, sizeof(path), dir, "memory.events")) return;
     aft_read_counters(path, keys, values, 2);
 }
 
@@ -321,7 +339,7 @@ int aft_run_is_locked(const char *path) {
 /* ---- the live block ---- */
 
 static void aft_run_path_in(char *out, size_t capacity, const char *root, const char *rest) {
-    snprintf(out, capacity, "%s/%s", root, rest);
+    aft_run_join(out, capacity, root, rest);
 }
 
 void aft_run_read_oom_now(const aft_run_info *info, uint64_t *out) {

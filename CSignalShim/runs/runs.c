@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -209,6 +210,45 @@ void aft_run_stop(void) {
     pthread_mutex_unlock(&aft_g_run_lock);
 }
 
+/* The run file's first contents from where they are: header, info, an empty live slot, the
+ * live block in the second, empty term and exit blocks. Caller holds aft_g_run_lock. */
+static int aft_run_write_first(int fd, const aft_file_header *header) {
+    aft_run_live empty_live;
+    aft_run_term term;
+    aft_run_exit exit_block;
+    memset(&empty_live, 0, sizeof(empty_live));
+    memset(&term, 0, sizeof(term));
+    memset(&exit_block, 0, sizeof(exit_block));
+    term.check = aft_run_check(&term, offsetof(aft_run_term, check));
+    exit_block.check = aft_run_check(&exit_block, offsetof(aft_run_exit, check));
+    _Static_assert(AFT_RUN_LIVE_SLOTS == 2, "the live block goes to the second slot");
+    struct iovec v[6] = {
+        {(void *)header, sizeof(*header)},
+        {&aft_g_run_info, sizeof(aft_g_run_info)},
+        {&empty_live, sizeof(empty_live)},
+        {&aft_g_run_live, sizeof(aft_g_run_live)},
+        {&term, sizeof(term)},
+        {&exit_block, sizeof(exit_block)},
+    };
+    size_t total = 0;
+    for (int i = 0; i < 6; i++) total += v[i].iov_len;
+    if (total != sizeof(aft_run_file)) return EINVAL; /* the blocks are the file, no padding */
+    off_t at = 0;
+    for (int i = 0; i < 6;) { /* one call, unless cut short (a full disk, ulimit -f) */
+        ssize_t n = pwritev(fd, v + i, 6 - i, at);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return errno;
+        if (n == 0) return EIO;
+        at += n;
+        while (i < 6 && (size_t)n >= v[i].iov_len) n -= (ssize_t)v[i++].iov_len;
+        if (i < 6) {
+            v[i].iov_base = (char *)v[i].iov_base + n;
+            v[i].iov_len -= (size_t)n;
+        }
+    }
+    return 0;
+}
+
 int aft_run_start(const aft_run_options *o, char *error, size_t error_capacity) {
     if (!o || !o->runs_directory || !o->proc_root || !o->sys_root) {
         aft_run_set_error(error, error_capacity, "aft_run_start", EINVAL);
@@ -219,9 +259,13 @@ int aft_run_start(const aft_run_options *o, char *error, size_t error_capacity) 
     aft_run_mark_clean_exit(0);
     aft_run_stop();
 
-    /* With an updater thread, the OOM baseline is left to it: start reads less. */
-    aft_run_file file;
-    aft_run_prepare_with(o, &file, o->start_updater != 0);
+    /* With an updater thread, the OOM baseline is left to it: start reads less. Prepared in
+     * the run's own blocks, not in a whole aft_run_file on the stack: 3 KiB there took the
+     * stack of start's caller, the app's main thread's, a page deeper for good. */
+    aft_file_header header;
+    pthread_mutex_lock(&aft_g_run_lock);
+    aft_run_prepare_blocks(o, &header, &aft_g_run_info, &aft_g_run_live, o->start_updater != 0);
+    pthread_mutex_unlock(&aft_g_run_lock);
 
     char name[AFT_FILE_NAME_CAPACITY], tmp[AFT_FILE_NAME_CAPACITY];
     aft_async_id_file_name(name, sizeof(name), o->context.run_id, ".run");
@@ -244,24 +288,21 @@ int aft_run_start(const aft_run_options *o, char *error, size_t error_capacity) 
         /* Locked before the file has its final name: an unlocked .run is a run that ended. */
         if (!err && flock(fd, LOCK_EX | LOCK_NB) != 0) err = errno;
     }
-    snprintf(aft_g_run_dir, sizeof(aft_g_run_dir), "%s", o->runs_directory);
+    aft_run_copy(aft_g_run_dir, sizeof(aft_g_run_dir), o->runs_directory);
 
     pthread_mutex_lock(&aft_g_run_lock);
-    aft_g_run_info = file.info;
-    aft_g_run_live = file.live[1];
     aft_g_run_live.foreground = (uint32_t)aft_watchdog_is_foreground();
-    file.live[1].foreground = aft_g_run_live.foreground;
-    file.live[1].check = aft_run_check(&file.live[1], offsetof(aft_run_live, check));
-    snprintf(aft_g_run_proc, sizeof(aft_g_run_proc), "%s", o->proc_root);
-    snprintf(aft_g_run_sys, sizeof(aft_g_run_sys), "%s", o->sys_root);
+    aft_g_run_live.check = aft_run_check(&aft_g_run_live, offsetof(aft_run_live, check));
+    aft_run_copy(aft_g_run_proc, sizeof(aft_g_run_proc), o->proc_root);
+    aft_run_copy(aft_g_run_sys, sizeof(aft_g_run_sys), o->sys_root);
     aft_g_run_baseline_pending = o->start_updater != 0;
     aft_g_run_exited = 0;
     if (!err) {
         aft_g_run.fd = fd;
-        err = aft_async_pwrite_all(fd, &file, sizeof(file), 0);
+        err = aft_run_write_first(fd, &header);
         if (!err && renameat(dir, written, dir, name) != 0) err = errno;
         if (!err)
-            snprintf(aft_g_run_path, sizeof(aft_g_run_path), "%s/%s", o->runs_directory, name);
+            aft_run_join(aft_g_run_path, sizeof(aft_g_run_path), o->runs_directory, name);
         else
             aft_g_run.fd = -1;
     }

@@ -7,7 +7,6 @@
  */
 #include <fcntl.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -22,7 +21,7 @@ void aft_run_read_baseline(const char *proc_root, const char *sys_root, aft_run_
     char path[AFT_PATH_CAPACITY + 64];
     aft_find_cgroup_dirs(proc_root, sys_root, info->cgroup_dirs);
     aft_run_read_oom_now(info, info->oom_at_start);
-    snprintf(path, sizeof(path), "%s/vmstat", proc_root);
+    aft_run_join(path, sizeof(path), proc_root, "vmstat");
     info->vmstat_oom_kill_at_start = aft_read_counter(path, "oom_kill");
 }
 
@@ -43,7 +42,16 @@ int aft_run_prepare(const aft_run_options *o, aft_run_file *file) {
 
 int aft_run_prepare_with(const aft_run_options *o, aft_run_file *file, int defer_baseline) {
     memset(file, 0, sizeof(*file));
-    aft_run_info *info = &file->info;
+    aft_run_prepare_blocks(o, &file->header, &file->info, &file->live[1], defer_baseline);
+    file->term.check = aft_run_check(&file->term, offsetof(aft_run_term, check));
+    file->exit.check = aft_run_check(&file->exit, offsetof(aft_run_exit, check));
+    return 0;
+}
+
+void aft_run_prepare_blocks(const aft_run_options *o, aft_file_header *header, aft_run_info *info,
+                            aft_run_live *l, int defer_baseline) {
+    memset(info, 0, sizeof(*info));
+    memset(l, 0, sizeof(*l));
     info->context = o->context;
     info->start_monotonic_ns = aft_async_now_ns(CLOCK_MONOTONIC);
     info->start_boottime_ns = aft_async_now_ns(CLOCK_BOOTTIME);
@@ -53,9 +61,8 @@ int aft_run_prepare_with(const aft_run_options *o, aft_run_file *file, int defer
     info->update_interval_ms =
         o->update_interval_ms ? o->update_interval_ms : AFT_RUN_DEFAULT_INTERVAL_MS;
     char path[AFT_PATH_CAPACITY + 64];
-    snprintf(path, sizeof(path), "%s/sys/kernel/random/boot_id", o->proc_root);
-    aft_read_line(path, info->boot_id, AFT_BOOT_ID_CAPACITY);
-    aft_run_live *l = &file->live[1];
+    if (aft_run_join(path, sizeof(path), o->proc_root, "sys/kernel/random/boot_id"))
+        aft_read_line(path, info->boot_id, AFT_BOOT_ID_CAPACITY);
     memcpy(l->session_id, o->context.session_id, AFT_ID_SIZE);
     l->foreground = o->foreground ? 1 : 0;
     if (defer_baseline) {
@@ -72,12 +79,9 @@ int aft_run_prepare_with(const aft_run_options *o, aft_run_file *file, int defer
         aft_run_read_baseline(o->proc_root, o->sys_root, info);
         aft_run_sample_with(o->proc_root, info, l, 1);
     }
-    aft_run_header(&file->header, info);
+    aft_run_header(header, info);
     l->sequence = 1;
     l->check = aft_run_check(l, offsetof(aft_run_live, check));
-    file->term.check = aft_run_check(&file->term, offsetof(aft_run_term, check));
-    file->exit.check = aft_run_check(&file->exit, offsetof(aft_run_exit, check));
-    return 0;
 }
 
 int aft_run_take_spare(int dir_fd) { return aft_take_empty_file(dir_fd, AFT_RUN_SPARE_NAME, 0); }
