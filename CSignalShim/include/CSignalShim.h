@@ -48,6 +48,20 @@ uint32_t aft_installed_images(aft_image *images, uint32_t capacity);
  * complete_later (every image's build id, libunwind's warm-up, an alternate stack for every
  * thread that existed before); returns once that is done, at once when it was. Idempotent. */
 void aft_install_complete(void);
+/* Fills buf with size random bytes from getrandom(2). 0, or -1 where it is missing. */
+int aft_random_bytes(void *buf, size_t size);
+/* A directory read with getdents64(2), without a DIR (its allocation and fcntl calls). */
+typedef struct aft_dir_reader {
+    int fd;
+    uint32_t pos, len;
+    _Alignas(8) unsigned char buf[4096];
+} aft_dir_reader;
+/* Opens the directory at path: non-blocking, without following a final link. 0 or an errno. */
+int aft_dir_reader_open(aft_dir_reader *r, const char *path);
+/* The next entry's name (in r until the next call), inode and d_type; NULL at the end, or on
+ * an error with errno set. */
+const char *aft_dir_reader_next(aft_dir_reader *r, uint64_t *inode, uint8_t *type);
+void aft_dir_reader_close(aft_dir_reader *r);
 /* Gives the heap's free memory back to the system (malloc_trim): called once the delivery of
  * earlier reports, start's background work, is done. Called on a thread other than the main
  * one, it also asks for aft_release_memory_of_ended_thread once that thread has ended. */

@@ -77,10 +77,10 @@ static void aft_read_counters(const char *path, const char *const *keys, uint64_
         close(fd);
         return;
     }
-    /* Line by line through 512 bytes: /proc/vmstat is some 5 KiB, and the thread that samples
-     * the run record every second keeps every stack page it ever touched (with its callers'
-     * paths, 1 KiB here took it a page deeper). A longer line (no counter's) is skipped. */
-    char buf[512];
+    /* Line by line through 1 KiB: /proc/vmstat is some 5 KiB, and the thread that samples the
+     * run record every second keeps every stack page it ever touched. A line longer than that
+     * (no counter's) is skipped. */
+    char buf[1024];
     size_t klen[4], have = 0;
     int found[4] = {0, 0, 0, 0};
     uint32_t missing = count;
@@ -158,8 +158,10 @@ uint32_t aft_read_psi_avg10(const char *path, const char *prefix) {
     return aft_psi_avg10_in(buf, prefix);
 }
 
-/* Both lines of a pressure file, from one read. */
-static void aft_read_psi_both(const char *path, uint32_t *some, uint32_t *full) {
+/* Both lines of a pressure file, from one read. Never inlined: its buffer would widen the
+ * sampler's own frame, under which the counters' reads go, a page deeper on its thread. */
+__attribute__((noinline)) static void aft_read_psi_both(const char *path, uint32_t *some,
+                                                        uint32_t *full) {
     char buf[1024];
     *some = *full = UINT32_MAX;
     if (aft_run_read_file(path, buf, sizeof(buf)) <= 0) return;

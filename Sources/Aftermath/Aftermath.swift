@@ -316,9 +316,9 @@ public enum Aftermath {
         // equals what a later launch reads back from the files (a long service.version must
         // not look like an update).
         func clip(_ s: String, _ capacity: UInt32) -> String { CString.clipped(s, capacity: Int(capacity)) }
+        let ids = StartHelpers.randomUUIDs3()
         return ReportContext(
-            reportID: StartHelpers.randomUUID(), sessionID: StartHelpers.randomUUID(),
-            runID: StartHelpers.randomUUID(), pid: Int64(getpid()),
+            reportID: ids.0, sessionID: ids.1, runID: ids.2, pid: Int64(getpid()),
             startTimeUnixNano: Clock.realtimeNanoseconds(), serviceName: clip(c.serviceName, AFT_NAME_STRING),
             serviceVersion: clip(c.serviceVersion, AFT_SHORT_STRING), appBuildID: "",
             osName: clip(os.name, AFT_SHORT_STRING), osVersion: clip(os.version, AFT_SHORT_STRING),

@@ -11,18 +11,31 @@ import Musl
 /// without Foundation's set-up.
 enum StartHelpers {
     /// A version-4 UUID from the system's generator (getrandom(2): no file to open).
-    static func randomUUID() -> UUID {
-        var generator = SystemRandomNumberGenerator()
-        var bytes = [UInt8](repeating: 0, count: 16)
-        withUnsafeBytes(of: generator.next() as UInt64) { bytes.replaceSubrange(0..<8, with: $0) }
-        withUnsafeBytes(of: generator.next() as UInt64) { bytes.replaceSubrange(8..<16, with: $0) }
-        bytes[6] = (bytes[6] & 0x0F) | 0x40  // version 4
-        bytes[8] = (bytes[8] & 0x3F) | 0x80  // RFC 4122 variant
-        return UUID(
-            uuid: (
-                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
-                bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
-            ))
+    static func randomUUID() -> UUID { randomUUIDs3().0 }
+
+    /// Three version-4 UUIDs from one getrandom(2) call (the system's generator, 8 bytes a call,
+    /// took six): start makes its ids with it.
+    static func randomUUIDs3() -> (UUID, UUID, UUID) {
+        var bytes = (
+            UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0)
+        )
+        withUnsafeMutableBytes(of: &bytes) { raw in
+            guard aft_random_bytes(raw.baseAddress, raw.count) != 0 else { return }
+            // No getrandom(2) (a kernel before 3.17): the generator, which falls back to a file.
+            var generator = SystemRandomNumberGenerator()
+            for i in raw.indices { raw[i] = generator.next() }
+        }
+        func uuid(_ a: UInt64, _ b: UInt64) -> UUID {
+            var u: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+            withUnsafeMutableBytes(of: &u) { raw in
+                raw.storeBytes(of: a, toByteOffset: 0, as: UInt64.self)
+                raw.storeBytes(of: b, toByteOffset: 8, as: UInt64.self)
+                raw[6] = (raw[6] & 0x0F) | 0x40  // version 4
+                raw[8] = (raw[8] & 0x3F) | 0x80  // RFC 4122 variant
+            }
+            return UUID(uuid: u)
+        }
+        return (uuid(bytes.0, bytes.1), uuid(bytes.2, bytes.3), uuid(bytes.4, bytes.5))
     }
 
     /// Runs body on a new detached thread named name (at most 15 bytes show); false when no

@@ -95,7 +95,8 @@ package struct ReportDirectory: Sendable, Hashable {
     /// swap it in (writable by others, not sticky, or owned by another user than us or root).
     package func prepare() throws(ReportDirectoryError) {
         try Self.createParents(of: root)
-        try Self.checkParent(of: root)
+        let euid = geteuid()  // a system call each time: once, not once a directory
+        try Self.checkParent(of: root, euid: euid)
         for dir in [root, crashes, hangs, runs, errors, rejected] {
             var st = stat()
             if lstat(dir, &st) != 0 {
@@ -106,7 +107,7 @@ package struct ReportDirectory: Sendable, Hashable {
                     throw .cannotCreate(path: dir, reason: String(cString: strerror(errno)))
                 }
             }
-            try Self.checkOwnDirectory(dir, st)
+            try Self.checkOwnDirectory(dir, st, euid: euid)
         }
     }
 
@@ -124,13 +125,13 @@ package struct ReportDirectory: Sendable, Hashable {
     }
 
     /// Checks dir, whose lstat is st: a directory, ours, 0700 (repaired when wider or narrower).
-    static func checkOwnDirectory(_ dir: String, _ st: stat) throws(ReportDirectoryError) {
+    static func checkOwnDirectory(_ dir: String, _ st: stat, euid: uid_t = geteuid()) throws(ReportDirectoryError) {
         guard st.st_mode & S_IFMT == S_IFDIR else {
             throw .cannotCreate(path: dir, reason: "not a directory (\(StoreFiles.describe(st.st_mode & S_IFMT)))")
         }
-        guard st.st_uid == geteuid() else {
+        guard st.st_uid == euid else {
             throw .cannotCreate(
-                path: dir, reason: "owned by uid \(st.st_uid), not by uid \(geteuid()) (this process); refused")
+                path: dir, reason: "owned by uid \(st.st_uid), not by uid \(euid) (this process); refused")
         }
         if st.st_mode & 0o7777 != 0o700 {
             // Our own directory with the wrong mode (umask, a hand-made 0777): repaired.
@@ -165,11 +166,11 @@ package struct ReportDirectory: Sendable, Hashable {
     }
 
     /// The root's parent must not let another user replace the root.
-    static func checkParent(of path: String) throws(ReportDirectoryError) {
+    static func checkParent(of path: String, euid: uid_t = geteuid()) throws(ReportDirectoryError) {
         let parent = parent(of: path)
         var st = stat()
         guard stat(parent, &st) == 0 else { return }  // mkdir of the root will say why
-        let foreign = st.st_uid != geteuid() && st.st_uid != 0
+        let foreign = st.st_uid != euid && st.st_uid != 0
         let shared = st.st_mode & 0o022 != 0 && st.st_mode & S_ISVTX == 0
         if foreign || shared {
             throw .cannotCreate(

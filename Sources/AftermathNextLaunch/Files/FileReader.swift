@@ -25,6 +25,14 @@ package enum FileReader {
         let fd = open(path, O_RDONLY | (followingLinks ? 0 : O_NOFOLLOW) | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { throw .unreadable(String(cString: strerror(errno))) }
         defer { close(fd) }
+        return try read(fd: fd, maximumSize: maximumSize)
+    }
+
+    /// The bytes of the file open at fd, read from its start: a regular file within
+    /// maximumSize. The caller opened it as ``read(_:maximumSize:followingLinks:)`` does
+    /// (without following a link, non-blocking) and closes it.
+    package static func read(fd: Int32, maximumSize: Int) throws(ReportFileError) -> [UInt8] {
+        var st = stat()
         guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG else {
             throw .notARegularFile(kind: "changed while opening")
         }
@@ -33,7 +41,7 @@ package enum FileReader {
         var used = 0
         while used < bytes.count {
             let n = bytes.withUnsafeMutableBytes { raw in
-                Glibc.read(fd, raw.baseAddress! + used, raw.count - used)
+                pread(fd, raw.baseAddress! + used, raw.count - used, off_t(used))
             }
             if n < 0 {
                 if errno == EINTR { continue }

@@ -1,0 +1,67 @@
+/*
+ * start_io.c: NORMAL-TIME CODE. What start and its quiet delivery read, in as few system calls
+ * as can be: random bytes for the run's ids, and directory listings without a DIR.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "CSignalShim.h"
+
+int aft_random_bytes(void *buf, size_t size) {
+    size_t filled = 0;
+    while (filled < size) {
+        ssize_t n = getrandom((char *)buf + filled, size - filled, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return -1; /* no getrandom(2): a kernel before 3.17 */
+        filled += (size_t)n;
+    }
+    return 0;
+}
+
+/* What getdents64(2) writes: struct linux_dirent64. */
+struct aft_dirent64 {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+int aft_dir_reader_open(aft_dir_reader *r, const char *path) {
+    r->pos = r->len = 0;
+    r->fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    return r->fd < 0 ? errno : 0;
+}
+
+const char *aft_dir_reader_next(aft_dir_reader *r, uint64_t *inode, uint8_t *type) {
+    if (r->fd < 0) return NULL;
+    if (r->pos >= r->len) {
+        long n;
+        do {
+            n = syscall(SYS_getdents64, (long)r->fd, r->buf, (long)sizeof(r->buf));
+        } while (n < 0 && errno == EINTR);
+        if (n <= 0) return NULL; /* the end, or an error (errno) */
+        r->pos = 0;
+        r->len = (uint32_t)n;
+    }
+    const struct aft_dirent64 *d = (const struct aft_dirent64 *)(const void *)(r->buf + r->pos);
+    if (d->d_reclen < offsetof(struct aft_dirent64, d_name) + 1u || d->d_reclen > r->len - r->pos) {
+        errno = EIO; /* not what the kernel writes */
+        return NULL;
+    }
+    r->pos += d->d_reclen;
+    *inode = d->d_ino;
+    *type = d->d_type;
+    return d->d_name;
+}
+
+void aft_dir_reader_close(aft_dir_reader *r) {
+    if (r->fd >= 0) close(r->fd);
+    r->fd = -1;
+}
