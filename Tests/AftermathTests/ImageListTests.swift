@@ -46,7 +46,8 @@ struct ImageListTests {
                 let path = withUnsafeBytes(of: image.path) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
                 expected += "\(String(image.start, radix: 16)) \(path)\n"
             }
-            FileManager.default.createFile(atPath: directory + "/installed.txt", contents: Data(expected.utf8))
+            guard FileManager.default.createFile(atPath: directory + "/installed.txt", contents: Data(expected.utf8))
+            else { exit(3) }
             UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1
         }
         defer { try? FileManager.default.removeItem(atPath: directory) }

@@ -309,14 +309,23 @@ struct StartAndDeliveryTests {
             do { try Aftermath.start(config) } catch { exit(10) }
             for _ in 0..<500 where Aftermath.lastDelivery == nil { usleep(10_000) }
             guard Aftermath.lastDelivery != nil else { exit(11) }
-            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
-            let names = Set(
-                tasks.map {
-                    (try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8))?
-                        .trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
-                })
+            // Each thread names itself as it begins: on a loaded machine one may not have run yet.
+            func names() -> Set<String> {
+                let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+                return Set(
+                    tasks.map {
+                        (try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8))?
+                            .trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+                    })
+            }
+            var seen = names()
+            for _ in 0..<500 where !seen.isSuperset(of: ["aftermath.hang", "aftermath.ping"]) {
+                usleep(10_000)
+                seen = names()
+            }
             // No unwinding helper's donor: the resident waits for a first hang. No run updater:
             // the pinger does its work.
+            let names = seen
             guard names.isSuperset(of: ["aftermath.hang", "aftermath.ping"]), !names.contains("aftermath.unw"),
                 !names.contains("aftermath.run")
             else { exit(12) }
