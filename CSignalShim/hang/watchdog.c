@@ -262,7 +262,7 @@ int aft_watchdog_start(const aft_watchdog_options *options, char *error, size_t 
     pthread_mutex_lock(&aft_g_watchdog_thread_lock);
     aft_g_watchdog_running = 1;
     pthread_mutex_unlock(&aft_g_watchdog_thread_lock);
-    return options->thread_later ? 0 : aft_watchdog_start_thread(error, error_capacity);
+    return options->thread_later ? 0 : aft_watchdog_start_thread(0, error, error_capacity);
 }
 
 /* Stops the watchdog; the caller holds aft_g_watchdog_thread_lock. */
@@ -289,7 +289,10 @@ static void aft_watchdog_stop_locked(void) {
     w->dir_fd = -1;
 }
 
-int aft_watchdog_start_thread(char *error, size_t error_capacity) {
+void aft_watchdog_lock_threads(void) { pthread_mutex_lock(&aft_g_watchdog_thread_lock); }
+void aft_watchdog_unlock_threads(void) { pthread_mutex_unlock(&aft_g_watchdog_thread_lock); }
+
+int aft_watchdog_start_thread(int pinger_later, char *error, size_t error_capacity) {
     pthread_mutex_lock(&aft_g_watchdog_thread_lock);
     if (!aft_g_watchdog_running || aft_g_watchdog_has_thread) {
         pthread_mutex_unlock(&aft_g_watchdog_thread_lock);
@@ -301,7 +304,7 @@ int aft_watchdog_start_thread(char *error, size_t error_capacity) {
     int err = aft_thread_create(&aft_g_watchdog_thread, &attr, aft_watchdog_main, &aft_g_watchdog);
     pthread_attr_destroy(&attr);
     if (err == 0) aft_g_watchdog_has_thread = 1;
-    if (err == 0) err = aft_watchdog_start_pinger(&aft_g_watchdog);
+    if (err == 0) err = aft_watchdog_start_pinger(&aft_g_watchdog, pinger_later);
     if (err != 0) {
         aft_watchdog_stop_locked(); /* under the lock: a start meanwhile is not undone */
         aft_watchdog_set_error(error, error_capacity, "creating the watchdog thread", err);

@@ -274,8 +274,15 @@ typedef struct aft_watchdog_stats {
 int aft_watchdog_start(const aft_watchdog_options *options, char *error, size_t error_capacity);
 
 /* Starts the thread aft_watchdog_start left for later (options.thread_later), from any
- * thread. Returns 0, or an errno value with a message in error; the watchdog is then stopped. */
-int aft_watchdog_start_thread(char *error, size_t error_capacity);
+ * thread. Returns 0, or an errno value with a message in error; the watchdog is then stopped.
+ * With pinger_later the pinger's role waits for the calling thread: it calls aft_pinger_adopt
+ * once its own work is done, or aft_pinger_start_pending for a thread of the pinger's own. */
+int aft_watchdog_start_thread(int pinger_later, char *error, size_t error_capacity);
+/* The calling thread takes the pinger's role left for later and keeps it until the watchdog
+ * stops: 1 then, 0 at once where there is no such role (none left, or a thread took it). */
+int aft_pinger_adopt(void);
+/* Makes the pinger's thread where its role is still left for later. */
+void aft_pinger_start_pending(void);
 
 /* Stops the watchdog thread and restores the capture signal's previous action. An unfinished
  * hang is left on disk as it is (the next launch reports it unfinished). */

@@ -265,8 +265,13 @@ void aft_watchdog_request_ping(aft_watchdog *w, uint32_t target);
 void aft_watchdog_request_finished(aft_watchdog *w);
 /* Asks the pinger thread to load libunwind (libunwind_load.c); 0 when there is no pinger. */
 int aft_watchdog_request_libunwind(aft_watchdog *w);
-int aft_watchdog_start_pinger(aft_watchdog *w);
+/* Starts the pinger's thread, or with later leaves the role to aft_pinger_adopt or
+ * aft_pinger_start_pending. */
+int aft_watchdog_start_pinger(aft_watchdog *w, int later);
 void aft_watchdog_stop_pinger(aft_watchdog *w);
+/* aft_g_watchdog_thread_lock, for the pinger's thread made later. */
+void aft_watchdog_lock_threads(void);
+void aft_watchdog_unlock_threads(void);
 /* On the watchdog thread as it starts: swift_job_run's range and the pool's width. */
 void aft_watchdog_prepare_pool(aft_watchdog *w);
 /* Whether slot i may be in use (below the high-water marks): the rest was never touched. */

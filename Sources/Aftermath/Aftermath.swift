@@ -109,9 +109,12 @@ public enum Aftermath {
             let installed = installed
             let body: @Sendable () -> Void = {
                 waitWhileCrashing()
-                startBackgroundThreads(configuration, watchingPool: watchingPool)
+                startBackgroundThreads(configuration, watchingPool: watchingPool, pingerLater: true)
                 aft_install_complete()  // every image's build id, the older threads' stacks
                 deliverAtStart(configuration, directory: directory, context: installed, environment: environment)
+                // Where hangs are watched and the delivery found nothing to send, this thread
+                // becomes the pinger until the watchdog stops: one thread's creation and end less.
+                _ = aft_pinger_adopt()
                 // What the delivery allocated (files read, records encoded) is free by now: back
                 // to the system, so a long-running app does not keep its start's peak resident.
                 aft_release_free_memory()
@@ -151,7 +154,7 @@ public enum Aftermath {
         _ configuration: Configuration, directory: ReportDirectory, context: ReportContext, watchingPool: Bool,
         environment: @Sendable () -> OTelEnvironment
     ) {
-        startBackgroundThreads(configuration, watchingPool: watchingPool)
+        startBackgroundThreads(configuration, watchingPool: watchingPool, pingerLater: false)
         aft_install_complete()
         deliverAtStart(configuration, directory: directory, context: context, environment: environment)
     }
@@ -170,6 +173,7 @@ public enum Aftermath {
             lastDeliveryState.withLock { $0 = Delivery.nothing() }
             return
         }
+        aft_pinger_start_pending()  // the pinger's thread of its own: this one delivers, maybe long
         deliver(
             self.collector(configuration, directory: directory, context: context), to: configuration.exporter,
             attachments: configuration.attachmentExporter,
@@ -188,9 +192,9 @@ public enum Aftermath {
     /// watchdog's and the run record's updater, which reads the OOM counters' baseline first.
     /// Then the Swift concurrency pool's probes, when hangs are watched: their first Task sets
     /// up the runtime's types and the pool's threads, a fifth of start on the caller before.
-    static func startBackgroundThreads(_ configuration: Configuration, watchingPool: Bool) {
+    static func startBackgroundThreads(_ configuration: Configuration, watchingPool: Bool, pingerLater: Bool) {
         var error = [CChar](repeating: 0, count: 256)
-        if aft_watchdog_start_thread(&error, error.count) != 0 {
+        if aft_watchdog_start_thread(pingerLater ? 1 : 0, &error, error.count) != 0 {
             let message = String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             hangDetectionProblem.withLock { $0 = StartError.hangWatchdogNotStarted(message).description }
         }

@@ -336,6 +336,98 @@ struct StartAndDeliveryTests {
         }
     }
 
+    /// The names of the process's threads now.
+    static func threadNames() -> [String] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.map {
+            (try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8))?
+                .trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+        }
+    }
+
+    /// The watchdog's counters once its thread and its pinger have both begun (5 s at most).
+    static func settledStats() -> aft_watchdog_stats? {
+        var stats = aft_watchdog_stats()
+        for _ in 0..<500 {
+            aft_watchdog_get_stats(&stats)
+            if stats.watchdog_tid != 0, stats.pinger_tid != 0 { return stats }
+            usleep(10_000)
+        }
+        return nil
+    }
+
+    @Test(
+        "Nothing pending: start's delivery thread becomes the pinger (made before the watchdog's thread, it has the lower id), and a second start's stop ends it"
+    )
+    func deliveryThreadBecomesPinger() async {
+        await #expect(processExitsWith: .success) {
+            func config(_ name: String) -> Aftermath.Configuration {
+                var c = Aftermath.Configuration(
+                    serviceName: "pinger-adopted", serviceVersion: "1", exporter: InMemoryExporter(),
+                    reportsDirectory: TestSupport.childDirectory("pinger-adopted"))
+                c.watchConcurrencyPool = false
+                return c
+            }
+            do { try Aftermath.start(config("a")) } catch { exit(10) }
+            guard let first = StartAndDeliveryTests.settledStats() else { exit(11) }
+            guard Aftermath.lastDelivery != nil else { exit(12) }
+            // tids are given in order: a pinger of its own comes after the watchdog's thread.
+            guard first.pinger_tid < first.watchdog_tid else { exit(13) }
+            guard !StartAndDeliveryTests.threadNames().contains("aftermath.deliv") else { exit(14) }
+            // A second start stops the first watchdog (the adopted pinger leaves its loop and its
+            // thread ends) and its own delivery thread takes the role again.
+            do { try Aftermath.start(config("b")) } catch { exit(15) }
+            var second = aft_watchdog_stats()
+            for _ in 0..<500 {
+                aft_watchdog_get_stats(&second)
+                if second.pinger_tid != 0, second.pinger_tid != first.pinger_tid,
+                    StartAndDeliveryTests.threadNames().filter({ $0 == "aftermath.ping" }).count == 1,
+                    access("/proc/self/task/\(first.pinger_tid)", F_OK) != 0
+                {
+                    break
+                }
+                usleep(10_000)
+            }
+            guard second.pinger_tid != 0, second.pinger_tid != first.pinger_tid else { exit(16) }
+            guard StartAndDeliveryTests.threadNames().filter({ $0 == "aftermath.ping" }).count == 1 else { exit(17) }
+            guard access("/proc/self/task/\(first.pinger_tid)", F_OK) != 0 else { exit(18) }  // it ended
+            exit(0)
+        }
+    }
+
+    @Test("Reports pending: the pinger is a thread of its own, made before the delivery, which may take long")
+    func pendingDeliveryHasItsOwnPinger() async {
+        await #expect(processExitsWith: .success) {
+            let directory = TestSupport.childDirectory("pinger-own-thread")
+            var first = Aftermath.Configuration(
+                serviceName: "pinger-own-thread", serviceVersion: "1", exporter: InMemoryExporter(),
+                reportsDirectory: directory, deliverPendingReportsSynchronously: true)
+            first.hangHeartbeat = .off
+            do { try Aftermath.start(first) } catch { exit(10) }
+            struct Recorded: Error {}
+            guard Aftermath.record(error: Recorded()) else { exit(11) }  // pending for the next start
+            final class Holding: LogExporter, @unchecked Sendable {
+                let entered = DispatchSemaphore(value: 0)
+                let release = DispatchSemaphore(value: 0)
+                func export(_ batch: LogBatch) throws {
+                    entered.signal()
+                    release.wait()
+                }
+            }
+            let holding = Holding()
+            var second = Aftermath.Configuration(
+                serviceName: "pinger-own-thread", serviceVersion: "1", exporter: holding, reportsDirectory: directory)
+            second.watchConcurrencyPool = false
+            do { try Aftermath.start(second) } catch { exit(12) }
+            guard holding.entered.wait(timeout: .now() + 10) == .success else { exit(13) }
+            // The delivery waits in the exporter: the pinger is another thread, and it pings.
+            guard let stats = StartAndDeliveryTests.settledStats() else { exit(14) }
+            guard stats.pinger_tid > stats.watchdog_tid else { exit(15) }
+            holding.release.signal()
+            exit(0)
+        }
+    }
+
     @Test("A crash right after start: the delivery thread starts no thread while it is written")
     func crashRightAfterStart() async {
         await #expect(processExitsWith: .exitCode(20)) {
