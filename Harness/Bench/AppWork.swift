@@ -14,7 +14,8 @@ enum AppWork {
         while Monotonic.nanoseconds() < until {}
     }
 
-    /// Waits until start's delivery is done and its thread has ended, polling every
+    /// Waits until start's delivery is done and its thread has ended or become the pinger
+    /// (`aftermath.ping`, where nothing was pending), polling every
     /// `pollMicroseconds` for at most `maxPolls` polls in all.
     static func waitForDeliveryEnd(pollMicroseconds: UInt32, maxPolls: Int) {
         var polls = 0
@@ -22,7 +23,8 @@ enum AppWork {
             usleep(pollMicroseconds)
             polls += 1
         }
-        // Its thread is named by then; it gives memory back (malloc_trim, its stack), then ends.
+        // Its thread is named by then; it gives memory back (malloc_trim, its stack), then ends or
+        // takes the pinger's name.
         while aft_test_thread_named("aftermath.deliv") == 1, polls < maxPolls {
             usleep(pollMicroseconds)
             polls += 1
