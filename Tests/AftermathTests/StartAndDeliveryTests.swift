@@ -395,6 +395,34 @@ struct StartAndDeliveryTests {
         }
     }
 
+    @Test(
+        "Starts in quick succession, each while the last one's delivery thread may still be about to take the pinger's role: one pinger and one watchdog at the end, no stop waits for ever"
+    )
+    func quickRestartsLeaveOnePinger() async {
+        await #expect(processExitsWith: .success) {
+            for i in 0..<20 {
+                var c = Aftermath.Configuration(
+                    serviceName: "pinger-restarts", serviceVersion: "\(i)", exporter: InMemoryExporter(),
+                    reportsDirectory: TestSupport.childDirectory("pinger-restarts"))
+                c.watchConcurrencyPool = false
+                do { try Aftermath.start(c) } catch { exit(10) }
+                if i % 3 == 0 { usleep(UInt32(i) * 100) }
+            }
+            guard StartAndDeliveryTests.settledStats() != nil else { exit(11) }
+            // The delivery threads of the earlier starts end; one pinger remains.
+            var names = StartAndDeliveryTests.threadNames()
+            for _ in 0..<500 {
+                names = StartAndDeliveryTests.threadNames()
+                if names.filter({ $0 == "aftermath.ping" }).count == 1, !names.contains("aftermath.deliv") { break }
+                usleep(10_000)
+            }
+            guard names.filter({ $0 == "aftermath.ping" }).count == 1 else { exit(12) }
+            guard names.filter({ $0 == "aftermath.hang" }).count == 1 else { exit(13) }
+            guard !names.contains("aftermath.deliv") else { exit(14) }
+            exit(0)
+        }
+    }
+
     @Test("Reports pending: the pinger is a thread of its own, made before the delivery, which may take long")
     func pendingDeliveryHasItsOwnPinger() async {
         await #expect(processExitsWith: .success) {
