@@ -7,7 +7,6 @@
  * Started with the watchdog, or, for start's delivery thread, taken on by that thread once its
  * delivery found nothing to send (aft_pinger_adopt): one thread's creation and end less a launch.
  */
-#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -16,6 +15,7 @@
 #include "CSignalShim.h"
 #include "shim_internal.h"
 #include "libunwind_local.h"
+#include "role_internal.h"
 #include "runs_internal.h"
 #include "watchdog_internal.h"
 
@@ -30,19 +30,10 @@ static aft_watch_target *aft_target_at(uint32_t index) {
 
 AFT_SMALL_STATE static pthread_t aft_g_pinger;
 AFT_SMALL_STATE static int aft_g_pinger_running;
-/* Who the pinger is: a thread of its own (joined at the stop), one still to come (start's
- * delivery thread takes the role on, or makes the thread), or the delivery thread itself (the
- * stop waits for aft_g_pinger_done). Changed under aft_g_watchdog_thread_lock but for the
- * delivery thread's taking the role, by compare-and-swap. */
-enum {
-    AFT_PINGER_NONE,
-    AFT_PINGER_THREAD,
-    AFT_PINGER_PENDING,
-    AFT_PINGER_ADOPTING,
-    AFT_PINGER_ADOPTED
-};
-AFT_SMALL_STATE static _Atomic uint32_t aft_g_pinger_mode;
-AFT_SMALL_STATE static _Atomic uint32_t aft_g_pinger_done; /* futex word: the adopted one ended */
+/* The pinger's role (role_internal.h): changed under aft_g_watchdog_thread_lock but for the
+ * delivery thread's taking it, by compare-and-swap. */
+AFT_SMALL_STATE static _Atomic uint32_t aft_g_pinger_role;
+AFT_SMALL_STATE static _Atomic uint32_t aft_g_pinger_done;
 /* The run record's updates: no pinger, a pinger that may take them on, one that does. */
 enum { AFT_RUN_HOST_NONE, AFT_RUN_HOST_OPEN, AFT_RUN_HOST_BUSY };
 AFT_SMALL_STATE static _Atomic uint32_t aft_g_run_host;
@@ -197,45 +188,29 @@ int aft_watchdog_start_pinger(aft_watchdog *w, int later) {
     if (later) {
         /* Its requests wait in their words until the delivery thread takes the role on or
          * makes the thread, moments later: the first main-queue ping went from start. */
-        atomic_store(&aft_g_pinger_mode, AFT_PINGER_PENDING);
+        atomic_store(&aft_g_pinger_role, AFT_ROLE_PENDING);
     } else {
         int err = aft_pinger_create(w);
         if (err != 0) return err;
-        atomic_store(&aft_g_pinger_mode, AFT_PINGER_THREAD);
+        atomic_store(&aft_g_pinger_role, AFT_ROLE_MADE);
     }
     aft_g_pinger_running = 1;
     atomic_store(&aft_g_run_host, AFT_RUN_HOST_OPEN);
     return 0;
 }
 
+static void aft_pinger_loop(void) { (void)aft_pinger_main(&aft_g_watchdog); }
+
 int aft_pinger_adopt(void) {
-    uint32_t expected = AFT_PINGER_PENDING;
-    if (!atomic_compare_exchange_strong(&aft_g_pinger_mode, &expected, AFT_PINGER_ADOPTING))
-        return 0;
-    /* Cleared before the role is taken: a stop that sees it taken waits for the loop's end. A
-     * stop that came meanwhile (the swap below fails) finds no loop to wait for. */
-    atomic_store(&aft_g_pinger_done, 0);
-    expected = AFT_PINGER_ADOPTING;
-    if (atomic_compare_exchange_strong(&aft_g_pinger_mode, &expected, AFT_PINGER_ADOPTED)) {
-        /* What the delivery allocated and touched deeper on this stack goes back; the loop
-         * stays above it. */
-#ifdef __GLIBC__
-        (void)malloc_trim(0);
-#endif
-        (void)aft_release_thread_stack_below();
-        aft_pinger_main(&aft_g_watchdog);
-    }
-    atomic_store(&aft_g_pinger_done, 1);
-    aft_async_futex_wake(&aft_g_pinger_done);
-    return 1;
+    return aft_role_take(&aft_g_pinger_role, &aft_g_pinger_done, aft_pinger_loop);
 }
 
 void aft_pinger_start_pending(void) {
-    if (atomic_load(&aft_g_pinger_mode) != AFT_PINGER_PENDING) return;
+    if (atomic_load(&aft_g_pinger_role) != AFT_ROLE_PENDING) return;
     aft_watchdog_lock_threads();
-    uint32_t pending = AFT_PINGER_PENDING;
-    if (atomic_load(&aft_g_pinger_mode) == pending && aft_pinger_create(&aft_g_watchdog) == 0)
-        atomic_store(&aft_g_pinger_mode, AFT_PINGER_THREAD);
+    if (atomic_load(&aft_g_pinger_role) == AFT_ROLE_PENDING &&
+        aft_pinger_create(&aft_g_watchdog) == 0)
+        atomic_store(&aft_g_pinger_role, AFT_ROLE_MADE);
     aft_watchdog_unlock_threads();
 }
 
@@ -244,15 +219,11 @@ void aft_watchdog_stop_pinger(aft_watchdog *w) {
     if (!aft_g_pinger_running) return;
     uint32_t host = atomic_exchange(&aft_g_run_host, AFT_RUN_HOST_NONE);
     aft_pinger_wake(w);
-    /* A role still to come is not taken on now (the delivery thread's swap fails); a thread of
-     * its own is joined; the delivery thread in the role leaves it at its next wake. */
-    uint32_t mode = atomic_exchange(&aft_g_pinger_mode, AFT_PINGER_NONE);
-    if (mode == AFT_PINGER_THREAD) pthread_join(aft_g_pinger, NULL);
-    if ((mode == AFT_PINGER_ADOPTING || mode == AFT_PINGER_ADOPTED) &&
-        atomic_load(&w->pinger_tid) != aft_async_gettid()) {
-        while (atomic_load(&aft_g_pinger_done) == 0)
-            aft_async_futex_wait_until(&aft_g_pinger_done, 0, 0);
-    }
+    /* A role still to come is not taken on now; the delivery thread in it leaves it at its next
+     * wake; a thread of its own is joined. */
+    int own = atomic_load(&w->pinger_tid) == aft_async_gettid();
+    if (aft_role_stop(&aft_g_pinger_role, &aft_g_pinger_done, own) == AFT_ROLE_MADE)
+        pthread_join(aft_g_pinger, NULL);
     aft_g_pinger_running = 0;
     atomic_store(&w->pinger_tid, 0);
     if (host == AFT_RUN_HOST_BUSY) aft_run_host_ended(); /* the run outlives the watchdog */
@@ -261,7 +232,7 @@ void aft_watchdog_stop_pinger(aft_watchdog *w) {
 /* A forked child has neither thread. */
 void aft_watchdog_forget_pinger(void) {
     aft_g_pinger_running = 0;
-    atomic_store(&aft_g_pinger_mode, AFT_PINGER_NONE);
+    atomic_store(&aft_g_pinger_role, AFT_ROLE_MADE);
     atomic_store(&aft_g_pinger_done, 1);
     atomic_store(&aft_g_run_host, AFT_RUN_HOST_NONE);
 }

@@ -87,6 +87,9 @@ void aft_delivery_unlock(void);
 /* Gives back the calling thread's stack pages below its caller's frame (their contents are dead
  * once the deep calls returned): for a thread about to end, whose stack glibc keeps cached with
  * every page it touched. Nothing on the main thread. Returns the bytes released. */
+/* For start's delivery thread as it takes on a role (the pinger, the run's updater): the heap's
+ * free memory and its stack below the caller's frame go back, as when a thread ends. */
+void aft_release_before_role(void);
 size_t aft_release_thread_stack_below(void);
 
 /* Names the calling thread (its first 15 bytes): one prctl, where Swift, without prctl or

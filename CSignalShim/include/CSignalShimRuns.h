@@ -39,8 +39,14 @@ int aft_run_start(const aft_run_options *options, char *error, size_t error_capa
 /* Starts the updater aft_run_start left for later (AFT_RUN_UPDATER_LATER), from any thread but
  * the app's (start's background thread): the run's first work, the OOM baseline and the next
  * launch's spare run file, is done on the caller first. 0, or the errno of its thread's
- * creation. */
-int aft_run_start_updater(void);
+ * creation. With later, where the pinger does not take the updates on, the updater's role waits
+ * for the caller: aft_run_updater_adopt, or aft_run_updater_start_pending for a thread. */
+int aft_run_start_updater(int later);
+/* The calling thread takes the updater's role left for later and keeps it until the updates
+ * stop: 1 then, 0 at once where there is no such role. */
+int aft_run_updater_adopt(void);
+/* Makes the updater's thread where its role is still left for later. */
+void aft_run_updater_start_pending(void);
 
 /* Hands a batch of records to the exporter and deletes their files once it acknowledged:
  * aft_export_begin() returns 1 when the hand-off may start, 0 when the process is being ended by

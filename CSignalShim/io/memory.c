@@ -126,17 +126,36 @@ int aft_release_memory_of_ended_thread(void) {
 #endif
 }
 
+void aft_release_before_role(void) {
+#ifdef __GLIBC__
+    /* Through its address (bound when the binary was loaded): its first call in a process would
+     * have the dynamic linker bind it here, its frames (the vector registers saved) a few KiB
+     * deeper on a stack that then stays in use. */
+    int (*volatile trim)(size_t) = malloc_trim;
+    (void)trim(0);
+#endif
+    (void)aft_release_thread_stack_below();
+}
+
 size_t aft_release_thread_stack_below(void) {
     /* The main thread's stack is the kernel's, grown on demand: pthread_getattr_np would read
      * /proc/self/maps for it, and the app's own calls reach those pages again anyway. */
     if (syscall(SYS_gettid) == getpid()) return 0;
-    pthread_attr_t attributes;
-    if (pthread_getattr_np(pthread_self(), &attributes) != 0) return 0;
     void *low = NULL;
     size_t size = 0;
-    int known = pthread_attr_getstack(&attributes, &low, &size) == 0;
-    pthread_attr_destroy(&attributes);
-    if (!known || low == NULL) return 0;
+    if (aft_on_own_stack()) {
+        /* The delivery thread's own: its bounds are known, and pthread_getattr_np's first call
+         * (its allocations bound by the dynamic linker, whose frames take a few KiB) would take
+         * the stack of a thread that goes on as the pinger a page deeper. */
+        low = aft_g_own_stack;
+        size = aft_g_own_stack_size;
+    } else {
+        pthread_attr_t attributes;
+        if (pthread_getattr_np(pthread_self(), &attributes) != 0) return 0;
+        int known = pthread_attr_getstack(&attributes, &low, &size) == 0;
+        pthread_attr_destroy(&attributes);
+        if (!known || low == NULL) return 0;
+    }
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     /* Live: this function's frame and what is above it, and below it this function's few locals
      * and madvise's call (a few hundred bytes). From 1 KiB below the frame down, all is dead. */
@@ -145,6 +164,8 @@ size_t aft_release_thread_stack_below(void) {
     if (frame < start + 2 * page) return 0;
     uintptr_t end = (frame - 1024) & ~(page - 1);
     if (end <= start || end > (uintptr_t)low + size) return 0;
-    if (madvise((void *)start, end - start, MADV_DONTNEED) != 0) return 0;
+    /* By system call: madvise's first call in a process would have the dynamic linker bind it
+     * here, its frames (the vector registers saved) a few KiB deep. */
+    if (syscall(SYS_madvise, (long)start, (long)(end - start), (long)MADV_DONTNEED) != 0) return 0;
     return end - start;
 }

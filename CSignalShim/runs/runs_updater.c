@@ -4,7 +4,9 @@
  * launch's spare run file), then a sample about once a second. While the hang watchdog's
  * pinger runs, the samples are its work between pings: it wakes for them anyway, and a thread
  * of their own would cost the app its creation, its stack's pages and a wake-up a second.
- * Without a pinger (hang detection off, or stopped), an updater thread does them.
+ * Without a pinger (hang detection off, or stopped), an updater thread does them: at start,
+ * start's delivery thread, which takes the role on once its delivery found nothing to send
+ * (aft_run_updater_adopt), as it takes the pinger's where hangs are watched.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -15,6 +17,7 @@
 
 #include "CSignalShim.h"
 #include "shim_internal.h"
+#include "role_internal.h"
 #include "runs_internal.h"
 #include "threads_internal.h"
 
@@ -25,6 +28,9 @@ AFT_SMALL_STATE static pthread_t aft_g_run_thread;
 AFT_SMALL_STATE static int aft_g_run_thread_running;  /* an updater thread of its own */
 AFT_SMALL_STATE static int aft_g_run_hosted;          /* the pinger does the updates */
 AFT_SMALL_STATE static int aft_g_run_updater_pending; /* left to aft_run_start_updater */
+/* The updater thread's role (role_internal.h), where start's delivery thread may take it on. */
+AFT_SMALL_STATE static _Atomic uint32_t aft_g_run_role;
+AFT_SMALL_STATE static _Atomic uint32_t aft_g_run_role_done;
 /* Guarded by aft_g_run_lock. */
 AFT_SMALL_STATE static pthread_cond_t aft_g_run_wake = PTHREAD_COND_INITIALIZER;
 AFT_SMALL_STATE static int aft_g_run_thread_stop;
@@ -132,7 +138,22 @@ void aft_run_host_ended(void) {
     pthread_mutex_unlock(&aft_g_run_thread_lock);
 }
 
-static int aft_run_start_updater_with(int first_work_here) {
+static void aft_run_updater_loop(void) { (void)aft_run_updater(NULL); }
+
+int aft_run_updater_adopt(void) {
+    return aft_role_take(&aft_g_run_role, &aft_g_run_role_done, aft_run_updater_loop);
+}
+
+void aft_run_updater_start_pending(void) {
+    if (atomic_load(&aft_g_run_role) != AFT_ROLE_PENDING) return;
+    pthread_mutex_lock(&aft_g_run_thread_lock);
+    if (atomic_load(&aft_g_run_role) == AFT_ROLE_PENDING &&
+        aft_thread_create(&aft_g_run_thread, NULL, aft_run_updater, NULL) == 0)
+        atomic_store(&aft_g_run_role, AFT_ROLE_MADE);
+    pthread_mutex_unlock(&aft_g_run_thread_lock);
+}
+
+static int aft_run_start_updater_with(int first_work_here, int later) {
     pthread_mutex_lock(&aft_g_run_thread_lock);
     int err = 0;
     if (aft_g_run_updater_pending && !aft_g_run_thread_running && !aft_g_run_hosted) {
@@ -147,19 +168,29 @@ static int aft_run_start_updater_with(int first_work_here) {
             pthread_mutex_unlock(&aft_g_run_lock);
             aft_g_run_hosted = aft_pinger_host_run();
         }
-        if (!aft_g_run_hosted) err = aft_run_create_updater_locked();
+        if (!aft_g_run_hosted && later) {
+            /* Left to the caller, start's delivery thread: it takes the role on, or makes the
+             * thread before a delivery that may take long. */
+            pthread_mutex_lock(&aft_g_run_lock);
+            aft_g_run_thread_stop = 0;
+            pthread_mutex_unlock(&aft_g_run_lock);
+            atomic_store(&aft_g_run_role, AFT_ROLE_PENDING);
+            aft_g_run_thread_running = 1;
+        } else if (!aft_g_run_hosted) {
+            err = aft_run_create_updater_locked();
+        }
     }
     pthread_mutex_unlock(&aft_g_run_thread_lock);
     return err;
 }
 
-int aft_run_start_updater(void) { return aft_run_start_updater_with(1); }
+int aft_run_start_updater(int later) { return aft_run_start_updater_with(1, later); }
 
 void aft_run_updater_arm(int start_now) {
     pthread_mutex_lock(&aft_g_run_thread_lock);
     aft_g_run_updater_pending = 1;
     pthread_mutex_unlock(&aft_g_run_thread_lock);
-    if (start_now) aft_run_start_updater_with(0);
+    if (start_now) aft_run_start_updater_with(0, 0);
 }
 
 void aft_run_updater_stop(void) {
@@ -174,7 +205,10 @@ void aft_run_updater_stop(void) {
         aft_g_run_thread_stop = 1;
         pthread_cond_broadcast(&aft_g_run_wake);
         pthread_mutex_unlock(&aft_g_run_lock);
-        pthread_join(aft_g_run_thread, NULL);
+        /* A role still to come is not taken now; one taken ends at its next wake. */
+        int own = atomic_load(&aft_g_run_updater_tid) == aft_async_gettid();
+        if (aft_role_stop(&aft_g_run_role, &aft_g_run_role_done, own) == AFT_ROLE_MADE)
+            pthread_join(aft_g_run_thread, NULL);
         aft_g_run_thread_running = 0;
     }
     pthread_mutex_unlock(&aft_g_run_thread_lock);
@@ -182,6 +216,8 @@ void aft_run_updater_stop(void) {
 
 void aft_run_updater_after_fork_in_child(void) {
     aft_g_run_thread_running = 0;
+    atomic_store(&aft_g_run_role, AFT_ROLE_MADE);
+    atomic_store(&aft_g_run_role_done, 1);
     aft_g_run_hosted = 0;
     aft_g_run_updater_pending = 0;
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;

@@ -109,17 +109,26 @@ public enum Aftermath {
             let installed = installed
             let body: @Sendable () -> Void = {
                 waitWhileCrashing()
-                startBackgroundThreads(configuration, watchingPool: watchingPool, pingerLater: true)
+                startBackgroundThreads(configuration, watchingPool: watchingPool, rolesLater: true)
                 aft_install_complete()  // every image's build id, the older threads' stacks
                 deliverAtStart(configuration, directory: directory, context: installed, environment: environment)
-                // Where hangs are watched and the delivery found nothing to send, this thread
-                // becomes the pinger until the watchdog stops: one thread's creation and end less.
-                _ = aft_pinger_adopt()
-                // What the delivery allocated (files read, records encoded) is free by now: back
-                // to the system, so a long-running app does not keep its start's peak resident.
+            }
+            // Once body's frames are gone, so that the loop runs on as few stack pages as can be:
+            // where the delivery found nothing to send, the thread becomes the pinger (hangs
+            // watched) or the run record's updater until they stop, one thread's creation and end
+            // less. What the delivery allocated (files read, records encoded) then goes back to
+            // the system, so a long-running app does not keep its start's peak resident.
+            let roles: @Sendable () -> Void = {
+                if aft_pinger_adopt() == 0 { _ = aft_run_updater_adopt() }
                 aft_release_free_memory()
             }
-            if !StartHelpers.detachedThread(named: "aftermath.deliver", body) { body() }
+            if !StartHelpers.detachedThread(named: "aftermath.deliver", body, then: roles) {
+                body()
+                // No thread to take the roles on: theirs, made now, not this one, the app's.
+                aft_pinger_start_pending()
+                aft_run_updater_start_pending()
+                aft_release_free_memory()
+            }
         }
     }
 
@@ -154,7 +163,7 @@ public enum Aftermath {
         _ configuration: Configuration, directory: ReportDirectory, context: ReportContext, watchingPool: Bool,
         environment: @Sendable () -> OTelEnvironment
     ) {
-        startBackgroundThreads(configuration, watchingPool: watchingPool, pingerLater: false)
+        startBackgroundThreads(configuration, watchingPool: watchingPool, rolesLater: false)
         aft_install_complete()
         deliverAtStart(configuration, directory: directory, context: context, environment: environment)
     }
@@ -173,7 +182,9 @@ public enum Aftermath {
             lastDeliveryState.withLock { $0 = Delivery.nothing() }
             return
         }
-        aft_pinger_start_pending()  // the pinger's thread of its own: this one delivers, maybe long
+        // Their threads of their own: this one delivers, maybe long.
+        aft_pinger_start_pending()
+        aft_run_updater_start_pending()
         deliver(
             self.collector(configuration, directory: directory, context: context), to: configuration.exporter,
             attachments: configuration.attachmentExporter,
@@ -192,13 +203,15 @@ public enum Aftermath {
     /// watchdog's and the run record's updater, which reads the OOM counters' baseline first.
     /// Then the Swift concurrency pool's probes, when hangs are watched: their first Task sets
     /// up the runtime's types and the pool's threads, a fifth of start on the caller before.
-    static func startBackgroundThreads(_ configuration: Configuration, watchingPool: Bool, pingerLater: Bool) {
+    /// With rolesLater, the pinger's and the updater's roles wait for the calling thread (start's
+    /// delivery thread), which takes one on or makes their threads before a long delivery.
+    static func startBackgroundThreads(_ configuration: Configuration, watchingPool: Bool, rolesLater: Bool) {
         var error = [CChar](repeating: 0, count: 256)
-        if aft_watchdog_start_thread(pingerLater ? 1 : 0, &error, error.count) != 0 {
+        if aft_watchdog_start_thread(rolesLater ? 1 : 0, &error, error.count) != 0 {
             let message = String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             hangDetectionProblem.withLock { $0 = StartError.hangWatchdogNotStarted(message).description }
         }
-        _ = aft_run_start_updater()
+        _ = aft_run_start_updater(rolesLater ? 1 : 0)
         if watchingPool { HangMonitor.watchPool(configuration) }
     }
 

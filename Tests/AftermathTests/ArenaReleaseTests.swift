@@ -84,10 +84,21 @@ struct ArenaReleaseTests {
 
     /// Starts Aftermath as an app would, its run record updated every 50 ms and no watchdog, in
     /// a fresh reports directory; returns the directory (exits 10 when start fails).
-    static func startWithFrequentUpdates() -> String {
+    /// With pending: a report waits for the delivery (a handled error recorded by an earlier
+    /// start), whose thread then ends; with nothing pending it stays as the run's updater.
+    static func startWithFrequentUpdates(pending: Bool = false) -> String {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent(
             "aftermath-arena-\(UUID().uuidString)"
         ).path
+        if pending {
+            var first = Aftermath.Configuration(
+                serviceName: "arena-test", serviceVersion: "1.0", exporter: InMemoryExporter(),
+                reportsDirectory: root, deliverPendingReportsSynchronously: true)
+            first.hangHeartbeat = .off
+            do { try Aftermath.start(first) } catch { exit(10) }
+            struct Recorded: Error {}
+            guard Aftermath.record(error: Recorded()) else { exit(10) }
+        }
         var config = Aftermath.Configuration(
             serviceName: "arena-test", serviceVersion: "1.0", exporter: InMemoryExporter(),
             reportsDirectory: root)
@@ -116,10 +127,12 @@ struct ArenaReleaseTests {
         }
     }
 
-    @Test("The delivery thread's stack is unmapped once the thread has ended, not kept for a later thread")
+    @Test(
+        "The delivery thread's stack is unmapped once the thread has ended (it had reports to send), not kept for a later thread"
+    )
     func deliveryStackUnmapped() async {
         await #expect(processExitsWith: .success) {
-            let root = ArenaReleaseTests.startWithFrequentUpdates()
+            let root = ArenaReleaseTests.startWithFrequentUpdates(pending: true)
             defer { try? FileManager.default.removeItem(atPath: root) }
             let stack = aft_own_stack_address()
             guard stack != 0 else { exit(11) }  // the delivery thread runs on a stack of its own

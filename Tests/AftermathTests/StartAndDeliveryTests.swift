@@ -396,6 +396,40 @@ struct StartAndDeliveryTests {
     }
 
     @Test(
+        "Hangs not watched, nothing pending: start's delivery thread becomes the run record's updater (it waits on the delivery's own stack)"
+    )
+    func deliveryThreadBecomesUpdater() async {
+        await #expect(processExitsWith: .success) {
+            var c = Aftermath.Configuration(
+                serviceName: "updater-adopted", serviceVersion: "1", exporter: InMemoryExporter(),
+                reportsDirectory: TestSupport.childDirectory("updater-adopted"))
+            c.hangHeartbeat = .off
+            c.hangOtherThreads = false
+            c.watchConcurrencyPool = false
+            do { try Aftermath.start(c) } catch { exit(10) }
+            let stack = UInt64(aft_own_stack_address())
+            guard stack != 0 else { exit(11) }  // the delivery thread runs on a stack of its own
+            // The updater, once it waits: its stack pointer, from its system call file.
+            for _ in 0..<500 {
+                let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+                for tid in tasks {
+                    let comm = (try? String(contentsOfFile: "/proc/self/task/\(tid)/comm", encoding: .utf8)) ?? ""
+                    guard comm.hasPrefix("aftermath.run"),
+                        let line = try? String(contentsOfFile: "/proc/self/task/\(tid)/syscall", encoding: .utf8)
+                    else { continue }
+                    let fields = line.split(separator: " ")
+                    guard fields.count >= 3, let sp = UInt64(fields[fields.count - 2].dropFirst(2), radix: 16) else {
+                        continue
+                    }
+                    exit(sp > stack && sp < stack + 64 * 1024 * 1024 ? 0 : 12)
+                }
+                usleep(10_000)
+            }
+            exit(13)  // no updater
+        }
+    }
+
+    @Test(
         "Starts in quick succession, each while the last one's delivery thread may still be about to take the pinger's role: one pinger and one watchdog at the end, no stop waits for ever"
     )
     func quickRestartsLeaveOnePinger() async {

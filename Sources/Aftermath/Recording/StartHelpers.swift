@@ -38,19 +38,23 @@ enum StartHelpers {
         return (uuid(bytes.0, bytes.1), uuid(bytes.2, bytes.3), uuid(bytes.4, bytes.5))
     }
 
-    /// Runs body on a new detached thread named name (at most 15 bytes show); false when no
-    /// thread could be made.
+    /// Runs body on a new detached thread named name (at most 15 bytes show), then `then` once
+    /// body's frames are gone; false when no thread could be made.
     @discardableResult
-    static func detachedThread(named name: String, _ body: @escaping @Sendable () -> Void) -> Bool {
+    static func detachedThread(
+        named name: String, _ body: @escaping @Sendable () -> Void, then: (@Sendable () -> Void)? = nil
+    ) -> Bool {
         final class Box: @unchecked Sendable {  // handed to the new thread once, then released
             let name: String
             let body: @Sendable () -> Void
-            init(name: String, body: @escaping @Sendable () -> Void) {
+            let then: (@Sendable () -> Void)?
+            init(name: String, body: @escaping @Sendable () -> Void, then: (@Sendable () -> Void)?) {
                 self.name = name
                 self.body = body
+                self.then = then
             }
         }
-        let box = Unmanaged.passRetained(Box(name: name, body: body)).toOpaque()
+        let box = Unmanaged.passRetained(Box(name: name, body: body, then: then)).toOpaque()
         var attributes = pthread_attr_t()
         pthread_attr_init(&attributes)
         defer { pthread_attr_destroy(&attributes) }
@@ -66,6 +70,7 @@ enum StartHelpers {
                 let box = Unmanaged<Box>.fromOpaque(argument!).takeRetainedValue()
                 aft_set_thread_name(box.name)
                 box.body()
+                box.then?()
                 // Where the stack is glibc's, it keeps it for a later thread with every page
                 // the body touched: the pages below this frame go back to the system.
                 _ = aft_release_thread_stack_below()
