@@ -310,18 +310,10 @@ struct StartAndDeliveryTests {
             for _ in 0..<500 where Aftermath.lastDelivery == nil { usleep(10_000) }
             guard Aftermath.lastDelivery != nil else { exit(11) }
             // Each thread names itself as it begins: on a loaded machine one may not have run yet.
-            func names() -> Set<String> {
-                let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
-                return Set(
-                    tasks.map {
-                        (try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8))?
-                            .trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
-                    })
-            }
-            var seen = names()
+            var seen = Set(StartAndDeliveryTests.threadNames())
             for _ in 0..<500 where !seen.isSuperset(of: ["aftermath.hang", "aftermath.ping"]) {
                 usleep(10_000)
-                seen = names()
+                seen = Set(StartAndDeliveryTests.threadNames())
             }
             // No unwinding helper's donor: the resident waits for a first hang. No run updater:
             // the pinger does its work.
@@ -336,14 +328,20 @@ struct StartAndDeliveryTests {
         }
     }
 
-    /// The names of the process's threads now.
-    static func threadNames() -> [String] {
+    /// The process's threads now: their ids and names.
+    static func threads() -> [(tid: String, name: String)] {
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
         return tasks.map {
-            (try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8))?
-                .trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+            (
+                $0,
+                (try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8))?
+                    .trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+            )
         }
     }
+
+    /// The names of the process's threads now.
+    static func threadNames() -> [String] { threads().map(\.name) }
 
     /// The watchdog's counters once its thread and its pinger have both begun (5 s at most).
     static func settledStats() -> aft_watchdog_stats? {
@@ -411,10 +409,8 @@ struct StartAndDeliveryTests {
             guard stack != 0 else { exit(11) }  // the delivery thread runs on a stack of its own
             // The updater, once it waits: its stack pointer, from its system call file.
             for _ in 0..<500 {
-                let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
-                for tid in tasks {
-                    let comm = (try? String(contentsOfFile: "/proc/self/task/\(tid)/comm", encoding: .utf8)) ?? ""
-                    guard comm.hasPrefix("aftermath.run"),
+                for (tid, name) in StartAndDeliveryTests.threads() {
+                    guard name == "aftermath.run",
                         let line = try? String(contentsOfFile: "/proc/self/task/\(tid)/syscall", encoding: .utf8)
                     else { continue }
                     let fields = line.split(separator: " ")
