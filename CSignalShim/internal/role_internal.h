@@ -12,6 +12,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/prctl.h>
 
 #include "shim_internal.h"
 
@@ -28,8 +29,13 @@ static inline int aft_role_take(_Atomic uint32_t *state, _Atomic uint32_t *done,
     atomic_store(done, 0);
     expected = AFT_ROLE_TAKING;
     if (atomic_compare_exchange_strong(state, &expected, AFT_ROLE_TAKEN)) {
+        char name[16] = {0};
+        (void)prctl(PR_GET_NAME, name, 0, 0, 0);
         aft_release_before_role(); /* the delivery's heap and deeper stack go back */
-        loop();
+        loop();                    /* under the role's name */
+        /* Left under its own name: the stop returns once done is set, and the thread then ends
+         * a moment later, never seen as the role it no longer plays. */
+        (void)prctl(PR_SET_NAME, name, 0, 0, 0);
     }
     atomic_store(done, 1);
     aft_async_futex_wake(done);
