@@ -90,15 +90,7 @@ struct ArenaReleaseTests {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent(
             "aftermath-arena-\(UUID().uuidString)"
         ).path
-        if pending {
-            var first = Aftermath.Configuration(
-                serviceName: "arena-test", serviceVersion: "1.0", exporter: InMemoryExporter(),
-                reportsDirectory: root, deliverPendingReportsSynchronously: true)
-            first.hangHeartbeat = .off
-            do { try Aftermath.start(first) } catch { exit(10) }
-            struct Recorded: Error {}
-            guard Aftermath.record(error: Recorded()) else { exit(10) }
-        }
+        if pending, !StartAndDeliveryTests.leaveReportPending(in: root, service: "arena-test") { exit(10) }
         var config = Aftermath.Configuration(
             serviceName: "arena-test", serviceVersion: "1.0", exporter: InMemoryExporter(),
             reportsDirectory: root)

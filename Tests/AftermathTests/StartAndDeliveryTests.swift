@@ -340,6 +340,18 @@ struct StartAndDeliveryTests {
         }
     }
 
+    /// Leaves a report pending in directory for the next start (a handled error recorded by a
+    /// start that delivers on its caller and watches no hang), so that start's delivery is a full
+    /// one. False when it could not.
+    static func leaveReportPending(in directory: String, service: String) -> Bool {
+        var first = Aftermath.Configuration(
+            serviceName: service, serviceVersion: "1", exporter: InMemoryExporter(),
+            reportsDirectory: directory, deliverPendingReportsSynchronously: true)
+        first.hangHeartbeat = .off
+        struct Recorded: Error {}
+        return (try? Aftermath.start(first)) != nil && Aftermath.record(error: Recorded())
+    }
+
     /// The names of the process's threads now.
     static func threadNames() -> [String] { threads().map(\.name) }
 
@@ -464,13 +476,9 @@ struct StartAndDeliveryTests {
     func pendingDeliveryHasItsOwnPinger() async {
         await #expect(processExitsWith: .success) {
             let directory = TestSupport.childDirectory("pinger-own-thread")
-            var first = Aftermath.Configuration(
-                serviceName: "pinger-own-thread", serviceVersion: "1", exporter: InMemoryExporter(),
-                reportsDirectory: directory, deliverPendingReportsSynchronously: true)
-            first.hangHeartbeat = .off
-            do { try Aftermath.start(first) } catch { exit(10) }
-            struct Recorded: Error {}
-            guard Aftermath.record(error: Recorded()) else { exit(11) }  // pending for the next start
+            guard StartAndDeliveryTests.leaveReportPending(in: directory, service: "pinger-own-thread") else {
+                exit(11)
+            }
             final class Holding: LogExporter, @unchecked Sendable {
                 let entered = DispatchSemaphore(value: 0)
                 let release = DispatchSemaphore(value: 0)
