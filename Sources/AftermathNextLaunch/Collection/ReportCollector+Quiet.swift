@@ -50,35 +50,12 @@ extension ReportCollector {
 
     /// Whether dir lists no entry but hidden ones and the one with inode `allowed`.
     static func holdsNothing(_ dir: String, but allowed: UInt64, orIsMissing missingIsEmpty: Bool = false) -> Bool {
-        switch walk(dir, { name, inode, _ in name.first == UInt8(ascii: ".") || (allowed != 0 && inode == allowed) }) {
+        switch StoreFiles.walk(
+            dir, { name, inode, _, _ in name.first == UInt8(ascii: ".") || (allowed != 0 && inode == allowed) })
+        {
         case .ended: return true
         case .cannotOpen(let error): return missingIsEmpty && error == ENOENT
         case .stopped, .failed: return false
-        }
-    }
-
-    /// How a ``walk(_:_:)`` ended.
-    enum Walk {
-        case ended, stopped, failed
-        case cannotOpen(Int32)
-    }
-
-    /// Each entry of the directory at path (its name's bytes with the NUL, inode, d_type) to
-    /// body until it returns false. With getdents64(2) (aft_dir_reader): a DIR's allocation and
-    /// its two fcntl calls a directory less, at every launch's quiet delivery.
-    static func walk(
-        _ path: String, _ body: (_ name: UnsafeRawBufferPointer, _ inode: UInt64, _ type: UInt8) -> Bool
-    ) -> Walk {
-        var reader = aft_dir_reader()
-        let error = aft_dir_reader_open(&reader, path)
-        guard error == 0 else { return .cannotOpen(error) }
-        defer { aft_dir_reader_close(&reader) }
-        while true {
-            errno = 0
-            var inode: UInt64 = 0
-            var type: UInt8 = 0
-            guard let name = aft_dir_reader_next(&reader, &inode, &type) else { return errno == 0 ? .ended : .failed }
-            if !body(UnsafeRawBufferPointer(start: name, count: strlen(name) + 1), inode, type) { return .stopped }
         }
     }
 
@@ -91,7 +68,7 @@ extension ReportCollector {
         let now = Double(Clock.realtimeNanoseconds()) / 1e9
         var kept = 0
         var dead = 0
-        let walked = Self.walk(runs) { raw, inode, type in
+        let walked = StoreFiles.walk(runs) { raw, inode, type, _ in
             // Most entries are ended runs, kept for their reports' sessions: known from the raw
             // name, without a String (a long-used runs/ holds dozens).
             if Int(type) == Int(DT_REG), Self.isEndedRunName(raw) {

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CSignalShim
 
 /// The file-system calls the store makes on paths it found on disk or read from a file: none
 /// blocks, none follows a symbolic link, every file it creates is new (O_EXCL) and 0600.
@@ -30,32 +31,55 @@ package enum StoreFiles {
         }
     }
 
+    /// How a ``walk(_:_:)`` ended.
+    package enum Walk {
+        case ended, stopped, failed
+        case cannotOpen(Int32)
+    }
+
+    /// Each entry of the directory at path (its name's bytes with the NUL, inode, d_type, the
+    /// directory's descriptor) to body until it returns false. With getdents64(2)
+    /// (aft_dir_reader): no DIR, its allocation and two fcntl calls, for every directory a
+    /// delivery lists. Non-blocking, without following a final link.
+    package static func walk(
+        _ path: String,
+        _ body: (_ name: UnsafeRawBufferPointer, _ inode: UInt64, _ type: UInt8, _ directory: Int32) -> Bool
+    ) -> Walk {
+        var reader = aft_dir_reader()
+        let error = aft_dir_reader_open(&reader, path)
+        guard error == 0 else { return .cannotOpen(error) }
+        defer { aft_dir_reader_close(&reader) }
+        while true {
+            errno = 0
+            var inode: UInt64 = 0
+            var type: UInt8 = 0
+            guard let name = aft_dir_reader_next(&reader, &inode, &type) else { return errno == 0 ? .ended : .failed }
+            if !body(UnsafeRawBufferPointer(start: name, count: strlen(name) + 1), inode, type, reader.fd) {
+                return .stopped
+            }
+        }
+    }
+
     /// The entries of dir, sorted by name; hidden names skipped. One lstat each (relative to the
     /// open directory), no open of any entry: a FIFO, socket or device costs nothing here.
     /// A name statting refuses is not lstat'ed where the directory says it is a regular file:
     /// its `modified` is nan (not read).
     package static func entries(_ dir: String, statting: (String) -> Bool = { _ in true }) -> [Entry] {
-        let fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
-        guard fd >= 0, let stream = fdopendir(fd) else {
-            return []
-        }
-        defer { closedir(stream) }
         var out: [Entry] = []
-        while let entry = readdir(stream) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
-            guard !name.hasPrefix(".") else { continue }
-            if Int(entry.pointee.d_type) == Int(DT_REG), !statting(name) {
+        _ = walk(dir) { raw, _, type, directory in
+            let name = String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            guard !name.hasPrefix(".") else { return true }
+            if Int(type) == Int(DT_REG), !statting(name) {
                 out.append(Entry(name: name, type: S_IFREG, modified: .nan))
-                continue
+                return true
             }
             var st = stat()
-            guard fstatat(dirfd(stream), name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
+            guard fstatat(directory, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { return true }
             out.append(
                 Entry(
                     name: name, type: st.st_mode & S_IFMT,
                     modified: Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9))
+            return true
         }
         return stablySorted(out) { $0.name < $1.name }
     }
@@ -95,15 +119,11 @@ package enum StoreFiles {
 
     /// Counts the names in dir ending with suffix, stopping at limit (no stat, no sort).
     package static func count(in dir: String, suffix: String, upTo limit: Int) -> Int {
-        let fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
-        guard fd >= 0, let stream = fdopendir(fd) else { return 0 }
-        defer { closedir(stream) }
         var n = 0
-        while n < limit, let entry = readdir(stream) {
-            let matches = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self).hasSuffix(suffix)
-            }
-            if matches { n += 1 }
+        _ = walk(dir) { raw, _, _, _ in
+            guard n < limit else { return false }
+            if String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self).hasSuffix(suffix) { n += 1 }
+            return n < limit
         }
         return n
     }
