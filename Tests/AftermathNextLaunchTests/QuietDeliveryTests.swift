@@ -141,19 +141,44 @@ struct QuietDeliveryTests {
         #expect(!many.quiet())
     }
 
-    @Test("Over the run count, or at a launch that reads ages: the full delivery's retention runs")
-    func retentionIsNotQuiet() throws {
+    @Test("Over the run count: the full delivery's retention runs")
+    func overCountIsNotQuiet() throws {
         let launch = try Launch()
         defer { launch.release() }
         var few = launch.collector
         few.limits.maxRunFiles = 4  // this run's, the live one, two ended, the clean one: 5
         #expect(!few.deliverQuietly(own: launch.own))
-        var id = launch.runID.uuid
-        id.0 = 0x30
-        let agePass = ReportCollector(
-            directory: launch.directory, currentRunID: UUID(uuid: id), environment: launch.system.environment())
-        #expect(!agePass.deliverQuietly(own: launch.own))
         #expect(launch.quiet())
+    }
+
+    @Test("At a launch that reads ages: ended runs past the run age limit are removed, quietly")
+    func agePassIsQuiet() throws {
+        let launch = try Launch()
+        defer { launch.release() }
+        let ended = try FileManager.default.contentsOfDirectory(atPath: launch.directory.runs)
+            .filter { $0.hasSuffix(".ended") }.sorted().map { launch.directory.runs + "/" + $0 }
+        try #require(ended.count == 2)
+        try FileManager.default.setAttributes(
+            [.modificationDate: Date().addingTimeInterval(-8 * 24 * 3600)], ofItemAtPath: ended[0])
+        // Another launch's turn reads no age: the old one stays.
+        #expect(launch.quiet())
+        #expect(launch.exists(ended[0]) && launch.exists(ended[1]))
+        var id = launch.runID.uuid
+        id.0 = 0x30  // one launch in 16
+        var agePass = ReportCollector(
+            directory: launch.directory, currentRunID: UUID(uuid: id), environment: launch.system.environment())
+        agePass.limits.maxRemovalsPerCollection = 0
+        #expect(agePass.deliverQuietly(own: launch.own))
+        #expect(launch.exists(ended[0]), "no removal left in the budget")
+        agePass.limits.maxRemovalsPerCollection = 512
+        #expect(agePass.deliverQuietly(own: launch.own))
+        #expect(!launch.exists(ended[0]), "past the run age limit")
+        #expect(launch.exists(ended[1]))
+        #expect(launch.exists(launch.livePath))
+        // The full delivery's own age pass finds nothing left to do.
+        let after = agePass.collect()
+        #expect(after.reports.isEmpty && after.rejected.isEmpty)
+        #expect(launch.exists(ended[1]))
     }
 
     @Test("A delivery lock file that cannot be used (a planted link): not quiet, nothing renamed")

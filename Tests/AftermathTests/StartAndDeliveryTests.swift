@@ -381,12 +381,8 @@ struct StartAndDeliveryTests {
             do { try Aftermath.start(config("a")) } catch { exit(10) }
             guard let first = StartAndDeliveryTests.settledStats() else { exit(11) }
             guard Aftermath.lastDelivery != nil else { exit(12) }
-            // tids are given in order: a pinger of its own comes after the watchdog's thread. One
-            // launch in 16 reads the ended runs' ages (a full delivery): then it has its own.
-            let agePass = (Aftermath.currentContext?.runID.uuid.0 ?? 1) & 15 == 0
-            guard agePass ? first.pinger_tid > first.watchdog_tid : first.pinger_tid < first.watchdog_tid else {
-                exit(13)
-            }
+            // tids are given in order: a pinger of its own comes after the watchdog's thread.
+            guard first.pinger_tid < first.watchdog_tid else { exit(13) }
             guard !StartAndDeliveryTests.threadNames().contains("aftermath.deliv") else { exit(14) }
             // A second start stops the first watchdog (the adopted pinger leaves its loop and its
             // thread ends) and its own delivery thread takes the role again.
@@ -433,10 +429,7 @@ struct StartAndDeliveryTests {
                     guard fields.count >= 3, let sp = UInt64(fields[fields.count - 2].dropFirst(2), radix: 16) else {
                         continue
                     }
-                    // One launch in 16 reads the ended runs' ages (a full delivery): then the
-                    // updater is a thread of its own.
-                    let agePass = (Aftermath.currentContext?.runID.uuid.0 ?? 1) & 15 == 0
-                    exit((sp > stack && sp < stack + 64 * 1024 * 1024) != agePass ? 0 : 12)
+                    exit(sp > stack && sp < stack + 64 * 1024 * 1024 ? 0 : 12)
                 }
                 usleep(10_000)
             }

@@ -29,13 +29,15 @@ extension ReportCollector {
     /// ``deliver(to:attachments:resource:)`` would do then is rename the clean ones to .ended;
     /// this does that from the directories' listings, under the same locks, without the
     /// collection's passes (their file, record and collection types cost every launch's
-    /// delivery thread about 0.2 ms and 6-8 pages of the Swift runtime's memory). Nil when
-    /// anything else is there, or retention is due (over the run count, or this launch's turn
-    /// to read ages): the full delivery then runs, and finds at most those renames done.
-    /// Returns whether it did the delivery (a Bool: an optional ``Delivery`` would have the
-    /// runtime build its type's metadata by name at every launch).
+    /// delivery thread about 0.2 ms and 6-8 pages of the Swift runtime's memory). At one launch
+    /// in 16, the full delivery's turn to read the ended runs' ages, it removes those past the
+    /// run age limit as that one would (the full delivery made such a launch cost about 1.6 ms
+    /// more CPU). False when anything else is there, or the runs are over their count: the
+    /// full delivery then runs, and finds at most those renames and removals done. Returns
+    /// whether it did the delivery (a Bool: an optional ``Delivery`` would have the runtime
+    /// build its type's metadata by name at every launch).
     package func deliverQuietly(own: OwnFiles) -> Bool {
-        guard let currentRunID, currentRunID.uuid.0 & 15 != 0 else { return false }  // an age pass
+        guard let currentRunID else { return false }
         guard aft_delivery_lock() == 0 else { return false }
         defer { aft_delivery_unlock() }
         let lockPath = ReportDirectory.join(directory.root, ".deliver.lock")
@@ -60,18 +62,27 @@ extension ReportCollector {
     }
 
     /// runs/ as ``collectRuns(_:)`` would leave it with nothing to report: every dead run that
-    /// ended cleanly renamed to .ended. False at the first entry it would do more with (a run
+    /// ended cleanly renamed to .ended and, at an age pass (one launch in 16), every ended run
+    /// past the run age limit removed. False at the first entry it would do more with (a run
     /// that ended otherwise, or too old, a leftover, a foreign name, more than four dead runs),
     /// or when the ended runs are over the count.
     func endCleanRuns(ownRunFile: UInt64, currentRunID: UUID) -> Bool {
         let runs = directory.runs
         let now = Double(Clock.realtimeNanoseconds()) / 1e9
+        let agePass = currentRunID.uuid.0 & 15 == 0
+        var removals = limits.maxRemovalsPerCollection
         var kept = 0
         var dead = 0
-        let walked = StoreFiles.walk(runs) { raw, inode, type, _ in
+        let walked = StoreFiles.walk(runs) { raw, inode, type, directory in
             // Most entries are ended runs, kept for their reports' sessions: known from the raw
             // name, without a String (a long-used runs/ holds dozens).
             if Int(type) == Int(DT_REG), Self.isEndedRunName(raw) {
+                if agePass, removals > 0, Self.modifiedBefore(now - limits.maxRunAgeSeconds, raw, in: directory) {
+                    removals -= 1
+                    if unlinkat(directory, raw.baseAddress!.assumingMemoryBound(to: CChar.self), 0) == 0 {
+                        return true
+                    }
+                }
                 kept += 1
                 return true
             }
@@ -86,9 +97,9 @@ extension ReportCollector {
             if name == AFT_RUN_SPARE_FILE_NAME { return Self.isEmptySpare(path, name: name) }
             let isEnded = name.hasSuffix(".ended")
             guard isEnded || name.hasSuffix(".run"), Self.hasRunIDStem(name) else { return false }
-            if isEnded {
+            if isEnded {  // an ended run's name read otherwise: its age is the full delivery's
                 kept += 1
-                return true
+                return !agePass
             }
             dead += 1
             var st = stat()
@@ -114,6 +125,15 @@ extension ReportCollector {
         }
         guard case .ended = walked else { return false }
         return kept <= limits.maxRunFiles
+    }
+
+    /// Whether the entry named raw (its bytes with the NUL) in the open directory was last
+    /// modified before `limit` (seconds since the epoch), as lstat sees it.
+    static func modifiedBefore(_ limit: Double, _ raw: UnsafeRawBufferPointer, in directory: Int32) -> Bool {
+        var st = stat()
+        let name = raw.baseAddress!.assumingMemoryBound(to: CChar.self)
+        guard fstatat(directory, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { return false }
+        return Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9 < limit
     }
 
     /// Whether name begins with a run id (32 hex digits) and a dot: read on its bytes, with no
