@@ -141,14 +141,29 @@ struct QuietDeliveryTests {
         #expect(!many.quiet())
     }
 
-    @Test("Over the run count: the full delivery's retention runs")
-    func overCountIsNotQuiet() throws {
+    @Test("Over the run count: the oldest ended runs go, down to three quarters of it, quietly", arguments: [1, 512])
+    func overCountIsQuiet(removals: Int) throws {
         let launch = try Launch()
         defer { launch.release() }
+        let ended = try FileManager.default.contentsOfDirectory(atPath: launch.directory.runs)
+            .filter { $0.hasSuffix(".ended") }.sorted().map { launch.directory.runs + "/" + $0 }
+        try #require(ended.count == 2)
+        try FileManager.default.setAttributes(
+            [.modificationDate: Date().addingTimeInterval(-7200)], ofItemAtPath: ended[1])
+        try FileManager.default.setAttributes(
+            [.modificationDate: Date().addingTimeInterval(-3600)], ofItemAtPath: ended[0])
         var few = launch.collector
-        few.limits.maxRunFiles = 4  // this run's, the live one, two ended, the clean one: 5
-        #expect(!few.deliverQuietly(own: launch.own))
-        #expect(launch.quiet())
+        few.limits.maxRunFiles = 4  // this run's, the live one, two ended, the clean one: 5, down to 3
+        few.limits.maxRemovalsPerCollection = removals
+        #expect(few.deliverQuietly(own: launch.own))
+        #expect(!launch.exists(ended[1]), "the oldest")
+        #expect(launch.exists(ended[0]) == (removals == 1), "the next oldest, within the removal budget")
+        #expect(launch.exists(String(launch.cleanPath.dropLast(".run".count)) + ".ended"), "the newest ended run kept")
+        #expect(launch.exists(launch.livePath))
+        // The full delivery finds nothing left to do.
+        let after = few.collect()
+        #expect(after.reports.isEmpty && after.rejected.isEmpty)
+        #expect(launch.exists(ended[0]) == (removals == 1))
     }
 
     @Test("At a launch that reads ages: ended runs past the run age limit are removed, quietly")

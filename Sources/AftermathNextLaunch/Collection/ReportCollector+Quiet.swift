@@ -31,11 +31,11 @@ extension ReportCollector {
     /// collection's passes (their file, record and collection types cost every launch's
     /// delivery thread about 0.2 ms and 6-8 pages of the Swift runtime's memory). At one launch
     /// in 16, the full delivery's turn to read the ended runs' ages, it removes those past the
-    /// run age limit as that one would (the full delivery made such a launch cost about 1.6 ms
-    /// more CPU). False when anything else is there, or the runs are over their count: the
-    /// full delivery then runs, and finds at most those renames and removals done. Returns
-    /// whether it did the delivery (a Bool: an optional ``Delivery`` would have the runtime
-    /// build its type's metadata by name at every launch).
+    /// run age limit as that one would (the full delivery made such a launch cost about 1.1 ms
+    /// more CPU); over the run count, it removes the oldest ended runs as that one would. False
+    /// when anything else is there: the full delivery then runs, and finds at most those
+    /// renames and removals done. Returns whether it did the delivery (a Bool: an optional
+    /// ``Delivery`` would have the runtime build its type's metadata by name at every launch).
     package func deliverQuietly(own: OwnFiles) -> Bool {
         guard let currentRunID else { return false }
         guard aft_delivery_lock() == 0 else { return false }
@@ -124,7 +124,33 @@ extension ReportCollector {
             return true
         }
         guard case .ended = walked else { return false }
-        return kept <= limits.maxRunFiles
+        return kept <= limits.maxRunFiles || removeOldestEndedRuns(total: kept, removals: removals)
+    }
+
+    /// Over the run count: the oldest ended runs (by their last modification) removed until
+    /// three quarters of the count are left, as ``collectRuns(_:)`` would, so that the next
+    /// launches, each ending one more run, list them without reading their ages. False when
+    /// runs/ cannot be read again.
+    func removeOldestEndedRuns(total: Int, removals: Int) -> Bool {
+        var ended: [(name: String, modified: Double)] = []
+        let walked = StoreFiles.walk(directory.runs) { raw, _, type, directory in
+            guard Int(type) == Int(DT_REG), Self.isEndedRunName(raw) else { return true }
+            var st = stat()
+            let name = raw.baseAddress!.assumingMemoryBound(to: CChar.self)
+            guard fstatat(directory, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { return true }
+            ended.append((String(cString: name), Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9))
+            return true
+        }
+        guard case .ended = walked else { return false }
+        let keep = limits.maxRunFiles - limits.maxRunFiles / 4
+        let oldestFirst = StoreFiles.stablySorted(ended.sorted { $0.name < $1.name }) { $0.modified < $1.modified }
+        var total = total
+        var removals = removals
+        for file in oldestFirst where total > keep && removals > 0 {
+            removals -= 1
+            if unlink(ReportDirectory.join(directory.runs, file.name)) == 0 { total -= 1 }
+        }
+        return true
     }
 
     /// Whether the entry named raw (its bytes with the NUL) in the open directory was last
