@@ -65,7 +65,7 @@ extension ReportCollector {
         to exporter: any LogExporter, attachments attachmentExporter: (any AttachmentExporter)?,
         resource: Resource
     ) -> Delivery {
-        let lockPath = ReportDirectory.join(directory.root, ".deliver.lock")
+        let lockPath = directory.deliveryLock
         let lock: Int32
         switch StoreFiles.openLockFile(lockPath) {
         case .success(let fd): lock = fd
