@@ -43,11 +43,12 @@ struct EveryThreadTests {
             guard aft_test_start_workers(AFT_TEST_WORKER_PARKED, 8) == 0,
                 aft_test_start_workers(AFT_TEST_WORKER_BLOCKS_SIGNALS, 1) == 0
             else { _exit(97) }
-            // The pinger's role is taken by start's delivery thread once its delivery is done.
+            // The pinger's role is taken by start's delivery thread once its delivery is done;
+            // each of the two threads notes its id once it has named itself.
             var stats = aft_watchdog_stats()
             for _ in 0..<500 {
                 aft_watchdog_get_stats(&stats)
-                if stats.pinger_tid != 0 { break }
+                if stats.pinger_tid != 0 && stats.watchdog_tid != 0 { break }
                 usleep(10_000)
             }
             UnsafeMutablePointer<Int>(bitPattern: 8)!.pointee = 1

@@ -69,7 +69,12 @@ struct WatchdogSignalTests {
             pthread_sigmask(SIG_BLOCK, &all, nil)
             WatchdogSignalTests.startManual("hang-blocked-starter")
             aft_unwind_resident_start()  // its donor too, as after a first hang
-            usleep(100_000)
+            // Each thread names itself as it begins: waited for, with no bound on the machine's speed.
+            for _ in 0..<500 {
+                let named = Set(StartAndDeliveryTests.threadNames())
+                if named.isSuperset(of: ["aftermath.hang", "aftermath.ping", "aftermath.unw"]) { break }
+                usleep(10_000)
+            }
             let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
             var names: [String] = []
             for tid in tasks {
