@@ -68,6 +68,18 @@ struct QuietDeliveryTests {
 
         func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
 
+        /// The ended runs' paths in runs/, sorted by name.
+        func endedRuns() throws -> [String] {
+            try FileManager.default.contentsOfDirectory(atPath: directory.runs)
+                .filter { $0.hasSuffix(".ended") }.sorted().map { directory.runs + "/" + $0 }
+        }
+
+        /// Makes path last modified that many seconds ago.
+        static func setAge(of path: String, seconds: Double) throws {
+            try FileManager.default.setAttributes(
+                [.modificationDate: Date().addingTimeInterval(-seconds)], ofItemAtPath: path)
+        }
+
         func release() { ([liveLock] + ownLocks).forEach { close($0) } }
     }
 
@@ -125,8 +137,7 @@ struct QuietDeliveryTests {
 
         let old = try Launch()
         defer { old.release() }
-        try FileManager.default.setAttributes(
-            [.modificationDate: Date().addingTimeInterval(-31 * 24 * 3600)], ofItemAtPath: old.cleanPath)
+        try Launch.setAge(of: old.cleanPath, seconds: 31 * 24 * 3600)
         #expect(!old.quiet())
         #expect(old.exists(old.cleanPath), "left for the full delivery to reject")
 
@@ -145,13 +156,10 @@ struct QuietDeliveryTests {
     func overCountIsQuiet(removals: Int) throws {
         let launch = try Launch()
         defer { launch.release() }
-        let ended = try FileManager.default.contentsOfDirectory(atPath: launch.directory.runs)
-            .filter { $0.hasSuffix(".ended") }.sorted().map { launch.directory.runs + "/" + $0 }
+        let ended = try launch.endedRuns()
         try #require(ended.count == 2)
-        try FileManager.default.setAttributes(
-            [.modificationDate: Date().addingTimeInterval(-7200)], ofItemAtPath: ended[1])
-        try FileManager.default.setAttributes(
-            [.modificationDate: Date().addingTimeInterval(-3600)], ofItemAtPath: ended[0])
+        try Launch.setAge(of: ended[1], seconds: 7200)
+        try Launch.setAge(of: ended[0], seconds: 3600)
         var few = launch.collector
         few.limits.maxRunFiles = 4  // this run's, the live one, two ended, the clean one: 5, down to 3
         few.limits.maxRemovalsPerCollection = removals
@@ -170,11 +178,9 @@ struct QuietDeliveryTests {
     func agePassIsQuiet() throws {
         let launch = try Launch()
         defer { launch.release() }
-        let ended = try FileManager.default.contentsOfDirectory(atPath: launch.directory.runs)
-            .filter { $0.hasSuffix(".ended") }.sorted().map { launch.directory.runs + "/" + $0 }
+        let ended = try launch.endedRuns()
         try #require(ended.count == 2)
-        try FileManager.default.setAttributes(
-            [.modificationDate: Date().addingTimeInterval(-8 * 24 * 3600)], ofItemAtPath: ended[0])
+        try Launch.setAge(of: ended[0], seconds: 8 * 24 * 3600)
         // Another launch's turn reads no age: the old one stays.
         #expect(launch.quiet())
         #expect(launch.exists(ended[0]) && launch.exists(ended[1]))
