@@ -80,7 +80,9 @@ extension ReportCollector {
             // Most entries are ended runs, kept for their reports' sessions: known from the raw
             // name, without a String (a long-used runs/ holds dozens).
             if Int(type) == Int(DT_REG), Self.isEndedRunName(raw) {
-                if agePass, removals > 0, Self.modifiedBefore(now - limits.maxRunAgeSeconds, raw, in: directory) {
+                if agePass, removals > 0, let modified = Self.modified(entry, in: directory),
+                    modified < now - limits.maxRunAgeSeconds
+                {
                     removals -= 1
                     if unlinkat(directory, entry, 0) == 0 { return true }
                 }
@@ -134,11 +136,10 @@ extension ReportCollector {
     func removeOldestEndedRuns(total: Int, removals: Int) -> Bool {
         var ended: [(name: String, modified: Double)] = []
         let walked = StoreFiles.walk(directory.runs) { raw, _, type, directory in
-            guard Int(type) == Int(DT_REG), Self.isEndedRunName(raw) else { return true }
-            var st = stat()
             let name = raw.baseAddress!.assumingMemoryBound(to: CChar.self)
-            guard fstatat(directory, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { return true }
-            ended.append((String(cString: name), Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9))
+            guard Int(type) == Int(DT_REG), Self.isEndedRunName(raw), let modified = Self.modified(name, in: directory)
+            else { return true }
+            ended.append((String(cString: name), modified))
             return true
         }
         guard case .ended = walked else { return false }
@@ -156,13 +157,12 @@ extension ReportCollector {
         return true
     }
 
-    /// Whether the entry named raw (its bytes with the NUL) in the open directory was last
-    /// modified before `limit` (seconds since the epoch), as lstat sees it.
-    static func modifiedBefore(_ limit: Double, _ raw: UnsafeRawBufferPointer, in directory: Int32) -> Bool {
+    /// When the entry name in the open directory was last modified (seconds since the epoch),
+    /// as lstat sees it; nil when it cannot be read.
+    static func modified(_ name: UnsafePointer<CChar>, in directory: Int32) -> Double? {
         var st = stat()
-        let name = raw.baseAddress!.assumingMemoryBound(to: CChar.self)
-        guard fstatat(directory, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { return false }
-        return Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9 < limit
+        guard fstatat(directory, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { return nil }
+        return Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9
     }
 
     /// Whether name begins with a run id (32 hex digits) and a dot: read on its bytes, with no

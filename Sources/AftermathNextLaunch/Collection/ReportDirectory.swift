@@ -29,14 +29,13 @@ package struct ReportDirectory: Sendable, Hashable {
     /// have paid it on the app's thread wherever the reports directory's path is long.
     package init(root: String) {
         self.root = root
-        func path(_ sub: String) -> String { root.isEmpty ? sub : root.hasSuffix("/") ? root + sub : root + "/" + sub }
-        crashes = path("crashes")
-        hangs = path("hangs")
-        runs = path("runs")
-        errors = path("errors")
-        rejected = path("rejected")
-        attachments = path("attachments")
-        deliveryLock = path(".deliver.lock")
+        crashes = Self.join(root, "crashes")
+        hangs = Self.join(root, "hangs")
+        runs = Self.join(root, "runs")
+        errors = Self.join(root, "errors")
+        rejected = Self.join(root, "rejected")
+        attachments = Self.join(root, "attachments")
+        deliveryLock = Self.join(root, ".deliver.lock")
     }
 
     /// The default for a service, the first usable of:
@@ -73,9 +72,7 @@ package struct ReportDirectory: Sendable, Hashable {
 
     /// sub inside the root. Plain string joins, not NSString: `start` builds these paths, and
     /// Foundation's path set-up would cost it tens of microseconds.
-    package func path(_ sub: String) -> String {
-        root.isEmpty ? sub : root.hasSuffix("/") ? root + sub : root + "/" + sub
-    }
+    package func path(_ sub: String) -> String { Self.join(root, sub) }
 
     /// name inside dir, as NSString's appendingPathComponent joins a name without slashes
     /// (plain string joins: the collection joins one for every file it lists).
