@@ -50,29 +50,31 @@ int aft_take_empty_file(int dir_fd, const char *name, int sized) {
  * update. A reserve with bytes in it (a handler that died writing) is never taken: the next
  * launch salvages it. -1 when there is none. */
 static int aft_reserve_take_dead(int dir_fd, char *name) {
-    int list = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK);
-    DIR *d = list >= 0 ? fdopendir(list) : NULL;
-    if (d == NULL) {
-        if (list >= 0) close(list);
-        return -1;
-    }
+    _Alignas(8) unsigned char buf[1024]; /* a few entries a read: at most 8 are examined */
+    aft_dir_cursor list = {.fd =
+                               openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK),
+                           .capacity = sizeof(buf),
+                           .buf = buf};
+    if (list.fd < 0) return -1;
     static const char suffix[] = ".crash.tmp";
     const size_t slen = sizeof(suffix) - 1;
     int taken = -1, examined = 0;
-    struct dirent *e;
-    while (taken < 0 && examined < 8 && (e = readdir(d)) != NULL) {
-        size_t len = strlen(e->d_name);
-        if (e->d_name[0] == '.' || len <= slen || len >= AFT_FILE_NAME_CAPACITY ||
-            strcmp(e->d_name + len - slen, suffix) != 0 ||
-            (e->d_type != DT_REG && e->d_type != DT_UNKNOWN))
+    const char *entry;
+    uint64_t inode;
+    uint8_t type;
+    while (taken < 0 && examined < 8 &&
+           (entry = aft_dir_cursor_next(&list, &inode, &type)) != NULL) {
+        size_t len = strlen(entry);
+        if (entry[0] == '.' || len <= slen || len >= AFT_FILE_NAME_CAPACITY ||
+            strcmp(entry + len - slen, suffix) != 0 || (type != DT_REG && type != DT_UNKNOWN))
             continue;
         examined++;
         /* Locked: its run is dead. A live run's, a written one, or one a collector removed
          * meanwhile is left. */
-        taken = aft_take_empty_file(dir_fd, e->d_name, 1);
-        if (taken >= 0) memcpy(name, e->d_name, len + 1);
+        taken = aft_take_empty_file(dir_fd, entry, 1);
+        if (taken >= 0) memcpy(name, entry, len + 1);
     }
-    closedir(d);
+    close(list.fd);
     return taken;
 }
 

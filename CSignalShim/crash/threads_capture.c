@@ -300,15 +300,20 @@ void aft_threads_give_alternate_stacks(void) {
     int opened = 0;
     uint64_t self = aft_async_gettid();
     char buf[4096];
+    _Alignas(8) unsigned char task_buf[1024]; /* getdents64's: no DIR, no heap */
     for (int round = 0; round < AFT_ALTSTACK_ROUNDS; round++) {
         int deferred = 0;
-        DIR *dir = opendir("/proc/self/task");
-        if (dir == NULL) break;
-        struct dirent *e;
-        while ((e = readdir(dir)) != NULL) {
+        aft_dir_cursor tasks = {.fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC),
+                                .capacity = sizeof(task_buf),
+                                .buf = task_buf};
+        if (tasks.fd < 0) break;
+        const char *entry;
+        uint64_t inode;
+        uint8_t type;
+        while ((entry = aft_dir_cursor_next(&tasks, &inode, &type)) != NULL) {
             char *end = NULL;
-            unsigned long long tid = strtoull(e->d_name, &end, 10);
-            if (end == e->d_name || *end != '\0' || tid == self ||
+            unsigned long long tid = strtoull(entry, &end, 10);
+            if (end == entry || *end != '\0' || tid == self ||
                 tid == atomic_load(&aft_g_installer_tid))
                 continue;
             /* Created since install: its start (threads.c) gave it one. */
@@ -347,7 +352,7 @@ void aft_threads_give_alternate_stacks(void) {
                 if (use == SIGPROF) sigprof_unanswered = 1;
             }
         }
-        closedir(dir);
+        close(tasks.fd);
         atomic_store(&aft_g_altstack_rounds, round + 1);
         if (deferred == 0) break;
         /* A thread still starting (an app's just made: glibc blocks every signal until its

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "CSignalShim.h"
+#include "shim_internal.h"
 
 int aft_random_bytes(void *buf, size_t size) {
     size_t filled = 0;
@@ -39,26 +40,36 @@ int aft_dir_reader_open(aft_dir_reader *r, const char *path) {
     return r->fd < 0 ? errno : 0;
 }
 
-const char *aft_dir_reader_next(aft_dir_reader *r, uint64_t *inode, uint8_t *type) {
-    if (r->fd < 0) return NULL;
-    if (r->pos >= r->len) {
+const char *aft_dir_cursor_next(aft_dir_cursor *c, uint64_t *inode, uint8_t *type) {
+    if (c->fd < 0) return NULL;
+    if (c->pos >= c->len) {
         long n;
         do {
-            n = syscall(SYS_getdents64, (long)r->fd, r->buf, (long)sizeof(r->buf));
+            n = syscall(SYS_getdents64, (long)c->fd, c->buf, (long)c->capacity);
         } while (n < 0 && errno == EINTR);
         if (n <= 0) return NULL; /* the end, or an error (errno) */
-        r->pos = 0;
-        r->len = (uint32_t)n;
+        c->pos = 0;
+        c->len = (uint32_t)n;
     }
-    const struct aft_dirent64 *d = (const struct aft_dirent64 *)(const void *)(r->buf + r->pos);
-    if (d->d_reclen < offsetof(struct aft_dirent64, d_name) + 1u || d->d_reclen > r->len - r->pos) {
+    const struct aft_dirent64 *d = (const struct aft_dirent64 *)(const void *)(c->buf + c->pos);
+    if (c->len - c->pos < offsetof(struct aft_dirent64, d_name) + 1u ||
+        d->d_reclen < offsetof(struct aft_dirent64, d_name) + 1u || d->d_reclen > c->len - c->pos) {
         errno = EIO; /* not what the kernel writes */
         return NULL;
     }
-    r->pos += d->d_reclen;
+    c->pos += d->d_reclen;
     *inode = d->d_ino;
     *type = d->d_type;
     return d->d_name;
+}
+
+const char *aft_dir_reader_next(aft_dir_reader *r, uint64_t *inode, uint8_t *type) {
+    aft_dir_cursor c = {
+        .fd = r->fd, .pos = r->pos, .len = r->len, .capacity = sizeof(r->buf), .buf = r->buf};
+    const char *name = aft_dir_cursor_next(&c, inode, type);
+    r->pos = c.pos;
+    r->len = c.len;
+    return name;
 }
 
 void aft_dir_reader_close(aft_dir_reader *r) {

@@ -512,3 +512,30 @@ struct StartAndDeliveryTests {
     }
     #endif
 }
+
+extension StartAndDeliveryTests {
+    @Test("A dead run's reserve is found and taken among 300 other files of crashes/ (a listing of many reads)")
+    func reserveTakenAmongManyFiles() async throws {
+        let directory: String = TestSupport.childDirectory("reserve-many")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        await #expect(processExitsWith: .success) { [directory = directory as String] in
+            StartAndDeliveryTests.startAndExit(directory)
+        }
+        let crashes = directory + "/crashes"
+        let first = try #require(try FileManager.default.contentsOfDirectory(atPath: crashes).first)
+        let firstInode = try #require(Self.inode(crashes + "/" + first))
+        // Names that are not reserves, listed before and around it: skipped, never counted
+        // among the reserves examined.
+        for i in 0..<300 {
+            try TestSupport.write(
+                [], to: crashes + "/" + String(format: "%03d-", i) + String(repeating: "x", count: 40) + ".note")
+        }
+        await #expect(processExitsWith: .success) { [directory = directory as String] in
+            StartAndDeliveryTests.startAndExit(directory)
+        }
+        let reserves = try FileManager.default.contentsOfDirectory(atPath: crashes).filter {
+            $0.hasSuffix(".crash.tmp")
+        }
+        #expect(reserves == [first] && Self.inode(crashes + "/" + first) == firstInode, "\(reserves)")
+    }
+}

@@ -58,12 +58,27 @@ extension Aftermath {
     /// The main executable's path, as /proc/self/maps names it.
     package static func executablePath() -> String {
         // readlink(2) itself: start calls this on the app's thread, and FileManager's first use
-        // costs a tenth of a millisecond.
-        var buffer = [CChar](repeating: 0, count: 4097)
-        let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        guard n > 0 else { return CommandLine.arguments.first ?? "" }
-        // Decoded where it lies: a [UInt8] copy would have the runtime build its type by name.
-        return buffer.withUnsafeBytes { String(decoding: $0.prefix(n), as: UTF8.self) }
+        // costs a tenth of a millisecond. Into a buffer on the stack, 256 bytes first: a 4 KiB
+        // one from the heap would grow the app's main heap by a page that stays dirty.
+        var path = ""
+        var capacity = 256
+        while true {
+            let n = withUnsafeTemporaryAllocation(of: CChar.self, capacity: capacity) { buffer in
+                let n = readlink("/proc/self/exe", buffer.baseAddress!, capacity)
+                if n > 0 && n < capacity {
+                    // Decoded where it lies: a [UInt8] copy would have the runtime build its type
+                    // by name.
+                    path = UnsafeRawBufferPointer(start: buffer.baseAddress!, count: n).withMemoryRebound(
+                        to: UInt8.self
+                    ) { String(decoding: $0, as: UTF8.self) }
+                }
+                return n
+            }
+            if n <= 0 || capacity > 4096 { break }
+            if n < capacity { return path }
+            capacity = 4097  // PATH_MAX and its NUL
+        }
+        return CommandLine.arguments.first ?? ""
     }
 
     /// The main executable's GNU build id (or its text hash, without one), as the handler read
