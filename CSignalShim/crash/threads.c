@@ -22,7 +22,6 @@
 #include "shim_internal.h"
 #include "threads_internal.h"
 
-aft_known_thread aft_g_known_threads[AFT_KNOWN_THREADS];
 AFT_SMALL_STATE _Atomic uint32_t aft_g_known_threads_high;
 
 typedef int (*aft_pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
@@ -54,7 +53,7 @@ static aft_known_thread *aft_register_thread(void) {
     if (tp == 0) return NULL;
     for (uint32_t i = 0; i < AFT_KNOWN_THREADS; i++) {
         uint64_t free_slot = 0;
-        aft_known_thread *k = &aft_g_known_threads[i];
+        aft_known_thread *k = aft_known_thread_slot(i);
         if (atomic_load(&k->tid) != 0) continue;
         /* Raised first: a lookup scans below it, and may pass a slot that stays free. */
         uint32_t high = atomic_load(&aft_g_known_threads_high);

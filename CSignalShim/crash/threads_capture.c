@@ -8,7 +8,6 @@
  * else keeps none; a thread in nanosleep (which a handler cuts short, whatever SA_RESTART
  * says), stopped or in uninterruptible sleep is asked again later, for half a second.
  */
-#include <dirent.h>
 #include <signal.h>
 #include <dlfcn.h>
 #include <errno.h>

@@ -182,7 +182,7 @@ void aft_async_copy_stack(aft_thread_capture *c, uint32_t index, uint64_t *used)
 uint64_t aft_async_known_thread_pointer(uint64_t tid) {
     uint32_t high = atomic_load(&aft_g_known_threads_high);
     for (uint32_t i = 0; i < high && i < AFT_KNOWN_THREADS; i++) {
-        const aft_known_thread *k = &aft_g_known_threads[i];
+        const aft_known_thread *k = aft_known_thread_slot(i);
         if (atomic_load(&k->tid) == tid) return atomic_load(&k->thread_pointer);
     }
     return 0;

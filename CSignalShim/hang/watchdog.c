@@ -26,7 +26,6 @@
 
 /* Zero-initialized, so in .bss (its size would otherwise be in every app's binary): dir_fd is
  * set by aft_watchdog_start before anything reads it. */
-aft_watchdog aft_g_watchdog;
 AFT_SMALL_STATE uint64_t aft_g_heartbeat_beats;
 AFT_SMALL_STATE uint32_t aft_g_heartbeat_attention;
 

@@ -11,7 +11,6 @@
 
 #include "shim_internal.h"
 
-aft_known_images aft_g_known;
 AFT_SMALL_STATE _Atomic uint32_t aft_g_known_image_count;
 AFT_SMALL_STATE aft_known_link_map aft_g_known_link_map;
 

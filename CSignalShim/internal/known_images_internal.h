@@ -27,7 +27,9 @@ typedef union aft_known_images {
     char bytes[AFT_KNOWN_IMAGES_BYTES];
 } aft_known_images;
 
-extern aft_known_images aft_g_known;
+/* In bss_pairs.c, right after the Swift async state, whose last bytes share its first page. */
+extern aft_known_images *const aft_g_known_ref;
+#define aft_g_known (*aft_g_known_ref)
 #define aft_g_known_images (aft_g_known.entries)
 
 /* The loader's list when the images were read (valid == 0: do not trust it): its signature,

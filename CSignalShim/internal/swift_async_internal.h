@@ -33,15 +33,20 @@
 /* Links of every thread of one capture. */
 #define AFT_SWIFT_ASYNC_STORE_LINKS 4096u
 
+/* The code ranges first and the table filled from its end, the fields last: what a process
+ * uses is the state's last bytes, which share a page with the known images' first ones
+ * (bss_pairs.c). */
 typedef struct aft_swift_async_state {
-    _Atomic int ready;      /* set last, once the rest is written */
+    /* [start, end), sorted, in code[AFT_SWIFT_ASYNC_CODE_RANGES - code_count ...] */
+    uint64_t code[AFT_SWIFT_ASYNC_CODE_RANGES][2];
+    uint32_t code_count;
     int64_t tls_offset;     /* from a thread's thread pointer to its current-task word */
     uint64_t task_metadata; /* what every AsyncTask's first word holds */
     uint64_t runtime_start, runtime_end; /* the concurrency runtime's code */
-    uint32_t code_count;
-    uint64_t code[AFT_SWIFT_ASYNC_CODE_RANGES][2]; /* [start, end), sorted */
+    _Atomic int ready;                   /* set last, once the rest is written */
 } aft_swift_async_state;
-extern aft_swift_async_state aft_g_swift_async;
+extern aft_swift_async_state *const aft_g_swift_async_ref;
+#define aft_g_swift_async (*aft_g_swift_async_ref)
 
 /* The links of one capture's threads, and the walk's scratch (one walk at a time). */
 typedef struct aft_swift_async_store {

@@ -172,7 +172,12 @@ typedef struct aft_known_thread {
     _Atomic uint64_t tid; /* 0: free */
     _Atomic uint64_t thread_pointer;
 } aft_known_thread;
-extern aft_known_thread aft_g_known_threads[AFT_KNOWN_THREADS];
+/* In bss_pairs.c, used from its end (aft_known_thread_slot): the slots in use share a page
+ * with the watchdog's first fields. */
+extern aft_known_thread *const aft_g_known_threads_ref;
+static inline aft_known_thread *aft_known_thread_slot(uint32_t i) {
+    return &aft_g_known_threads_ref[AFT_KNOWN_THREADS - 1u - i];
+}
 /* The slots below it have been used: a lookup reads no further (the rest stays untouched). */
 extern _Atomic uint32_t aft_g_known_threads_high;
 /* The registered thread pointer of tid, 0 when it has none (threads_stack_async.c). */

@@ -189,7 +189,10 @@ typedef struct aft_watchdog {
 
 } aft_watchdog;
 
-extern aft_watchdog aft_g_watchdog;
+/* In bss_pairs.c, right after the thread registry: its first fields, the ones a watched app
+ * uses, share a page with the registry's last slots. */
+extern aft_watchdog *const aft_g_watchdog_ref;
+#define aft_g_watchdog (*aft_g_watchdog_ref)
 
 /* A handle of an added target: its index and its slot's sequence, so that a handle kept after
  * its target ended (a stop, a loop whose thread ended) never reaches a later target in the same

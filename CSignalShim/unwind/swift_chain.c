@@ -21,8 +21,6 @@
 #include "shim_internal.h"
 #include "swift_async_internal.h"
 
-aft_swift_async_state aft_g_swift_async;
-
 #define AFT_SWIFT_TLS_WORDS 64u
 #define AFT_SWIFT_TLS_MARKER 0x5A17A5C000000000ull
 
@@ -36,11 +34,13 @@ typedef struct aft_swift_runtime_find {
 
 static void aft_swift_async_add_code(aft_swift_async_state *s, uint64_t start, uint64_t end) {
     if (s->code_count >= AFT_SWIFT_ASYNC_CODE_RANGES || end <= start) return;
-    uint32_t at = s->code_count++;
-    while (at > 0 && s->code[at - 1][0] > start) { /* kept sorted by start */
-        s->code[at][0] = s->code[at - 1][0];
-        s->code[at][1] = s->code[at - 1][1];
-        at--;
+    /* From the table's end down, kept sorted by start: a new first slot, the lower starts
+     * moved down into it. */
+    uint32_t at = AFT_SWIFT_ASYNC_CODE_RANGES - 1u - s->code_count++;
+    while (at + 1u < AFT_SWIFT_ASYNC_CODE_RANGES && s->code[at + 1u][0] <= start) {
+        s->code[at][0] = s->code[at + 1u][0];
+        s->code[at][1] = s->code[at + 1u][1];
+        at++;
     }
     s->code[at][0] = start;
     s->code[at][1] = end;

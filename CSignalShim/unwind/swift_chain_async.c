@@ -21,7 +21,9 @@ static int aft_async_swift_plausible(uint64_t context) {
 /* Whether address is in the code of an image loaded at start (binary search). */
 static int aft_async_swift_code(uint64_t address) {
     const aft_swift_async_state *s = &aft_g_swift_async;
-    uint32_t low = 0, high = s->code_count;
+    uint32_t count = s->code_count <= AFT_SWIFT_ASYNC_CODE_RANGES ? s->code_count : 0;
+    const uint32_t first = AFT_SWIFT_ASYNC_CODE_RANGES - count; /* filled from the end */
+    uint32_t low = first, high = AFT_SWIFT_ASYNC_CODE_RANGES;
     address = aft_async_arch_code_address(address);
     while (low < high) {
         uint32_t mid = low + (high - low) / 2;
@@ -31,7 +33,7 @@ static int aft_async_swift_code(uint64_t address) {
             high = mid;
         }
     }
-    return low > 0 && address < s->code[low - 1][1];
+    return low > first && address < s->code[low - 1][1];
 }
 
 /* One link: context's Parent and ResumeParent; 0 when it cannot be a context (its Parent is
