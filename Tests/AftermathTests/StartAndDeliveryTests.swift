@@ -303,18 +303,7 @@ struct StartAndDeliveryTests {
     )
     func backgroundThreads() async {
         await #expect(processExitsWith: .success) {
-            let config = Aftermath.Configuration(
-                serviceName: "background-threads", serviceVersion: "1", exporter: InMemoryExporter(),
-                reportsDirectory: TestSupport.childDirectory("background-threads"))
-            do { try Aftermath.start(config) } catch { exit(10) }
-            for _ in 0..<500 where Aftermath.lastDelivery == nil { usleep(10_000) }
-            guard Aftermath.lastDelivery != nil else { exit(11) }
-            // Each thread names itself as it begins: on a loaded machine one may not have run yet.
-            var seen = Set(StartAndDeliveryTests.threadNames())
-            for _ in 0..<500 where !seen.isSuperset(of: ["aftermath.hang", "aftermath.ping"]) {
-                usleep(10_000)
-                seen = Set(StartAndDeliveryTests.threadNames())
-            }
+            guard let seen = StartAndDeliveryTests.startAndSettle("background-threads") else { exit(10) }
             // No unwinding helper's donor: the resident waits for a first hang. No run updater:
             // the pinger does its work.
             let names = seen
@@ -354,6 +343,26 @@ struct StartAndDeliveryTests {
 
     /// The names of the process's threads now.
     static func threadNames() -> [String] { threads().map(\.name) }
+
+    /// In a child: starts Aftermath with its delivery in the background (the default), then
+    /// waits (5 s at most each) for the delivery to end and for the watchdog's and the pinger's
+    /// threads to have named themselves, as each does when it begins (on a loaded machine one
+    /// may not have run yet). The thread names seen then; nil when start failed or the delivery
+    /// did not end.
+    static func startAndSettle(_ name: String) -> Set<String>? {
+        let config = Aftermath.Configuration(
+            serviceName: name, serviceVersion: "1", exporter: InMemoryExporter(),
+            reportsDirectory: TestSupport.childDirectory(name))
+        do { try Aftermath.start(config) } catch { return nil }
+        for _ in 0..<500 where Aftermath.lastDelivery == nil { usleep(10_000) }
+        guard Aftermath.lastDelivery != nil else { return nil }
+        var seen = Set(threadNames())
+        for _ in 0..<500 where !seen.isSuperset(of: ["aftermath.hang", "aftermath.ping"]) {
+            usleep(10_000)
+            seen = Set(threadNames())
+        }
+        return seen
+    }
 
     /// The watchdog's counters once its thread and its pinger have both begun (5 s at most).
     static func settledStats() -> aft_watchdog_stats? {

@@ -61,21 +61,11 @@ struct TablePagesTests {
 
     #if compiler(>=6.2)  // exit tests (#expect(processExitsWith:)) need Swift 6.2
     @Test(
-        "After start, with hang watching: the thread registry and the watchdog take one resident page; the Swift async state none of its own"
+        "After start with hang watching: the thread registry and the watchdog share one resident page; the Swift async state's first pages stay untouched"
     )
     func tablesShareTheirPages() async {
         await #expect(processExitsWith: .success) {
-            let config = Aftermath.Configuration(
-                serviceName: "table-pages", serviceVersion: "1", exporter: InMemoryExporter(),
-                reportsDirectory: TestSupport.childDirectory("table-pages"))
-            do { try Aftermath.start(config) } catch { exit(10) }
-            for _ in 0..<500 where Aftermath.lastDelivery == nil { usleep(10_000) }
-            // Each thread names itself as it begins, then waits: the watchdog and the pinger.
-            var seen = Set(StartAndDeliveryTests.threadNames())
-            for _ in 0..<500 where !seen.isSuperset(of: ["aftermath.hang", "aftermath.ping"]) {
-                usleep(10_000)
-                seen = Set(StartAndDeliveryTests.threadNames())
-            }
+            let seen = StartAndDeliveryTests.startAndSettle("table-pages") ?? []
             guard seen.isSuperset(of: ["aftermath.hang", "aftermath.ping"]),
                 let threads = TablePagesTests.symbol("aft_g_pair_threads_watchdog"),
                 let async = TablePagesTests.symbol("aft_g_pair_async_images")
