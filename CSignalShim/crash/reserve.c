@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dir_internal.h"
 #include "shim_internal.h"
 #include "reserve_internal.h"
 #include "threads_internal.h"

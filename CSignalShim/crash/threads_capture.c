@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dir_internal.h"
 #include "threads_internal.h"
 #include "watchdog_internal.h"
 

@@ -394,17 +394,4 @@ void aft_async_handler(int signo, siginfo_t *info, void *ucontext);
 /* A crash handler has started in this process (the first crashing thread is set). */
 int aft_async_crash_in_progress(void);
 
-/* A directory's entries read with getdents64(2) into the caller's buffer (normal time): no
- * DIR, whose 32 KiB buffer glibc takes from the calling thread's heap, leaving the page at its
- * far end dirty for good once freed. fd is the caller's to open and close; pos and len start
- * at 0. */
-typedef struct aft_dir_cursor {
-    int fd;
-    uint32_t pos, len, capacity;
-    unsigned char *buf; /* 8-byte aligned, capacity bytes */
-} aft_dir_cursor;
-/* The next entry's name (in buf until the next call), inode and d_type; NULL at the end, or on
- * an error with errno set. */
-const char *aft_dir_cursor_next(aft_dir_cursor *c, uint64_t *inode, uint8_t *type);
-
 #endif

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "CSignalShim.h"
-#include "shim_internal.h"
+#include "dir_internal.h"
 
 int aft_random_bytes(void *buf, size_t size) {
     size_t filled = 0;

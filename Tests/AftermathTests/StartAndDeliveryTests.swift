@@ -112,6 +112,17 @@ struct StartAndDeliveryTests {
         return lstat(path, &st) == 0 ? UInt64(st.st_ino) : nil
     }
 
+    /// A first run (start, then exit) in a child: its crashes/ folder, the reserve it left
+    /// there and the reserve's inode.
+    static func firstRunsReserve(_ directory: String) async throws -> (String, String, UInt64) {
+        await #expect(processExitsWith: .success) { [directory = directory as String] in
+            StartAndDeliveryTests.startAndExit(directory)
+        }
+        let crashes = directory + "/crashes"
+        let first = try #require(try FileManager.default.contentsOfDirectory(atPath: crashes).first)
+        return (crashes, first, try #require(Self.inode(crashes + "/" + first)))
+    }
+
     static func startAndExit(_ directory: String) {
         let config = Aftermath.Configuration(
             serviceName: "reserve", serviceVersion: "1", exporter: InMemoryExporter(),
@@ -123,12 +134,7 @@ struct StartAndDeliveryTests {
     @Test("A later launch takes over a dead run's empty crash reserve; a live run's and a written one are left")
     func reserveTakenOver() async throws {
         let directory: String = TestSupport.childDirectory("reserve-reuse")
-        await #expect(processExitsWith: .success) { [directory = directory as String] in
-            StartAndDeliveryTests.startAndExit(directory)
-        }
-        let crashes = directory + "/crashes"
-        let first = try #require(try FileManager.default.contentsOfDirectory(atPath: crashes).first)
-        let firstInode = try #require(Self.inode(crashes + "/" + first))
+        let (crashes, first, firstInode) = try await Self.firstRunsReserve(directory)
         // A live run's reserve (its lock held here) and a dead handler's half-written file.
         let live = crashes + "/" + String(repeating: "a", count: 32) + ".crash.tmp"
         let liveFD = open(live, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
@@ -527,12 +533,7 @@ extension StartAndDeliveryTests {
     func reserveTakenAmongManyFiles() async throws {
         let directory: String = TestSupport.childDirectory("reserve-many")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        await #expect(processExitsWith: .success) { [directory = directory as String] in
-            StartAndDeliveryTests.startAndExit(directory)
-        }
-        let crashes = directory + "/crashes"
-        let first = try #require(try FileManager.default.contentsOfDirectory(atPath: crashes).first)
-        let firstInode = try #require(Self.inode(crashes + "/" + first))
+        let (crashes, first, firstInode) = try await Self.firstRunsReserve(directory)
         // Names that are not reserves, listed before and around it: skipped, never counted
         // among the reserves examined.
         for i in 0..<300 {
