@@ -132,6 +132,7 @@ enum DeliveryRace {
         let dir = ExitScenarios.tempDir("race"), box = ExitScenarios.tempDir("race-outbox")
         var sessions: [Int64: String] = [:]
         var crashingExporters: Set<Int64> = []
+        var modes: [Int64: String] = [:]  // each launch's mode, by pid: to tell who sent a record twice
         var deaths = 0, lateHandoffs = 0
         for i in 0..<launches {
             let mode = i % 2 == 0 ? "race-start" : i % 4 == 1 ? "race-export" : "race-ack"
@@ -142,6 +143,7 @@ enum DeliveryRace {
             lateHandoffs += result.lines.filter { $0 == "LATE-HANDOFF" }.count
             if let session = ready?.split(separator: " ").last { sessions[Int64(c.pid)] = String(session) }
             if mode == "race-export" { crashingExporters.insert(Int64(c.pid)) }
+            modes[Int64(c.pid)] = "\(mode) #\(i)"
         }
         guard let last = ExitScenarios.child(["race-report", dir, box]) else { return ("spawn failed", false) }
         let lastStatus = last.finish().termination
@@ -157,6 +159,13 @@ enum DeliveryRace {
         let whileCrashing = records.filter { crashingExporters.contains($0.exporter) }.count
         let missing = sessions.values.filter { crashesOf[$0] == nil }.count
         let twice = uids.values.filter { $0 > 1 }.count
+        // A record sent twice: its event, whose run it was and who sent it each time.
+        let twiceDetail = uids.filter { $0.value > 1 }.keys.sorted().prefix(2).map { uid in
+            let sends = records.filter { $0.uid == uid }
+            let run = sessions.first { $0.value == sends.first?.session }.map { modes[$0.key] ?? "?" } ?? "?"
+            let by = sends.map { modes[$0.exporter] ?? (sessions[$0.exporter] == nil ? "the last launch" : "?") }
+            return "\(sends.first?.event ?? "-") of \(run) sent by \(by.joined(separator: " and "))"
+        }
         func files(_ sub: String) -> [String] {
             ((try? FileManager.default.contentsOfDirectory(atPath: dir + "/" + sub)) ?? []).filter {
                 !$0.hasSuffix(".reason")
@@ -168,7 +177,9 @@ enum DeliveryRace {
         let got =
             "\(deaths)/\(launches) SIGSEGV, then \(lastStatus); \(crashes.count) app.crash, \(errors) errors: "
             + "\(own) crash by its own process, \(whileCrashing) written by a crashing process's FileExporter, "
-            + "\(lateHandoffs) late hand-offs, \(twice) twice, \(missing) missing; \(unfinished.count) unfinished "
+            + "\(lateHandoffs) late hand-offs, \(twice) twice"
+            + (twiceDetail.isEmpty ? "" : " (\(twiceDetail.joined(separator: "; ")))")
+            + ", \(missing) missing; \(unfinished.count) unfinished "
             + "in the outbox" + (unfinished.first.map { " (\($0))" } ?? "")
             + "; \(pending.count) pending, \(rejected.count) rejected"
             + (rejected.first.map { name in
