@@ -76,3 +76,16 @@ void aft_dir_reader_close(aft_dir_reader *r) {
     if (r->fd >= 0) close(r->fd);
     r->fd = -1;
 }
+
+int aft_rename_noreplace(const char *from, const char *to) {
+#ifdef SYS_renameat2
+    return syscall(SYS_renameat2, (long)AT_FDCWD, from, (long)AT_FDCWD, to,
+                   1L /* RENAME_NOREPLACE */) == 0
+               ? 0
+               : errno;
+#else
+    (void)from;
+    (void)to;
+    return ENOSYS;
+#endif
+}

@@ -72,6 +72,22 @@ struct ReportCollectorTests {
         #expect(again.exported == 0)
     }
 
+    @Test(
+        "A crash left under two names (a delivery that died between naming a committed reserve and removing its old name) is sent once, and both names go"
+    )
+    func crashUnderTwoNamesSentOnce() throws {
+        let dir = try TestSupport.reportsDirectory()
+        let crash = try TestSupport.pendingCrash(in: dir)
+        let named = dir.crashes + "/\(crash.context.reportID.fileStem).crash"
+        let reserve = dir.crashes + "/" + String(repeating: "c", count: 32) + ".crash.tmp"
+        #expect(link(named, reserve) == 0)
+        let exporter = InMemoryExporter()
+        let delivery = ReportCollector(directory: dir).deliver(to: exporter, resource: Resource())
+        #expect(delivery.exported == 1 && exporter.records.count == 1, "\(exporter.records.count) records")
+        let left = (try? FileManager.default.contentsOfDirectory(atPath: dir.crashes)) ?? []
+        #expect(left.isEmpty, "\(left)")
+    }
+
     /// An exporter that asks for a delivery of the same directory from inside its export, as an
     /// app's exporter calling `deliverPendingReports` would.
     final class NestingExporter: LogExporter, @unchecked Sendable {

@@ -121,6 +121,8 @@ package struct ReportCollector: Sendable {
         package var rejected: [RejectedFile] = []
         /// Runs that left a crash report in this collection.
         package var crashedRuns: Set<UUID> = []
+        /// The inodes of the crash files with more than one name this collection has taken.
+        package var linkedCrashFiles: Set<UInt64> = []
         /// The longest unfinished hang of each run found in hangs/ (ms until its last update).
         package var unfinishedHangs: [UUID: UInt64] = [:]
         /// What the longest unfinished hang of a run was of, when not the main thread
@@ -153,6 +155,14 @@ package struct ReportCollector: Sendable {
                 // This process's own crash, written by another of its threads while it delivers:
                 // the process is dying of it (or withdraws it); the next launch sends it, once.
                 if let currentRunID, crash.context.runID == currentRunID { return }
+                // The same file under a second name (the link a naming left behind where the
+                // file system has no one-step rename without replacing, and its process died
+                // before removing the old name): sent once, the other name removed.
+                var st = stat()
+                if lstat(path, &st) == 0, st.st_nlink > 1, !pass.linkedCrashFiles.insert(UInt64(st.st_ino)).inserted {
+                    if moveRejected { unlink(path) }
+                    return
+                }
                 let path = moveRejected ? Self.named(path, file, crash.context.reportID) : path
                 pass.crashedRuns.insert(crash.context.runID)
                 pass.reports.append(

@@ -153,10 +153,17 @@ package enum StoreFiles {
         return 0
     }
 
-    /// Moves from to to without replacing anything at to: link(2) fails when to exists (a
-    /// planted symlink included) and never follows a link at from; then from is unlinked. On a
-    /// file system without hard links, rename after checking to is absent. Returns 0 or errno.
+    /// Moves from to to without replacing anything at to: renameat2(2) with RENAME_NOREPLACE
+    /// fails when to exists (a planted symlink included) and never follows a link at from.
+    /// Where the kernel or file system has no such rename, link(2) then unlink(2), and on a file
+    /// system without hard links rename after checking to is absent. Returns 0 or errno.
     package static func moveNoReplace(_ from: String, _ to: String) -> Int32 {
+        // One step: a process that dies in it leaves the file under one name or the other.
+        let renamed = aft_rename_noreplace(from, to)
+        guard renamed == EINVAL || renamed == ENOSYS else { return renamed }
+        // No such rename here (an older kernel or file system): a link, then the old name
+        // removed. A process that dies between them leaves both names, which the next
+        // collection tells by the report's id.
         if link(from, to) == 0 {
             return unlink(from) == 0 ? 0 : errno
         }
