@@ -62,9 +62,8 @@ int aft_dir_reader_open(aft_dir_reader *r, const char *path);
  * an error with errno set. */
 const char *aft_dir_reader_next(aft_dir_reader *r, uint64_t *inode, uint8_t *type);
 void aft_dir_reader_close(aft_dir_reader *r);
-/* Renames from to to in one step, never replacing an existing to (renameat2's
- * RENAME_NOREPLACE): 0, or an errno (EEXIST; EINVAL or ENOSYS where the file system or kernel
- * has no such rename). */
+/* Renames from to to in one step, never replacing an existing to (RENAME_NOREPLACE): 0, or an
+ * errno (EEXIST; EINVAL or ENOSYS where the file system or kernel has no such rename). */
 int aft_rename_noreplace(const char *from, const char *to);
 /* Gives the heap's free memory back to the system (malloc_trim): called once the delivery of
  * earlier reports, start's background work, is done. Called on a thread other than the main
