@@ -236,6 +236,22 @@ paired() {
             f = "%+." dg "f"
             printf(f " %s (p90 " f ")\n", m / sc, u, v[k] / sc) }'
 }
+# versus figure config base peer peer-base scale digits unit: per round, the config's cost over
+# its baseline minus the peer's over its own; the median, and the ranks of a distribution-free
+# 95 % interval of that median (n/2 -/+ 0.98 sqrt(n)), so a difference the machine's drift
+# could make reads as one that includes 0
+versus() {
+    awk -F'\t' -v f="$1" -v c="$2" -v b="$3" -v p="$4" -v q="$5" '$1 == f { v[$2, $3] = $4; r[$3] = 1 }
+        END { for (i in r) if ((c, i) in v && (b, i) in v && (p, i) in v && (q, i) in v)
+            print (v[c, i] - v[b, i]) - (v[p, i] - v[q, i]) }' "$results" | sort -g |
+        awk -v sc="$6" -v dg="$7" -v u="$8" '{ v[NR] = $1 } END {
+            if (NR < 6) { print "n/a"; exit }
+            m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+            h = 0.98 * sqrt(NR); lo = int(NR / 2 - h); hi = int(NR / 2 + h + 1)
+            if (lo < 1) lo = 1; if (hi > NR) hi = NR
+            f = "%+." dg "f"
+            printf(f " %s (95 %% interval " f " to " f ", %d rounds)\n", m / sc, u, v[lo] / sc, v[hi] / sc, NR) }'
+}
 raw() { # figure config scale digits unit: a row of the second table
     local s
     read -r -a s <<<"$(stat "$1" "$2")"
@@ -259,6 +275,8 @@ echo "| init on the calling thread, later launch | $(fmt init sentry "" 1e6 2 ms
 echo "| CPU of init + 100 ms idle + exit, over baseline | $(fmt cpu sentry c-base 1e6 2 ms) | $(fmt cpu aft swift-base 1e6 2 ms), of which helper $(fmt cpu-child aft "" 1e6 2 ms) | (as fsync on) |"
 echo "| the same, median of each round's difference to its baseline | $(paired cpu sentry c-base 1e6 2 ms) | $(paired cpu aft swift-base 1e6 2 ms) | (as fsync on) |"
 echo "| crash to exit, median of each round's difference | $(paired crash sentry c-base 1e6 2 ms) | $(paired crash aft swift-base 1e6 2 ms) | $(paired crash aft-nofsync swift-base 1e6 2 ms) |"
+echo "| CPU: Aftermath's cost minus sentry-native's, per round | | $(versus cpu aft swift-base sentry c-base 1e6 2 ms) | (as fsync on) |"
+echo "| crash to exit: the same | | $(versus crash aft swift-base sentry c-base 1e6 2 ms) | $(versus crash aft-nofsync swift-base sentry c-base 1e6 2 ms) |"
 echo "| idle private dirty memory 2 s after init, over baseline | $(fmt mem sentry c-base 1 0 KiB) | $(fmt mem aft swift-base 1 0 KiB) | (as fsync on) |"
 echo "| open descriptors 2 s after init, over baseline | $(fmt fds sentry c-base 1 0 "") | $(fmt fds aft swift-base 1 0 "") | (as fsync on) |"
 echo "| handler, fault to the previous handler, over baseline | $(fmt handler sentry c-base 1e3 0 µs) | $(fmt handler aft swift-base 1e3 0 µs) | $(fmt handler aft-nofsync swift-base 1e3 0 µs) |"

@@ -12,6 +12,12 @@
 #include <unistd.h>
 #if defined(__x86_64__)
 #include <cpuid.h>
+#if defined(__has_include)
+#if __has_include(<sys/platform/x86.h>)
+#include <sys/platform/x86.h> /* glibc 2.33 and later */
+#define AFT_GLIBC_CPUID_LEAF_1 1
+#endif
+#endif
 #endif
 
 #include "runs_internal.h"
@@ -45,8 +51,9 @@ static uint64_t aft_process_start_realtime_ns(void) {
     return real_now - (boot_now - since_boot);
 }
 
-/* cpuid's vendor and signature (two instructions, each a hypervisor exit in a VM: about 2 µs),
- * or arm64's MIDR_EL1 as the kernel shows it. */
+/* cpuid's vendor and signature, or arm64's MIDR_EL1 as the kernel shows it. Each cpuid is a
+ * hypervisor exit in a virtual machine (2-13 µs on this project's): leaf 1 is read from what
+ * glibc's loader kept of it at exec, raw, and only the vendor's leaf 0 runs here. */
 static void aft_read_cpu_identity(aft_system_info *out) {
 #if defined(__x86_64__)
     unsigned a, b, c, d;
@@ -54,7 +61,14 @@ static void aft_read_cpu_identity(aft_system_info *out) {
     unsigned vendor[3] = {b, d, c}; /* "Genu" "ineI" "ntel" */
     for (int i = 0; i < 12; i++) out->cpu_vendor[i] = (char)(vendor[i / 4] >> (8 * (i % 4)));
     if (a >= 1) {
+#if defined(AFT_GLIBC_CPUID_LEAF_1)
+        const struct cpuid_feature *leaf1 = __x86_get_cpuid_feature_leaf(CPUID_INDEX_1);
+        a = leaf1->cpuid_array[0];
+        d = leaf1->cpuid_array[3];
+        if (a == 0) __cpuid(1, a, b, c, d); /* not filled in (an older loader) */
+#else
         __cpuid(1, a, b, c, d);
+#endif
         out->cpu_signature = a;
         out->cpu_features = d;
     }

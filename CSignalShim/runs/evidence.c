@@ -184,7 +184,9 @@ int aft_read_line(const char *path, char *out, size_t capacity) {
 }
 
 uint64_t aft_process_start_ticks(const char *proc_root) {
-    char path[AFT_PATH_CAPACITY + 64], buf[1024];
+    /* Field 22 lies within the first 430 bytes (a 15-byte comm, 20-digit fields); start's frames
+     * on the app's stack stay shallower with half a kilobyte. */
+    char path[AFT_PATH_CAPACITY + 64], buf[512];
     if (!proc_root || !aft_run_join(path, sizeof(path), proc_root, "self/stat")) return 0;
     ssize_t n = aft_run_read_file(path, buf, sizeof(buf) - 1);
     if (n <= 0) return 0;

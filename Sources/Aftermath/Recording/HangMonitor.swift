@@ -88,11 +88,17 @@ enum HangMonitor {
         // The pool's probes: by Aftermath.startBackgroundThreads(), with the watchdog's thread.
     }
 
+    /// The main queue's ping, one block for every ping. Not a closure written at the call: one
+    /// passed to `DispatchQueue.main.async` is taken as `@MainActor`, and Swift 6 checks such a
+    /// closure's executor as it starts (the concurrency runtime's pages, at the first ping of
+    /// every launch), where this only marks the ping as run.
+    static let mainPing: @Sendable @convention(block) () -> Void = { aft_watchdog_ping_ran() }
+
     /// Called on the pinger thread (never the watchdog's), and by start for the first ping.
     static func handle(_ event: UInt32, target: Int32) {
         switch event {
         case UInt32(AFT_WATCHDOG_EVENT_PING) where target == 0:
-            DispatchQueue.main.async { aft_watchdog_ping_ran() }
+            DispatchQueue.main.async(execute: mainPing)
         case UInt32(AFT_WATCHDOG_EVENT_PING):
             let priority = aft_watch_tag(target)  // a pool's probe: its task priority
             if priority >= 0 {
