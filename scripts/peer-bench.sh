@@ -117,6 +117,21 @@ reports_in() { # dir: crash reports written there (Aftermath's crash files, sent
     echo "$n"
 }
 
+# shuffled config...: the configurations in a new order for each round (Fisher-Yates on bash's
+# generator, seeded once: the same orders at every run of the script). In a fixed order a
+# configuration always ran after the same one: the first Swift process of a round, after the
+# C ones, was about 0.3 ms slower in CPU than the same program later in it, which made the
+# Swift baseline look dearer than the Swift app linked with Aftermath.
+RANDOM=19
+shuffled() {
+    local a=("$@") i j t
+    for ((i = ${#a[@]} - 1; i > 0; i--)); do
+        j=$((RANDOM % (i + 1)))
+        t=${a[i]} a[i]=${a[j]} a[j]=$t
+    done
+    echo "${a[@]}"
+}
+
 started=$(date +%s)
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "peer-bench: $runs runs a configuration ($cpu_runs for CPU, $mem_runs for memory), interleaved" >&2
@@ -124,7 +139,7 @@ echo "peer-bench: $runs runs a configuration ($cpu_runs for CPU, $mem_runs for m
 # 1. crash to exit: prepared directory, start, null store at once; fork to wait4.
 crash_configs=(c-base sentry swift-base aft aft-nofsync)
 for ((i = 1; i <= runs; i++)); do
-    for c in "${crash_configs[@]}"; do
+    for c in $(shuffled "${crash_configs[@]}"); do
         d=$dirs/crash-$c
         prepare "$c" "$d"
         line=$(launch "$c" crash "$d")
@@ -138,7 +153,7 @@ echo "peer-bench: crash to exit done ($(($(date +%s) - started)) s)" >&2
 # 2. init on the calling thread, later launch: one directory a configuration, made by a first run.
 for c in sentry aft; do prepare "$c" "$dirs/init-$c"; done
 for ((i = 1; i <= runs; i++)); do
-    for c in sentry aft; do
+    for c in $(shuffled sentry aft); do
         line=$(launch "$c" init "$dirs/init-$c")
         v=$(field init_ns "$line")
         if [ -z "$v" ]; then problem "init $c run $i: $line"; continue; fi
@@ -151,7 +166,7 @@ done
 cpu_configs=(c-base sentry swift-base aft aft-linked aft-nohang)
 for c in "${cpu_configs[@]}"; do prepare "$c" "$dirs/idle-$c"; done
 for ((i = 1; i <= cpu_runs; i++)); do
-    for c in "${cpu_configs[@]}"; do
+    for c in $(shuffled "${cpu_configs[@]}"); do
         line=$(launch "$c" idle "$dirs/idle-$c")
         own=$(field cpu_ns "$line") child=$(field child_cpu_ns "$line")
         if [ "$(field exit "$line")" != 0 ] || [ -z "$child" ]; then problem "idle $c run $i: $line"; continue; fi
@@ -166,7 +181,7 @@ echo "peer-bench: init and CPU done ($(($(date +%s) - started)) s)" >&2
 # 4. private dirty memory and descriptors 2 s after init (after sync()).
 for c in "${cpu_configs[@]}"; do prepare "$c" "$dirs/mem-$c"; done
 for ((i = 1; i <= mem_runs; i++)); do
-    for c in "${cpu_configs[@]}"; do
+    for c in $(shuffled "${cpu_configs[@]}"); do
         line=$(launch "$c" mem "$dirs/mem-$c")
         pd=$(field self_pd_kb "$line")
         if [ "$(field exit "$line")" != 0 ] || [ -z "$pd" ]; then problem "mem $c run $i: $line"; continue; fi
@@ -185,7 +200,7 @@ echo "peer-bench: memory done ($(($(date +%s) - started)) s)" >&2
 
 # 5. handler: the app's handler installed first; fault to it, through the SDK's handler.
 for ((i = 1; i <= runs; i++)); do
-    for c in "${crash_configs[@]}"; do
+    for c in $(shuffled "${crash_configs[@]}"); do
         d=$dirs/handler-$c
         prepare "$c" "$d"
         line=$(launch "$c" handler "$d")
