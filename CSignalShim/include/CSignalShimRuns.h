@@ -37,8 +37,8 @@ typedef struct aft_run_options {
  * value with a message in error. */
 int aft_run_start(const aft_run_options *options, char *error, size_t error_capacity);
 /* Starts the updater aft_run_start left for later (AFT_RUN_UPDATER_LATER), from any thread but
- * the app's (start's background thread): the run's first work, the OOM baseline and the next
- * launch's spare run file, is done on the caller first. 0, or the errno of its thread's
+ * the app's (start's background thread): the run's first work, the OOM baseline and a first
+ * sample, is done on the caller first. 0, or the errno of its thread's
  * creation. With later, where the pinger does not take the updates on, the updater's role waits
  * for the caller: aft_run_updater_adopt, or aft_run_updater_start_pending for a thread. */
 int aft_run_start_updater(int later);
@@ -86,6 +86,15 @@ void aft_run_stop(void);
 
 /* The name in runs/ of the run file a launch makes ahead for the next one (empty until taken). */
 #define AFT_RUN_SPARE_FILE_NAME "spare.run.tmp"
+/* Makes this run's spare for the next launch unless it has made or recycled one: from start's
+ * background thread once its delivery no longer needs the runs it found. */
+void aft_run_make_spare_once(void);
+/* Makes name in the runs directory dir_fd, a dead run's file judged clean with nothing of its
+ * run left to send, the next launch's spare: renamed without replacing one (renameat2's
+ * RENAME_NOREPLACE), then emptied through fd, opened for writing and locked by the caller, so no
+ * launch takes it meanwhile. 0, or an errno value (EEXIST: a spare is there already; EINVAL or
+ * ENOSYS: no such rename here). */
+int aft_run_recycle_as_spare(int dir_fd, const char *name, int fd);
 /* 1 when another open file holds a lock on path (a live run), 0 when not, -1 on error. */
 int aft_run_is_locked(const char *path);
 /* The value of the first line "key<space or tab>value" of a small file; AFT_RUN_UNREAD when the

@@ -59,7 +59,7 @@ extern aft_run_live aft_g_run_live;
 extern char aft_g_run_dir[AFT_PATH_CAPACITY * 2]; /* where the next launch's spare goes */
 extern char aft_g_run_proc[AFT_PATH_CAPACITY];
 extern char aft_g_run_sys[AFT_PATH_CAPACITY];
-extern _Atomic int aft_g_run_spare_made; /* by the run's first work, else at exit */
+extern _Atomic int aft_g_run_spare_made; /* made or recycled after the delivery, else at exit */
 extern _Atomic int aft_g_run_exited;     /* set by on_exit while an update may run */
 /* The OOM and vmstat baseline is read by the run's first work, not by start. */
 extern int aft_g_run_baseline_pending;

@@ -5,10 +5,13 @@
  * block, the header over the info block, and every block's check value. And the file itself
  * for the next launch, made ahead (the spare).
  */
+#include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -85,6 +88,29 @@ void aft_run_prepare_blocks(const aft_run_options *o, aft_file_header *header, a
 }
 
 int aft_run_take_spare(int dir_fd) { return aft_take_empty_file(dir_fd, AFT_RUN_SPARE_NAME, 0); }
+
+void aft_run_make_spare_once(void) {
+    if (aft_g_run.fd >= 0 && !aft_g_run_exited && !atomic_exchange(&aft_g_run_spare_made, 1))
+        aft_run_make_spare(aft_g_run_dir);
+}
+
+int aft_run_recycle_as_spare(int dir_fd, const char *name, int fd) {
+#ifdef SYS_renameat2
+    if (syscall(SYS_renameat2, (long)dir_fd, name, (long)dir_fd, AFT_RUN_SPARE_NAME,
+                1L /* RENAME_NOREPLACE */) != 0)
+        return errno;
+#else
+    (void)dir_fd;
+    (void)name;
+    (void)fd;
+    return ENOSYS;
+#endif
+    /* Emptied under its new name, its lock held: a process that dies in between leaves a
+     * written spare, which no launch takes and the next delivery removes. */
+    if (ftruncate(fd, 0) != 0 || fchmod(fd, 0600) != 0) return errno;
+    atomic_store(&aft_g_run_spare_made, 1);
+    return 0;
+}
 
 void aft_run_make_spare(const char *runs_directory) {
     int dir = open(runs_directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

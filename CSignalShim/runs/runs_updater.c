@@ -1,7 +1,7 @@
 /*
  * runs_updater.c: NORMAL-TIME CODE (never runs in a signal handler). Keeps the run record's
- * live block current: the run's first work once (the OOM baseline, a first sample, the next
- * launch's spare run file), then a sample about once a second. While the hang watchdog's
+ * live block current: the run's first work once (the OOM baseline, a first sample), then a
+ * sample about once a second. While the hang watchdog's
  * pinger runs, the samples are its work between pings: it wakes for them anyway, and a thread
  * of their own would cost the app its creation, its stack's pages and a wake-up a second.
  * Without a pinger (hang detection off, or stopped), an updater thread does them: at start,
@@ -59,12 +59,11 @@ static void aft_run_complete_baseline(void) {
     aft_run_write_live();
 }
 
-/* The run's first work, once: the OOM baseline and a first sample, then the next launch's spare
- * run file. Caller holds the lock. */
+/* The run's first work, once: the OOM baseline and a first sample. The next launch's spare run
+ * file is made after start's delivery (aft_run_make_spare_once), which may make the run it
+ * found ended cleanly the spare instead. Caller holds the lock. */
 static void aft_run_first_work(void) {
     if (aft_g_run_baseline_pending) aft_run_complete_baseline();
-    if (aft_g_run.fd >= 0 && !aft_g_run_exited && !atomic_exchange(&aft_g_run_spare_made, 1))
-        aft_run_make_spare(aft_g_run_dir);
 }
 
 /* One periodic update. Caller holds the lock. */

@@ -178,10 +178,14 @@ public enum Aftermath {
         let collector = ReportCollector(
             directory: directory, currentRunID: context.runID, limits: limits(configuration))
         // Dropped errors' count to send: not quiet.
+        // The next launch's spare run file once the delivery is done with the runs it found:
+        // the quiet one may make the run that ended cleanly the spare (no inode made).
         if HandledErrorRecorder.droppedCount == 0, collector.deliverQuietly(own: .installed()) {
+            aft_run_make_spare_once()
             lastDeliveryState.withLock { $0 = Delivery.nothing() }
             return
         }
+        aft_run_make_spare_once()  // before an export that may take long
         // Their threads of their own: this one delivers, maybe long.
         aft_pinger_start_pending()
         aft_run_updater_start_pending()

@@ -96,6 +96,27 @@ struct QuietDeliveryTests {
         #expect(after.reports.isEmpty && after.rejected.isEmpty)
     }
 
+    @Test("Without a spare, the run that ended cleanly becomes it: emptied, one inode reused, nothing ended")
+    func cleanRunRecycledAsSpare() throws {
+        let launch = try Launch()
+        defer { launch.release() }
+        let spare = launch.directory.runs + "/" + AFT_RUN_SPARE_FILE_NAME
+        unlink(spare)
+        let cleanInode = Launch.inode(launch.cleanPath)
+        let endedBefore = try launch.endedRuns()
+        #expect(launch.quiet())
+        var st = stat()
+        #expect(lstat(spare, &st) == 0 && UInt64(st.st_ino) == cleanInode && st.st_size == 0 && st.st_nlink == 1)
+        #expect(st.st_mode & 0o777 == 0o600)
+        #expect(!launch.exists(launch.cleanPath))
+        #expect(try launch.endedRuns() == endedBefore, "no run marked ended")
+        #expect(launch.exists(launch.livePath))
+        // The full delivery finds nothing left to do, and keeps the spare.
+        let after = launch.collector.collect()
+        #expect(after.reports.isEmpty && after.rejected.isEmpty)
+        #expect(Launch.inode(spare) == cleanInode)
+    }
+
     @Test("A run that ended without its exit block is left to the full delivery, which reports it")
     func abnormalRunIsNotQuiet() throws {
         let launch = try Launch()

@@ -62,8 +62,9 @@ extension ReportCollector {
     }
 
     /// runs/ as ``collectRuns(_:)`` would leave it with nothing to report: every dead run that
-    /// ended cleanly renamed to .ended and, at an age pass (one launch in 16), every ended run
-    /// past the run age limit removed. False at the first entry it would do more with (a run
+    /// ended cleanly renamed to .ended (the first, where no spare is, made the next launch's
+    /// spare instead) and, at an age pass (one launch in 16), every ended run past the run age
+    /// limit removed. False at the first entry it would do more with (a run
     /// that ended otherwise, or too old, a leftover, a foreign name, more than four dead runs),
     /// or when the ended runs are over the count. Every entry is reached from the open
     /// directory by its name (fstatat, openat, renameat): no path String, whose first release
@@ -75,6 +76,7 @@ extension ReportCollector {
         var removals = limits.maxRemovalsPerCollection
         var kept = 0
         var dead = 0
+        var recycled = false
         let walked = StoreFiles.walk(directory.runs) { raw, inode, type, directory in
             let entry = raw.baseAddress!.assumingMemoryBound(to: CChar.self)
             // Most entries are ended runs, kept for their reports' sessions: known from the raw
@@ -108,8 +110,15 @@ extension ReportCollector {
             dead += 1
             guard dead <= 4, now - Double(st.st_mtim.tv_sec) <= limits.maxReportAgeSeconds else { return false }
             // One open to tell a live run (its process holds the lock) and to read a dead one:
-            // non-blocking, no final link, as FileReader opens.
-            let fd = openat(directory, entry, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+            // non-blocking, no final link, as FileReader opens. For writing where it may be: a
+            // clean one may become the next launch's spare.
+            let flags = O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC
+            var writable = true
+            var fd = openat(directory, entry, O_RDWR | flags)
+            if fd < 0 {
+                writable = false
+                fd = openat(directory, entry, O_RDONLY | flags)
+            }
             guard fd >= 0 else { return false }
             defer { close(fd) }
             if flock(fd, LOCK_EX | LOCK_NB) != 0 {
@@ -120,6 +129,12 @@ extension ReportCollector {
             guard let run = try? RunFile.decode(FileReader.read(fd: fd, maximumSize: RunFile.maximumSize)),
                 run.exit != nil, run.runID != currentRunID
             else { return false }
+            // Nothing of its run is left to send, so nothing will look its sessions up: where no
+            // spare is, its file is the next launch's (no inode made, none removed later).
+            if writable, !recycled, aft_run_recycle_as_spare(directory, entry, fd) == 0 {
+                recycled = true
+                return true
+            }
             let ended = String(name.dropLast(".run".count)) + ".ended"  // a run id's 38 bytes
             guard renameat(directory, entry, directory, ended) == 0 else { return false }
             kept += 1
