@@ -236,7 +236,10 @@ ssize_t aft_async_read_small_file(const char *path, char *buf, size_t capacity) 
     }
     size_t used = 0;
     while (used < capacity - 1) {
-        ssize_t n = read(fd, buf + used, capacity - 1 - used);
+        /* pread, as the other readers of files here: the first call of a library function
+         * binds it through the dynamic linker, whose frames (about 3 KiB, the vector registers'
+         * save area among them) would come on top of start's deepest call, where this is. */
+        ssize_t n = pread(fd, buf + used, capacity - 1 - used, (off_t)used);
         if (n < 0) {
             if (errno == EINTR) continue;
             break;

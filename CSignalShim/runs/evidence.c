@@ -192,8 +192,11 @@ uint64_t aft_process_start_ticks(const char *proc_root) {
     if (n <= 0) return 0;
     buf[n] = '\0';
     /* "pid (comm) state ppid ...": comm may hold spaces and ')', so count after the last ')'.
-     * starttime is field 22, the 20th after the comm. */
-    char *p = strrchr(buf, ')');
+     * starttime is field 22, the 20th after the comm. Found by hand, not strrchr: a library
+     * call first made here is bound by the dynamic linker on start's deepest frames. */
+    char *p = NULL;
+    for (ssize_t i = n - 1; i >= 0 && !p; i--)
+        if (buf[i] == ')') p = buf + i;
     if (!p) return 0;
     p++;
     for (int field = 3; field < 22; field++) {

@@ -83,7 +83,7 @@ public enum Aftermath {
             installed.appBuildID = id.value
             installed.isAppBuildIDTextHash = id.isTextHash
         }
-        state.withLock { $0 = Running(configuration: configuration, directory: directory, context: installed) }
+        remember(configuration, directory: directory, context: installed)
         startRun(configuration, directory: directory, context: installed)
         // Crash capture is on by now: a watchdog that cannot start must not undo that, nor
         // hold back the delivery of earlier reports. The app can read why.
@@ -95,10 +95,25 @@ public enum Aftermath {
         } catch {
             hangDetectionProblem.withLock { $0 = error.description }
         }
-        // A Bool, not an optional Configuration: its metadata would be built by name on the
-        // caller, the first time one is copied.
-        let watchingPool = watchingHangs
+        startDelivery(
+            configuration, directory: directory, context: installed, watchingPool: watchingHangs,
+            environment: environment)
+    }
 
+    /// The running configuration, for the calls that need it later. Never inlined, as
+    /// ``startDelivery(_:directory:context:watchingPool:environment:)``: the copies it makes
+    /// would widen `start`'s frame, under every deeper call of start on the caller's stack.
+    @inline(never)
+    private static func remember(_ configuration: Configuration, directory: ReportDirectory, context: ReportContext) {
+        state.withLock { $0 = Running(configuration: configuration, directory: directory, context: context) }
+    }
+
+    /// Start's delivery of earlier reports: on a thread of its own, or on the caller.
+    @inline(never)
+    private static func startDelivery(
+        _ configuration: Configuration, directory: ReportDirectory, context installed: ReportContext,
+        watchingPool: Bool, environment: @escaping @Sendable () -> OTelEnvironment
+    ) {
         if configuration.deliverPendingReportsSynchronously {
             deliverOnCaller(
                 configuration, directory: directory, context: installed, watchingPool: watchingPool,
