@@ -77,15 +77,21 @@ void aft_dir_reader_close(aft_dir_reader *r) {
     r->fd = -1;
 }
 
-int aft_rename_noreplace(const char *from, const char *to) {
+int aft_renameat_noreplace(int from_dir, const char *from, int to_dir, const char *to) {
 #ifdef SYS_renameat2
-    return syscall(SYS_renameat2, (long)AT_FDCWD, from, (long)AT_FDCWD, to,
+    return syscall(SYS_renameat2, (long)from_dir, from, (long)to_dir, to,
                    1L /* RENAME_NOREPLACE */) == 0
                ? 0
                : errno;
 #else
+    (void)from_dir;
     (void)from;
+    (void)to_dir;
     (void)to;
     return ENOSYS;
 #endif
+}
+
+int aft_rename_noreplace(const char *from, const char *to) {
+    return aft_renameat_noreplace(AT_FDCWD, from, AT_FDCWD, to);
 }

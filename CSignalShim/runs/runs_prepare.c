@@ -11,11 +11,11 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "CSignalShim.h"
+#include "dir_internal.h"
 #include "runs_internal.h"
 #include "reserve_internal.h"
 #include "shim_internal.h"
@@ -95,16 +95,8 @@ void aft_run_make_spare_once(void) {
 }
 
 int aft_run_recycle_as_spare(int dir_fd, const char *name, int fd) {
-#ifdef SYS_renameat2
-    if (syscall(SYS_renameat2, (long)dir_fd, name, (long)dir_fd, AFT_RUN_SPARE_NAME,
-                1L /* RENAME_NOREPLACE */) != 0)
-        return errno;
-#else
-    (void)dir_fd;
-    (void)name;
-    (void)fd;
-    return ENOSYS;
-#endif
+    int error = aft_renameat_noreplace(dir_fd, name, dir_fd, AFT_RUN_SPARE_NAME);
+    if (error != 0) return error;
     /* Emptied under its new name, its lock held: a process that dies in between leaves a
      * written spare, which no launch takes and the next delivery removes. */
     if (ftruncate(fd, 0) != 0 || fchmod(fd, 0600) != 0) return errno;
