@@ -141,4 +141,7 @@ int aft_async_arch_follows_call(uint64_t address) {
     return 0;
 }
 
+/* No vendor string on arm64: MIDR_EL1 (read at start) names the implementer. */
+void aft_async_arch_cpu_vendor(char out[12]) { (void)out; }
+
 #endif

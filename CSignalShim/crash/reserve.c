@@ -17,9 +17,7 @@
 #include "reserve_internal.h"
 #include "threads_internal.h"
 
-/* Whether fd's first bytes are zero: nothing was written to it (every writer writes its
- * header first). */
-static int aft_header_unwritten(int fd) {
+int aft_file_header_unwritten(int fd) {
     uint8_t header[sizeof(aft_file_header)];
     if (pread(fd, header, sizeof(header), 0) != (ssize_t)sizeof(header)) return 0;
     for (size_t i = 0; i < sizeof(header); i++)
@@ -27,16 +25,16 @@ static int aft_header_unwritten(int fd) {
     return 1;
 }
 
-int aft_take_empty_file(int dir_fd, const char *name, int sized) {
+int aft_take_empty_file(int dir_fd, const char *name, size_t unwritten_max) {
     int fd = openat(dir_fd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) return -1;
     struct stat st;
     /* Locked first: a live run holds the lock from before the name is visible, and no other
-     * launch can take it meanwhile. Then empty (or, where sized, never written), ours, one
-     * link. */
+     * launch can take it meanwhile. Then empty (or no larger than unwritten_max and never
+     * written), ours, one link. */
     if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
         (st.st_size == 0 ||
-         (sized && st.st_size <= AFT_RESERVE_SIZED_MAX && aft_header_unwritten(fd))) &&
+         ((size_t)st.st_size <= unwritten_max && aft_file_header_unwritten(fd))) &&
         st.st_uid == geteuid() && st.st_nlink == 1 && fchmod(fd, 0600) == 0)
         return fd;
     close(fd);
@@ -72,7 +70,7 @@ static int aft_reserve_take_dead(int dir_fd, char *name) {
         examined++;
         /* Locked: its run is dead. A live run's, a written one, or one a collector removed
          * meanwhile is left. */
-        taken = aft_take_empty_file(dir_fd, entry, 1);
+        taken = aft_take_empty_file(dir_fd, entry, AFT_RESERVE_SIZED_MAX);
         if (taken >= 0) memcpy(name, entry, len + 1);
     }
     close(list.fd);

@@ -51,27 +51,25 @@ static uint64_t aft_process_start_realtime_ns(void) {
     return real_now - (boot_now - since_boot);
 }
 
-/* cpuid's vendor and signature, or arm64's MIDR_EL1 as the kernel shows it. Each cpuid is a
- * hypervisor exit in a virtual machine (2-13 µs on this project's): leaf 1 is read from what
- * glibc's loader kept of it at exec, raw, and only the vendor's leaf 0 runs here. */
+/* cpuid's signature, or arm64's MIDR_EL1 as the kernel shows it. Each cpuid is a hypervisor
+ * exit in a virtual machine (2-13 µs on this project's): leaf 1 is read from what glibc's loader
+ * kept of it at exec, raw, and the vendor's leaf 0 is the crash handler's
+ * (aft_async_arch_cpu_vendor). Every x86-64 processor has leaf 1. */
 static void aft_read_cpu_identity(aft_system_info *out) {
 #if defined(__x86_64__)
     unsigned a, b, c, d;
-    __cpuid(0, a, b, c, d);
-    unsigned vendor[3] = {b, d, c}; /* "Genu" "ineI" "ntel" */
-    for (int i = 0; i < 12; i++) out->cpu_vendor[i] = (char)(vendor[i / 4] >> (8 * (i % 4)));
-    if (a >= 1) {
 #if defined(AFT_GLIBC_CPUID_LEAF_1)
-        const struct cpuid_feature *leaf1 = __x86_get_cpuid_feature_leaf(CPUID_INDEX_1);
-        a = leaf1->cpuid_array[0];
-        d = leaf1->cpuid_array[3];
-        if (a == 0) __cpuid(1, a, b, c, d); /* not filled in (an older loader) */
+    const struct cpuid_feature *leaf1 = __x86_get_cpuid_feature_leaf(CPUID_INDEX_1);
+    a = leaf1->cpuid_array[0];
+    d = leaf1->cpuid_array[3];
+    if (a == 0) __cpuid(1, a, b, c, d); /* not filled in (an older loader) */
 #else
-        __cpuid(1, a, b, c, d);
+    __cpuid(1, a, b, c, d);
 #endif
-        out->cpu_signature = a;
-        out->cpu_features = d;
-    }
+    (void)b;
+    (void)c;
+    out->cpu_signature = a;
+    out->cpu_features = d;
 #elif defined(__aarch64__)
     char midr[32];
     int fd = open("/sys/devices/system/cpu/cpu0/regs/identification/midr_el1",

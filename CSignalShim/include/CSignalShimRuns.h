@@ -84,17 +84,21 @@ void aft_run_stop(void);
 
 /* ---- evidence readers, shared by the running process and the next launch (runs.c) ---- */
 
-/* The name in runs/ of the run file a launch makes ahead for the next one (empty until taken). */
+/* The name in runs/ of the run file a launch makes ahead for the next one: unwritten until taken
+ * (empty, or a recycled run file whose header is zero). */
 #define AFT_RUN_SPARE_FILE_NAME "spare.run.tmp"
 /* Makes this run's spare for the next launch unless it has made or recycled one: from start's
  * background thread once its delivery no longer needs the runs it found. */
 void aft_run_make_spare_once(void);
 /* Makes name in the runs directory dir_fd, a dead run's file judged clean with nothing of its
  * run left to send, the next launch's spare: renamed without replacing one (renameat2's
- * RENAME_NOREPLACE), then emptied through fd, opened for writing and locked by the caller, so no
- * launch takes it meanwhile. 0, or an errno value (EEXIST: a spare is there already; EINVAL or
- * ENOSYS: no such rename here). */
+ * RENAME_NOREPLACE), then its header zeroed through fd, opened for writing and locked by the
+ * caller, so no launch takes it meanwhile. 0, or an errno value (EEXIST: a spare is there
+ * already; EINVAL or ENOSYS: no such rename here). */
 int aft_run_recycle_as_spare(int dir_fd, const char *name, int fd);
+/* 1 when name in dir_fd (AT_FDCWD for a path) is an unwritten spare a launch may take: a regular
+ * file, empty, or no larger than a run file and its header zero. 0 otherwise. */
+int aft_run_spare_unwritten(int dir_fd, const char *name);
 /* 1 when another open file holds a lock on path (a live run), 0 when not, -1 on error. */
 int aft_run_is_locked(const char *path);
 /* The value of the first line "key<space or tab>value" of a small file; AFT_RUN_UNREAD when the

@@ -5,6 +5,7 @@
 #ifndef AFT_RESERVE_INTERNAL_H
 #define AFT_RESERVE_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "aftermath_format.h"
@@ -25,8 +26,12 @@ void aft_reserve_cache(int fd);
 int aft_reserve_open(int dir_fd, const uint8_t report_id[AFT_ID_SIZE], char *name);
 /* dir_fd/name opened (no link followed, never blocking) and locked when it is an empty regular
  * file of ours with one link, made 0600: a file left to be taken over (a dead run's crash
- * reserve, a spare run file). sized: a file of at most AFT_RESERVE_SIZED_MAX bytes whose header
- * is still zero counts as empty too (a crash reserve, sized at install). -1 otherwise. */
-int aft_take_empty_file(int dir_fd, const char *name, int sized);
+ * reserve, a spare run file). A file of at most unwritten_max bytes whose header is still zero
+ * counts as empty too (a crash reserve, sized at install; a run file recycled as the spare).
+ * -1 otherwise. */
+int aft_take_empty_file(int dir_fd, const char *name, size_t unwritten_max);
+/* Whether fd's first sizeof(aft_file_header) bytes are there and zero: nothing was written to it
+ * (every writer writes its header first). */
+int aft_file_header_unwritten(int fd);
 
 #endif

@@ -213,6 +213,8 @@ void aft_fill_build_ids(aft_image *images, uint32_t count, const aft_loaded_obje
 /* Architecture-specific pieces (arch_x86_64_async.c, arch_aarch64_async.c). */
 /* Fills the registers, pc, sp and arch of ci from a signal context. */
 void aft_async_arch_registers(const void *ucontext, aft_crash_info *ci);
+/* x86-64: the processor's vendor ("GenuineIntel", 12 bytes, no NUL) into out; elsewhere none. */
+void aft_async_arch_cpu_vendor(char out[12]);
 /* The floating-point state of a signal context, as aft_thread.fp_state holds it; its size, 0
  * when there is none. */
 uint32_t aft_async_arch_fp_state(const void *ucontext, uint8_t *out, uint32_t capacity);

@@ -87,7 +87,20 @@ void aft_run_prepare_blocks(const aft_run_options *o, aft_file_header *header, a
     l->check = aft_run_check(l, offsetof(aft_run_live, check));
 }
 
-int aft_run_take_spare(int dir_fd) { return aft_take_empty_file(dir_fd, AFT_RUN_SPARE_NAME, 0); }
+int aft_run_take_spare(int dir_fd) {
+    return aft_take_empty_file(dir_fd, AFT_RUN_SPARE_NAME, sizeof(aft_run_file));
+}
+
+int aft_run_spare_unwritten(int dir_fd, const char *name) {
+    int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) return 0;
+    struct stat st;
+    int unwritten = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+                    (st.st_size == 0 ||
+                     ((size_t)st.st_size <= sizeof(aft_run_file) && aft_file_header_unwritten(fd)));
+    close(fd);
+    return unwritten;
+}
 
 void aft_run_make_spare_once(void) {
     if (aft_g_run.fd >= 0 && !aft_g_run_exited && !atomic_exchange(&aft_g_run_spare_made, 1))
@@ -97,9 +110,17 @@ void aft_run_make_spare_once(void) {
 int aft_run_recycle_as_spare(int dir_fd, const char *name, int fd) {
     int error = aft_renameat_noreplace(dir_fd, name, dir_fd, AFT_RUN_SPARE_NAME);
     if (error != 0) return error;
-    /* Emptied under its new name, its lock held: a process that dies in between leaves a
+    /* Its header zeroed under its new name, its lock held: unwritten, as a new spare is, without
+     * the truncation (a journaled block release, 30-40 µs on ext4) and the next run's block
+     * allocation an emptied file would cost. The rest is an earlier run's of the same app, which
+     * the run that takes the file overwrites whole. A process that dies in between leaves a
      * written spare, which no launch takes and the next delivery removes. */
-    if (ftruncate(fd, 0) != 0 || fchmod(fd, 0600) != 0) return errno;
+    static const uint8_t zero[sizeof(aft_file_header)];
+    error = aft_async_pwrite_all(fd, zero, sizeof(zero), 0);
+    if (error != 0) return error;
+    struct stat st;
+    if (fstat(fd, &st) != 0) return errno;
+    if ((st.st_mode & 07777) != 0600 && fchmod(fd, 0600) != 0) return errno;
     atomic_store(&aft_g_run_spare_made, 1);
     return 0;
 }

@@ -96,7 +96,9 @@ struct QuietDeliveryTests {
         #expect(after.reports.isEmpty && after.rejected.isEmpty)
     }
 
-    @Test("Without a spare, the run that ended cleanly becomes it: emptied, one inode reused, nothing ended")
+    @Test(
+        "Without a spare, the run that ended cleanly becomes it: header zeroed, not truncated, one inode reused, nothing ended"
+    )
     func cleanRunRecycledAsSpare() throws {
         let launch = try Launch()
         defer { launch.release() }
@@ -106,7 +108,13 @@ struct QuietDeliveryTests {
         let endedBefore = try launch.endedRuns()
         #expect(launch.quiet())
         var st = stat()
-        #expect(lstat(spare, &st) == 0 && UInt64(st.st_ino) == cleanInode && st.st_size == 0 && st.st_nlink == 1)
+        #expect(lstat(spare, &st) == 0 && UInt64(st.st_ino) == cleanInode && st.st_nlink == 1)
+        // Its blocks kept (no truncation): the next run overwrites the file whole.
+        #expect(Int(st.st_size) == MemoryLayout<aft_run_file>.size)
+        let bytes = [UInt8](try #require(FileManager.default.contents(atPath: spare)))
+        #expect(bytes.prefix(MemoryLayout<aft_file_header>.size).allSatisfy { $0 == 0 }, "its header zeroed")
+        #expect(bytes.count > MemoryLayout<aft_file_header>.size)
+        #expect(aft_run_spare_unwritten(AT_FDCWD, spare) == 1)
         #expect(st.st_mode & 0o777 == 0o600)
         #expect(!launch.exists(launch.cleanPath))
         #expect(try launch.endedRuns() == endedBefore, "no run marked ended")
@@ -147,6 +155,43 @@ struct QuietDeliveryTests {
         if relative.hasPrefix("attachments/") { try launch.directory.prepareAttachments() }
         try TestSupport.write([1, 2, 3], to: path)
         #expect(!launch.quiet())
+    }
+
+    @Test("A spare of a run file's size is unwritten only with a zero header, and larger never")
+    func spareUnwrittenOnlyWithZeroHeader() throws {
+        let runSize = MemoryLayout<aft_run_file>.size, headerSize = MemoryLayout<aft_file_header>.size
+        for (bytes, unwritten) in [
+            ([UInt8](), true), ([UInt8](repeating: 0, count: runSize), true),
+            ([UInt8](repeating: 0, count: headerSize) + [7, 7], true),
+            ([UInt8](repeating: 0, count: headerSize - 1), false),
+            ([1] + [UInt8](repeating: 0, count: runSize - 1), false),
+            (
+                [UInt8](repeating: 0, count: headerSize - 1) + [1] + [UInt8](repeating: 0, count: runSize - headerSize),
+                false
+            ),
+            ([UInt8](repeating: 0, count: runSize + 1), false),
+        ] {
+            let launch = try Launch()
+            defer { launch.release() }
+            let spare = launch.directory.runs + "/" + AFT_RUN_SPARE_FILE_NAME
+            try TestSupport.write(bytes, to: spare)
+            #expect((aft_run_spare_unwritten(AT_FDCWD, spare) == 1) == unwritten, "\(bytes.count) bytes")
+            #expect(launch.quiet() == unwritten, "\(bytes.count) bytes: quiet only with an unwritten spare")
+            // The full delivery keeps an unwritten spare and removes a written one (unlocked).
+            _ = launch.collector.collect()
+            #expect(launch.exists(spare) == unwritten, "\(bytes.count) bytes")
+        }
+        // A directory or a link by the spare's name is never an unwritten spare.
+        let launch = try Launch()
+        defer { launch.release() }
+        let spare = launch.directory.runs + "/" + AFT_RUN_SPARE_FILE_NAME
+        try TestSupport.write([], to: launch.directory.root + "/elsewhere")
+        unlink(spare)
+        #expect(symlink(launch.directory.root + "/elsewhere", spare) == 0)
+        #expect(aft_run_spare_unwritten(AT_FDCWD, spare) == 0)
+        unlink(spare)
+        #expect(mkdir(spare, 0o700) == 0)
+        #expect(aft_run_spare_unwritten(AT_FDCWD, spare) == 0)
     }
 
     @Test("A spare that is not empty, a dead run older than the report age, five dead runs: not quiet")

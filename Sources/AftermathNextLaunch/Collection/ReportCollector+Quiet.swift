@@ -98,9 +98,10 @@ extension ReportCollector {
                 kept += 1
                 return true
             }
+            // The spare this walk recycled, or one a launch may take.
+            if name == AFT_RUN_SPARE_FILE_NAME { return recycled || aft_run_spare_unwritten(directory, entry) == 1 }
             var st = stat()
             guard fstatat(directory, entry, &st, AT_SYMLINK_NOFOLLOW) == 0 else { return false }
-            if name == AFT_RUN_SPARE_FILE_NAME { return st.st_mode & S_IFMT == S_IFREG && st.st_size == 0 }
             let isEnded = name.hasSuffix(".ended")
             guard isEnded || name.hasSuffix(".run"), Self.hasRunIDStem(name) else { return false }
             if isEnded {  // an ended run's name read otherwise: its age is the full delivery's

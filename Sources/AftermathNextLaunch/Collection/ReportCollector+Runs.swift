@@ -15,10 +15,10 @@ extension ReportCollector {
     /// limit, are rejected unjudged. Retention: half-written .run.tmp files of dead writers are
     /// removed, then ended runs older than the run age limit or beyond the count limit (down
     /// to three quarters of it; their ages are read only then, and at one launch in 16).
-    /// Whether path is the run file a launch made ahead for the next one: its name, empty.
-    static func isEmptySpare(_ path: String, name: String) -> Bool {
-        var st = stat()
-        return name == AFT_RUN_SPARE_FILE_NAME && lstat(path, &st) == 0 && st.st_size == 0
+    /// Whether path is the run file a launch made ahead for the next one: its name, unwritten
+    /// (empty, or a recycled run file whose header is zero).
+    static func isUnwrittenSpare(_ path: String, name: String) -> Bool {
+        name == AFT_RUN_SPARE_FILE_NAME && aft_run_spare_unwritten(AT_FDCWD, path) == 1
     }
 
     package func collectRuns(_ pass: inout Pass) {
@@ -42,9 +42,9 @@ extension ReportCollector {
             if leftover {
                 if name.hasSuffix(".ended") {
                     ended.append(path)
-                } else if pass.moveRejected, aft_run_is_locked(path) == 0, !Self.isEmptySpare(path, name: name) {
+                } else if pass.moveRejected, aft_run_is_locked(path) == 0, !Self.isUnwrittenSpare(path, name: name) {
                     // A writer holds its .tmp locked while it writes it: unlocked means it died.
-                    // The next launch's spare (empty, made ahead by a run) is kept for it.
+                    // The next launch's spare (unwritten, made ahead by a run) is kept for it.
                     unlink(path)
                 }
                 continue
