@@ -33,33 +33,42 @@ void aft_unwind_helpers_prepare(int in_forked_child) {
     long page = sysconf(_SC_PAGESIZE);
     if (page <= 0) page = 4096;
     size_t shared_size = (sizeof(aft_unwind_shared) + (size_t)page - 1) & ~((size_t)page - 1);
+    size_t all_shared = shared_size * AFT_UNWIND_SLOTS;
+    aft_unwind_slot *first = &aft_g_unwind_slots[0];
+    if (in_forked_child) {
+        /* fork(2) shares a MAP_SHARED mapping with the parent: replace it in place. */
+        if (first->shared == NULL) return;
+        void *fresh = mmap(first->shared, all_shared, PROT_READ | PROT_WRITE,
+                           MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+        if (fresh == MAP_FAILED) /* the frame-pointer stack only */
+            for (uint32_t i = 0; i < AFT_UNWIND_SLOTS; i++) aft_g_unwind_slots[i].shared = NULL;
+        return;
+    }
+    if (first->shared != NULL) return;
+    /* One mapping for every slot's stack, each with a guard page below it, and one shared
+     * mapping for their answers: a system call and a shared memory object less a slot, at
+     * start and at exit. */
+    size_t one_stack = AFT_UNWIND_HELPER_STACK + (size_t)page;
+    uint8_t *stacks = mmap(NULL, one_stack * AFT_UNWIND_SLOTS, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (stacks == MAP_FAILED) return;
+    for (uint32_t i = 0; i < AFT_UNWIND_SLOTS; i++) {
+        if (mprotect(stacks + one_stack * i, (size_t)page, PROT_NONE) != 0) {
+            munmap(stacks, one_stack * AFT_UNWIND_SLOTS);
+            return;
+        }
+    }
+    uint8_t *shared = mmap(NULL, all_shared, PROT_READ | PROT_WRITE,
+                           MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (shared == MAP_FAILED) {
+        munmap(stacks, one_stack * AFT_UNWIND_SLOTS);
+        return;
+    }
     for (uint32_t i = 0; i < AFT_UNWIND_SLOTS; i++) {
         aft_unwind_slot *slot = &aft_g_unwind_slots[i];
-        if (in_forked_child) {
-            /* fork(2) shares a MAP_SHARED mapping with the parent: replace it in place. */
-            if (slot->shared == NULL) continue;
-            void *fresh = mmap(slot->shared, shared_size, PROT_READ | PROT_WRITE,
-                               MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-            if (fresh == MAP_FAILED) slot->shared = NULL; /* the frame-pointer stack only */
-            continue;
-        }
-        if (slot->shared != NULL) continue;
-        uint8_t *stack = mmap(NULL, AFT_UNWIND_HELPER_STACK + (size_t)page, PROT_READ | PROT_WRITE,
-                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (stack == MAP_FAILED) continue;
-        if (mprotect(stack, (size_t)page, PROT_NONE) != 0) { /* the guard page */
-            munmap(stack, AFT_UNWIND_HELPER_STACK + (size_t)page);
-            continue;
-        }
-        void *shared = mmap(NULL, shared_size, PROT_READ | PROT_WRITE,
-                            MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (shared == MAP_FAILED) {
-            munmap(stack, AFT_UNWIND_HELPER_STACK + (size_t)page);
-            continue;
-        }
         /* The stack grows down from its top, 16-byte aligned. */
-        slot->stack_top = stack + (size_t)page + AFT_UNWIND_HELPER_STACK;
-        slot->shared = shared;
+        slot->stack_top = stacks + one_stack * i + one_stack;
+        slot->shared = (aft_unwind_shared *)(void *)(shared + shared_size * i);
     }
 }
 
