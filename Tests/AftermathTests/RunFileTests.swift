@@ -56,6 +56,35 @@ struct RunFileTests {
         #expect(v2Dirs[0] == "" && v2Dirs[2] == v2Only.sys + "/fs/cgroup/app/svc")
     }
 
+    @Test("A cgroup path or a system root too long for a directory's capacity finds none there, and the rest as before")
+    func cgroupPathsTooLongAreSkipped() throws {
+        let system = try CraftedSystem(v1: true, v2: true)
+        func dirs(sys: String) -> [String] {
+            var info = aft_run_info()
+            aft_find_cgroup_dirs(system.proc, sys, &info.cgroup_dirs.0)
+            return withUnsafeBytes(of: &info.cgroup_dirs) { raw in
+                (0..<Int(AFT_CGROUP_DIRS)).map { i in
+                    let slot = raw[(i * Int(AFT_PATH_CAPACITY))..<((i + 1) * Int(AFT_PATH_CAPACITY))]
+                    return String(decoding: slot.prefix { $0 != 0 }, as: UTF8.self)
+                }
+            }
+        }
+        #expect(
+            dirs(sys: system.sys) == [
+                system.sys + "/fs/cgroup/memory/app/svc", system.sys + "/fs/cgroup/memory/app",
+                system.sys + "/fs/cgroup/app/svc", system.sys + "/fs/cgroup/app",
+            ])
+        // A root whose cgroup bases do not fit: nothing, and nothing probed outside it.
+        #expect(
+            dirs(sys: system.sys + "/" + String(repeating: "r", count: Int(AFT_PATH_CAPACITY))) == ["", "", "", ""])
+        // The process's own cgroup too long for a directory: only its parent's are found.
+        let long = "app/" + String(repeating: "s", count: Int(AFT_PATH_CAPACITY))
+        try system.set("proc/self/cgroup", "4:memory:/\(long)\n0::/\(long)\n")
+        try system.set("sys/fs/cgroup/memory/app/memory.oom_control", "oom_kill 0\n")
+        try system.set("sys/fs/cgroup/app/memory.events", "oom_kill 0\n")
+        #expect(dirs(sys: system.sys) == ["", system.sys + "/fs/cgroup/memory/app", "", system.sys + "/fs/cgroup/app"])
+    }
+
     @Test("v2 memory.events: both OOM counters from one read, in either order; one that is missing is unread")
     func readsBothV2CountersOnce() throws {
         let system = try CraftedSystem(v1: false, v2: true)
