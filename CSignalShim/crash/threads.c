@@ -8,6 +8,7 @@
  * The stack is unmapped by a thread-specific-data destructor when the thread ends.
  */
 #include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -143,18 +144,34 @@ static aft_pthread_create_fn aft_resolve_pthread_create(void) {
 AFT_SMALL_STATE _Atomic int aft_g_pthread_create_seen;
 AFT_SMALL_STATE _Atomic int aft_g_dispatch_thread_seen;
 
+/* The path of the loaded object address is in ("" for the executable), or NULL. glibc 2.35's
+ * _dl_find_object finds it in the loader's sorted table; dladdr would also scan the object's
+ * whole symbol table for the nearest symbol (a Swift executable's hundreds, at every thread
+ * the app starts until libdispatch's first). */
+static const char *aft_object_path(void *address) {
+#if defined(DLFO_STRUCT_HAS_EH_DBASE)
+    struct dl_find_object found;
+    if (_dl_find_object(address, &found) == 0 && found.dlfo_link_map != NULL)
+        return found.dlfo_link_map->l_name;
+    return NULL;
+#else
+    Dl_info info;
+    return dladdr(address, &info) != 0 ? info.dli_fname : NULL;
+#endif
+}
+
 /* Notes the first thread libdispatch starts (a worker of its root queues, which the Swift
  * concurrency pool runs on): until one exists there is no pool to watch, and its probe waits.
  * Then the probe goes at once, before the work that started the thread can starve the pool. */
 static void aft_note_thread_start(void *(*start)(void *)) {
     atomic_store(&aft_g_pthread_create_seen, 1);
     if (atomic_load(&aft_g_dispatch_thread_seen)) return;
-    Dl_info info;
     void *address;
-    memcpy(&address, &start, sizeof(address)); /* a function's address, as dladdr takes it */
-    if (dladdr(address, &info) == 0 || info.dli_fname == NULL) return;
-    const char *base = strrchr(info.dli_fname, '/');
-    base = base != NULL ? base + 1 : info.dli_fname;
+    memcpy(&address, &start, sizeof(address)); /* a function's address, as the loader takes it */
+    const char *path = aft_object_path(address);
+    if (path == NULL) return;
+    const char *base = strrchr(path, '/');
+    base = base != NULL ? base + 1 : path;
     if (strncmp(base, "libdispatch.so", 14) != 0) return;
     if (!atomic_exchange(&aft_g_dispatch_thread_seen, 1)) aft_watch_pool_appeared();
 }
