@@ -114,7 +114,7 @@ static void aft_after_fork_in_child(void) {
     aft_g_state.context.pid = pid;
     aft_system_after_fork_in_child();
     aft_async_memory_reader_refresh();
-    aft_unwind_helpers_prepare(1);
+    aft_unwind_helpers_after_fork_in_child();
     aft_unwind_resident_after_fork_in_child();
     aft_threads_after_fork_in_child();
     aft_async_id_file_name(aft_g_state.tmp_name, AFT_FILE_NAME_CAPACITY,
@@ -146,10 +146,6 @@ static void aft_install_complete_images(void) {
     aft_prepare_system_info();
     aft_bind_crash_calls();
     aft_reserve_cache(aft_g_state.reserved_fd);
-    /* The unwinding helpers' stacks and answer pages: two shared mappings cost start's caller
-     * a tenth of its time. A crash before this unwinds by frame pointers where the next launch
-     * cannot (a helper checks its slot's stack, which is set first). */
-    aft_unwind_helpers_prepare(0);
     aft_threads_read_tls_size();
     aft_swift_async_prepare();
     /* libunwind is neither loaded nor warmed up here: a process that never hangs or records an
@@ -222,6 +218,8 @@ int aft_install(const aft_install_options *options, char *error, size_t error_ca
     }
     pthread_mutex_lock(&aft_g_completion_lock); /* a completion still running finishes first */
     aft_memory_reader_prepare();
+    long page = sysconf(_SC_PAGESIZE); /* for the unwinding helpers' mappings, made later */
+    aft_g_helper_page_size = page > 0 ? (size_t)page : 4096;
     aft_crc32_prepare();
     int err = aft_prepare_thread();
     if (err != 0) {

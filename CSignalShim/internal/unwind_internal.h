@@ -78,6 +78,11 @@ int aft_x86_64_ends_in_call(const uint8_t b[8]);
 /* Once libunwind is loaded (a first hang, a recorded error): the helpers' answer pages faulted
  * in, so a later capture takes no page fault there. */
 void aft_unwind_helpers_fault_in(void);
+/* The helpers' mappings (aft_async_unwind_helpers_ready): none yet, being made, made. */
+#define AFT_HELPERS_UNMAPPED 0
+#define AFT_HELPERS_MAPPING 1
+#define AFT_HELPERS_MAPPED 2
+extern _Atomic int aft_g_unwind_helpers_state;
 /* In a forked child: the parent's resident helper serves the parent; the child has none. */
 void aft_unwind_resident_after_fork_in_child(void);
 

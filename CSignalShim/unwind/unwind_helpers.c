@@ -1,9 +1,9 @@
 /*
  * unwind_helpers.c: NORMAL-TIME CODE (never runs in a signal handler). What the unwinding
- * helpers of unwind_async.c need before a crash, prepared by install.c: each slot's stack (a
- * guard page below it) and its shared answer buffer, their first pages faulted in, and the
- * resident helper (unwind_resident_async.c), started from a donor thread of ours that then
- * only sleeps; in a forked child, fresh buffers and no resident helper.
+ * helpers of unwind_async.c need besides the stacks and answer buffers their first user maps
+ * (aft_async_unwind_helpers_ready): the answers' first pages faulted in once libunwind is
+ * loaded, and the resident helper (unwind_resident_async.c), started from a donor thread of
+ * ours that then only sleeps; in a forked child, fresh buffers and no resident helper.
  */
 #include <errno.h>
 #include <limits.h>
@@ -29,50 +29,23 @@
 
 AFT_SMALL_STATE aft_unwind_slot aft_g_unwind_slots[AFT_UNWIND_SLOTS];
 
-void aft_unwind_helpers_prepare(int in_forked_child) {
-    long page = sysconf(_SC_PAGESIZE);
-    if (page <= 0) page = 4096;
-    size_t shared_size = (sizeof(aft_unwind_shared) + (size_t)page - 1) & ~((size_t)page - 1);
-    size_t all_shared = shared_size * AFT_UNWIND_SLOTS;
+void aft_unwind_helpers_after_fork_in_child(void) {
+    if (aft_g_unwind_slots[0].shared == NULL) { /* none mapped, or a thread was mapping them */
+        atomic_store(&aft_g_unwind_helpers_state, AFT_HELPERS_UNMAPPED);
+        return;
+    }
+    size_t page = aft_g_helper_page_size ? aft_g_helper_page_size : 4096;
+    size_t shared_size = (sizeof(aft_unwind_shared) + page - 1) & ~(page - 1);
     aft_unwind_slot *first = &aft_g_unwind_slots[0];
-    if (in_forked_child) {
-        /* fork(2) shares a MAP_SHARED mapping with the parent: replace it in place. */
-        if (first->shared == NULL) return;
-        void *fresh = mmap(first->shared, all_shared, PROT_READ | PROT_WRITE,
-                           MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-        if (fresh == MAP_FAILED) /* the frame-pointer stack only */
-            for (uint32_t i = 0; i < AFT_UNWIND_SLOTS; i++) aft_g_unwind_slots[i].shared = NULL;
-        return;
-    }
-    if (first->shared != NULL) return;
-    /* One mapping for every slot's stack, each with a guard page below it, and one shared
-     * mapping for their answers: a system call and a shared memory object less a slot, at
-     * start and at exit. */
-    size_t one_stack = AFT_UNWIND_HELPER_STACK + (size_t)page;
-    uint8_t *stacks = mmap(NULL, one_stack * AFT_UNWIND_SLOTS, PROT_READ | PROT_WRITE,
-                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (stacks == MAP_FAILED) return;
-    for (uint32_t i = 0; i < AFT_UNWIND_SLOTS; i++) {
-        if (mprotect(stacks + one_stack * i, (size_t)page, PROT_NONE) != 0) {
-            munmap(stacks, one_stack * AFT_UNWIND_SLOTS);
-            return;
-        }
-    }
-    uint8_t *shared = mmap(NULL, all_shared, PROT_READ | PROT_WRITE,
-                           MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (shared == MAP_FAILED) {
-        munmap(stacks, one_stack * AFT_UNWIND_SLOTS);
-        return;
-    }
-    for (uint32_t i = 0; i < AFT_UNWIND_SLOTS; i++) {
-        aft_unwind_slot *slot = &aft_g_unwind_slots[i];
-        /* The stack grows down from its top, 16-byte aligned. */
-        slot->stack_top = stacks + one_stack * i + one_stack;
-        slot->shared = (aft_unwind_shared *)(void *)(shared + shared_size * i);
-    }
+    /* fork(2) shares a MAP_SHARED mapping with the parent: replace it in place. */
+    void *fresh = mmap(first->shared, shared_size * AFT_UNWIND_SLOTS, PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    if (fresh == MAP_FAILED) /* the frame-pointer stack only */
+        for (uint32_t i = 0; i < AFT_UNWIND_SLOTS; i++) aft_g_unwind_slots[i].shared = NULL;
 }
 
 void aft_unwind_helpers_fault_in(void) {
+    if (!aft_async_unwind_helpers_ready()) return;
     long page = sysconf(_SC_PAGESIZE);
     for (uint32_t i = 0; i < AFT_UNWIND_SLOTS; i++) {
         aft_unwind_slot *slot = &aft_g_unwind_slots[i];

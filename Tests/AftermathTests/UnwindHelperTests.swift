@@ -198,6 +198,30 @@ struct UnwindHelperTests {
         }
     }
 
+    /// The child: after start (its install completed), no helper mapping; after a handled error
+    /// (libunwind's first user), one shared mapping for the helpers' answers, and the error's
+    /// stack from libunwind.
+    static func helperMappingsAtFirstUse() -> Int32 {
+        func sharedAnonymous() -> Int {  // a MAP_SHARED anonymous mapping shows as /dev/zero
+            let maps = (try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8)) ?? ""
+            return maps.split(separator: "\n").filter { $0.hasSuffix("/dev/zero (deleted)") }.count
+        }
+        guard sharedAnonymous() == 0 else { return 9 }
+        guard let root = startBeating("unwind-lazy") else { return 10 }
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        guard sharedAnonymous() == 0 else { return 11 }  // started and completed: none yet
+        guard Aftermath.record(error: Spilled()) else { return 12 }
+        guard sharedAnonymous() == 1 else { return 13 }
+        return aft_libunwind_used() == 1 ? 0 : 14
+    }
+
+    @Test("The unwinding helpers' mappings are made at their first use, not at start")
+    func helperMappingsAtFirstUseTest() async {
+        await #expect(processExitsWith: .success) {
+            exit(UnwindHelperTests.helperMappingsAtFirstUse())
+        }
+    }
+
     @Test("A helper killed at its deadline leaves libunwind alone: a later handled error is still written")
     func handledErrorAfterKilledHelper() async {
         await #expect(processExitsWith: .success) {
