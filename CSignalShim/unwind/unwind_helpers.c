@@ -30,7 +30,13 @@
 AFT_SMALL_STATE aft_unwind_slot aft_g_unwind_slots[AFT_UNWIND_SLOTS];
 
 void aft_unwind_helpers_after_fork_in_child(void) {
-    if (aft_g_unwind_slots[0].shared == NULL) { /* none mapped, or a thread was mapping them */
+    if (atomic_load(&aft_g_unwind_helpers_state) != AFT_HELPERS_MAPPED) {
+        /* None mapped, or a thread of the parent's was mapping them: the child's first user
+         * maps its own. */
+        for (uint32_t i = 0; i < AFT_UNWIND_SLOTS; i++) {
+            aft_g_unwind_slots[i].shared = NULL;
+            aft_g_unwind_slots[i].stack_top = NULL;
+        }
         atomic_store(&aft_g_unwind_helpers_state, AFT_HELPERS_UNMAPPED);
         return;
     }

@@ -198,24 +198,23 @@ struct UnwindHelperTests {
         }
     }
 
-    /// The child: after start (its install completed), no helper mapping; after a handled error
-    /// (libunwind's first user), one shared mapping for the helpers' answers, and the error's
-    /// stack from libunwind.
+    /// The child: after start (its install completed), no helper mapping, and a forked child
+    /// none either; after a handled error (libunwind's first user), one shared mapping for the
+    /// helpers' answers, which a forked child replaces with its own.
     static func helperMappingsAtFirstUse() -> Int32 {
-        func sharedAnonymous() -> Int {  // a MAP_SHARED anonymous mapping shows as /dev/zero
-            let maps = (try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8)) ?? ""
-            return maps.split(separator: "\n").filter { $0.hasSuffix("/dev/zero (deleted)") }.count
-        }
-        guard sharedAnonymous() == 0 else { return 9 }
+        guard aft_test_shared_anonymous_mappings() == 0 else { return 9 }
         guard let root = startBeating("unwind-lazy") else { return 10 }
         defer { try? FileManager.default.removeItem(atPath: root) }
-        guard sharedAnonymous() == 0 else { return 11 }  // started and completed: none yet
-        guard Aftermath.record(error: Spilled()) else { return 12 }
-        guard sharedAnonymous() == 1 else { return 13 }
-        return aft_libunwind_used() == 1 ? 0 : 14
+        guard aft_test_shared_anonymous_mappings() == 0 else { return 11 }  // none yet
+        guard aft_test_fork_helper_buffers() == 0 else { return 12 }
+        guard Aftermath.record(error: Spilled()) else { return 13 }
+        guard aft_test_shared_anonymous_mappings() == 1 else { return 14 }
+        let forked = aft_test_fork_helper_buffers()
+        guard forked == 0 else { return Int32(40 + forked) }
+        return aft_libunwind_used() == 1 ? 0 : 16
     }
 
-    @Test("The unwinding helpers' mappings are made at their first use, not at start")
+    @Test("The unwinding helpers' mappings are made at their first use, not at start; a forked child never shares them")
     func helperMappingsAtFirstUseTest() async {
         await #expect(processExitsWith: .success) {
             exit(UnwindHelperTests.helperMappingsAtFirstUse())

@@ -177,6 +177,11 @@ void hang_harness_ppoll(uint32_t ms);
 /* Forks a child that only sleeps ms (holding a copy of every descriptor), then exits; its pid,
  * or -1. */
 int aft_test_fork_sleeper(uint32_t ms);
+/* The number of this process's shared anonymous mappings (the unwinding helpers' answers). */
+int aft_test_shared_anonymous_mappings(void);
+/* Forks; the child checks that it has as many shared anonymous mappings as the parent had (one,
+ * or none), none of them the parent's. 0, or what differed (helper_fork.c). */
+int aft_test_fork_helper_buffers(void);
 
 /* The first frame record above sp on a stack laid out in two adjacent pages (frame_record.c):
  * a record at sp + 64 linked to the outermost at sp + 128, each returning to *return_address;
