@@ -149,17 +149,10 @@ int aft_async_write_crash(int signo, siginfo_t *info, void *ucontext, uint64_t e
                 aft_async_unwind_link_map(AFT_UNWIND_SLOT_CRASH, &link_count, &link_hash);
     }
 
-    /* The machine as start read it, with the processor's vendor, read now. */
-    aft_system_info machine;
-    const int machine_ready = atomic_load(&aft_g_system_ready);
-    if (machine_ready) {
-        aft_async_memcpy(&machine, &aft_g_system, sizeof(machine));
-        aft_async_arch_cpu_vendor(machine.cpu_vendor);
-    }
     aft_report_spec spec = {
         .kind = AFT_KIND_CRASH,
         .context = &aft_g_state.context,
-        .system = machine_ready ? &machine : NULL,
+        .system = atomic_load(&aft_g_system_ready) ? &aft_g_system : NULL,
         .event_type = AFT_SECTION_CRASH,
         .event = ci,
         .event_size = sizeof(*ci),

@@ -163,8 +163,12 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
     w.small_used = 0;
     aft_async_queue(&w, &header, sizeof(header), 1);
     aft_async_emit_section(&w, AFT_SECTION_CONTEXT, sizeof(aft_context), 1, 0, spec->context);
-    if (spec->system != NULL)
-        aft_async_emit_section(&w, AFT_SECTION_SYSTEM, sizeof(aft_system_info), 1, 0, spec->system);
+    aft_system_info machine; /* start's, with the processor's vendor read now */
+    if (spec->system != NULL) {
+        aft_async_memcpy(&machine, spec->system, sizeof(machine));
+        aft_async_arch_cpu_vendor(machine.cpu_vendor);
+        aft_async_emit_section(&w, AFT_SECTION_SYSTEM, sizeof(aft_system_info), 1, 0, &machine);
+    }
     aft_async_emit_section(&w, spec->event_type, spec->event_size, 1, 0, spec->event);
     if (spec->extra_type != 0 && spec->extra != NULL)
         aft_async_emit_section(&w, spec->extra_type, spec->extra_size, 1, 0, spec->extra);

@@ -242,9 +242,8 @@ uint64_t aft_async_arch_code_address(uint64_t address);
 /* 1 when the instruction before address (a candidate return address) is a call. */
 int aft_async_arch_follows_call(uint64_t address);
 
-/* ---- unwinding (unwind_async.c, unwind_walk_async.c, unwind_resident_async.c; the helpers'
- * mappings are made by their first user, the rest they need by unwind_helpers.c; what only they
- * share: unwind_internal.h) ---- */
+/* ---- unwinding (unwind_*_async.c; what the helpers need besides their mappings:
+ * unwind_helpers.c; what only they share: unwind_internal.h) ---- */
 /* A slot for one unwinding helper at a time: the crash handler and the hang capture each own
  * one, so they never share. */
 #define AFT_UNWIND_SLOTS 2u
@@ -298,15 +297,9 @@ typedef struct aft_unwind_slot {
     uint64_t budget_ns; /* the helper's own deadline, from its start */
 } aft_unwind_slot;
 extern aft_unwind_slot aft_g_unwind_slots[AFT_UNWIND_SLOTS];
-/* The page size, set at install for the helpers' mappings made later (0: 4096). */
+/* The page size for the helpers' mappings, set at install (0: 4096); in a forked child, the
+ * buffers the parent mapped replaced in place: a parent and its child never share one. */
 extern size_t aft_g_helper_page_size;
-/* Maps every slot's helper stack and shared buffer at their first use (a crash, a hang's
- * capture, libunwind's load), not at every start: 1 once they are there, 0 where they cannot
- * be had (no memory, or another thread mapping them right now: the frame-pointer stack then).
- * Async-signal-safe: raw system calls and atomics (unwind_async.c). */
-int aft_async_unwind_helpers_ready(void);
-/* In a forked child: the buffers the parent mapped (shared with it by fork) replaced in place,
- * so that a parent and its child never share one. */
 void aft_unwind_helpers_after_fork_in_child(void);
 /* The resident helper: one helper process per process, started at install's completion and
  * waiting for requests, so that a crash or a hang capture does not pay for creating and ending

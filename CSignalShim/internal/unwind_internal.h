@@ -83,6 +83,11 @@ void aft_unwind_helpers_fault_in(void);
 #define AFT_HELPERS_MAPPING 1
 #define AFT_HELPERS_MAPPED 2
 extern _Atomic int aft_g_unwind_helpers_state;
+/* Maps every slot's helper stack and shared buffer at their first use (a crash, a hang's
+ * capture, libunwind's load), not at every start: 1 once they are there, 0 where they cannot
+ * be had (no memory, or another thread mapping them right now: the frame-pointer stack then).
+ * Async-signal-safe: raw system calls and atomics (unwind_helpers_async.c). */
+int aft_async_unwind_helpers_ready(void);
 /* In a forked child: the parent's resident helper serves the parent; the child has none. */
 void aft_unwind_resident_after_fork_in_child(void);
 
