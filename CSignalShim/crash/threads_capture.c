@@ -73,23 +73,10 @@ void aft_threads_after_fork_in_child(void) {
     aft_threads_open_task_list();
 }
 
-/* "/proc/self/task/<tid>/<leaf>" into path (64 bytes; leaf at most 16), without snprintf: at
- * the install's completion these may be a process's first use of the printf family, whose first
- * call costs 14-20 µs. */
-static void aft_task_path(char path[64], uint64_t tid, const char *leaf) {
-    static const char prefix[] = "/proc/self/task/";
-    size_t n = sizeof(prefix) - 1, leaf_size = strnlen(leaf, 16);
-    memcpy(path, prefix, n);
-    n += aft_async_u64_to_dec(tid, path + n); /* at most 20 digits */
-    path[n++] = '/';
-    memcpy(path + n, leaf, leaf_size);
-    path[n + leaf_size] = '\0';
-}
-
 /* tid's status file into buf: its length, 0 when it cannot be read. */
 static size_t aft_thread_status(uint64_t tid, char *buf, size_t capacity) {
     char path[64];
-    aft_task_path(path, tid, "status");
+    aft_async_task_path(path, tid, "status");
     ssize_t n = aft_async_read_small_file(path, buf, capacity);
     return n > 0 ? (size_t)n : 0;
 }
@@ -112,12 +99,12 @@ static int aft_status_ours(const char *status, size_t n) {
  * handler would cut short. Asked again later. */
 static int aft_thread_sleeps(uint64_t tid, char *buf, size_t capacity) {
     char path[64];
-    aft_task_path(path, tid, "stat");
+    aft_async_task_path(path, tid, "stat");
     ssize_t n = aft_async_read_small_file(path, buf, capacity);
     char state = n > 0 ? aft_async_stat_state(buf, (size_t)n) : '?';
     if (state == 'T' || state == 't' || state == 'D' || state == 'Z')
         return 1; /* would not answer */
-    aft_task_path(path, tid, "syscall");
+    aft_async_task_path(path, tid, "syscall");
     n = aft_async_read_small_file(path, buf, capacity);
     int64_t nr = -1;
     uint64_t sp = 0, pc = 0;

@@ -26,7 +26,7 @@ static int aft_read_wait_site(uint64_t tid, aft_wait_site *out) {
     /* On this stack, not in the watchdog's /proc buffer: a page of it written for this alone
      * would stay dirty in an app that never hangs. The line is about 170 bytes. */
     char text[256];
-    int fd = aft_watchdog_open_task_leaf(tid, "/syscall", sizeof("/syscall"));
+    int fd = aft_watchdog_open_task_leaf(tid, "syscall");
     if (fd < 0) return 0;
     ssize_t n = pread(fd, text, sizeof(text) - 1, 0);
     close(fd);

@@ -37,23 +37,10 @@ uint32_t aft_async_hang_decide(const aft_hang_facts *f) {
 
 /* ---- reading the watched thread ---- */
 
-/* "/proc/self/task/<tid>/<leaf>" into w->path_buf. */
-static const char *aft_async_task_path(aft_watchdog *w, uint64_t tid, const char *leaf) {
-    static const char prefix[] = "/proc/self/task/";
-    char *p = w->path_buf;
-    size_t n = sizeof(prefix) - 1;
-    aft_async_memcpy(p, prefix, n);
-    n += aft_async_u64_to_dec(tid, p + n);
-    p[n++] = '/';
-    size_t leaf_len = aft_async_strlen(leaf, 32);
-    aft_async_memcpy(p + n, leaf, leaf_len);
-    p[n + leaf_len] = '\0';
-    return p;
-}
-
 static ssize_t aft_async_read_task_file(aft_watchdog *w, uint64_t tid, const char *leaf) {
-    return aft_async_read_small_file(aft_async_task_path(w, tid, leaf), w->proc_buf,
-                                     sizeof(w->proc_buf));
+    _Static_assert(sizeof(w->path_buf) >= 64, "a task file's path fits");
+    aft_async_task_path(w->path_buf, tid, leaf);
+    return aft_async_read_small_file(w->path_buf, w->proc_buf, sizeof(w->proc_buf));
 }
 
 int aft_async_watchdog_traced(aft_watchdog *w) {

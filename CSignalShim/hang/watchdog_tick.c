@@ -36,14 +36,9 @@ static int aft_target_detecting(aft_watchdog *w, aft_watch_target *t) {
            (p == NULL || atomic_load(&p->pause_depth) <= 0) && !atomic_load(&w->background);
 }
 
-int aft_watchdog_open_task_leaf(uint64_t tid, const char *leaf, size_t leaf_size) {
-    static const char prefix[] = "/proc/self/task/";
-    char p[sizeof(prefix) + 24 + 16]; /* the tid's digits, the longest leaf ("/schedstat") */
-    if (leaf_size > 16) return -1;
-    size_t n = sizeof(prefix) - 1;
-    aft_async_memcpy(p, prefix, n);
-    n += aft_async_u64_to_dec(tid, p + n);
-    aft_async_memcpy(p + n, leaf, leaf_size);
+int aft_watchdog_open_task_leaf(uint64_t tid, const char *leaf) {
+    char p[64];
+    aft_async_task_path(p, tid, leaf);
     return open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 }
 
@@ -78,7 +73,7 @@ static int aft_loop_idle(aft_watchdog *w, aft_watch_target *t, uint64_t tid) {
     if (t->syscall_fd_tid != tid) {
         if (t->syscall_fd >= 0) close(t->syscall_fd);
         t->syscall_fd_tid = tid;
-        t->syscall_fd = aft_watchdog_open_task_leaf(tid, "/syscall", sizeof("/syscall"));
+        t->syscall_fd = aft_watchdog_open_task_leaf(tid, "syscall");
         t->idle_run_ns = UINT64_MAX;
     }
     if (t->syscall_fd < 0) return 0;

@@ -127,8 +127,9 @@ uint64_t aft_async_file_size_limit(void);
  * them, and no file-size limit cuts the file below it. Then the next launch unwinds them;
  * else the handler does. */
 int aft_async_crash_stacks_fit(uint64_t file_size_limit);
-/* Writes the decimal form of v into buf; returns its length. buf needs 21 bytes. */
+/* v in decimal into buf (21 bytes); its length. "/proc/self/task/<tid>/<leaf>" into out. */
 size_t aft_async_u64_to_dec(uint64_t v, char *buf);
+void aft_async_task_path(char out[64], uint64_t tid, const char *leaf);
 
 /* ---- images (images_async.c) ---- */
 #define AFT_MAPS_CHUNK 16384
@@ -242,8 +243,7 @@ uint64_t aft_async_arch_code_address(uint64_t address);
 /* 1 when the instruction before address (a candidate return address) is a call. */
 int aft_async_arch_follows_call(uint64_t address);
 
-/* ---- unwinding (unwind_*_async.c; what the helpers need besides their mappings:
- * unwind_helpers.c; what only they share: unwind_internal.h) ---- */
+/* ---- unwinding (unwind_*_async.c, unwind_helpers.c; theirs alone: unwind_internal.h) ---- */
 /* A slot for one unwinding helper at a time: the crash handler and the hang capture each own
  * one, so they never share. */
 #define AFT_UNWIND_SLOTS 2u

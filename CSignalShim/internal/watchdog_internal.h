@@ -321,8 +321,8 @@ void aft_main_note_answer(aft_watch_target *t);
 /* A thread of this process's CPU time, from its CPU clock (no /proc, no descriptor);
  * UINT64_MAX when unreadable. */
 uint64_t aft_thread_cpu_ns(uint64_t tid);
-/* Opens /proc/self/task/<tid>/<leaf> (leaf_size with its NUL) for reading (pread at 0). */
-int aft_watchdog_open_task_leaf(uint64_t tid, const char *leaf, size_t leaf_size);
+/* Opens /proc/self/task/<tid>/<leaf> for reading (pread at 0). */
+int aft_watchdog_open_task_leaf(uint64_t tid, const char *leaf);
 
 /* The hang decision: a pure function of the facts (no clock, no /proc, no state). */
 uint32_t aft_async_hang_decide(const aft_hang_facts *facts);

@@ -264,6 +264,19 @@ size_t aft_async_u64_to_dec(uint64_t v, char *buf) {
     return n;
 }
 
+/* No snprintf: at the install's completion this may be a process's first use of the printf
+ * family, whose first call costs 14-20 µs. */
+void aft_async_task_path(char out[64], uint64_t tid, const char *leaf) {
+    static const char prefix[] = "/proc/self/task/";
+    size_t n = sizeof(prefix) - 1, leaf_size = 0;
+    while (leaf_size < 16 && leaf[leaf_size] != '\0') leaf_size++;
+    aft_async_memcpy(out, prefix, n);
+    n += aft_async_u64_to_dec(tid, out + n); /* at most 20 digits */
+    out[n++] = '/';
+    aft_async_memcpy(out + n, leaf, leaf_size);
+    out[n + leaf_size] = '\0';
+}
+
 void aft_async_hold_file_size_signal(aft_file_size_hold *hold) {
     sigset_t block, pending;
     sigemptyset(&block);
