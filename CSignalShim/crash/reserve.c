@@ -17,8 +17,11 @@
 #include "reserve_internal.h"
 #include "threads_internal.h"
 
-int aft_file_header_unwritten(int fd) {
-    uint8_t header[sizeof(aft_file_header)];
+int aft_file_unwritten(int fd, const struct stat *st, size_t unwritten_max) {
+    if (!S_ISREG(st->st_mode)) return 0;
+    if (st->st_size == 0) return 1;
+    if ((size_t)st->st_size > unwritten_max) return 0;
+    uint8_t header[sizeof(aft_file_header)]; /* every writer writes its header first */
     if (pread(fd, header, sizeof(header), 0) != (ssize_t)sizeof(header)) return 0;
     for (size_t i = 0; i < sizeof(header); i++)
         if (header[i] != 0) return 0;
@@ -32,10 +35,9 @@ int aft_take_empty_file(int dir_fd, const char *name, size_t unwritten_max) {
     /* Locked first: a live run holds the lock from before the name is visible, and no other
      * launch can take it meanwhile. Then empty (or no larger than unwritten_max and never
      * written), ours, one link. */
-    if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-        (st.st_size == 0 ||
-         ((size_t)st.st_size <= unwritten_max && aft_file_header_unwritten(fd))) &&
-        st.st_uid == geteuid() && st.st_nlink == 1 && fchmod(fd, 0600) == 0)
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &st) == 0 &&
+        aft_file_unwritten(fd, &st, unwritten_max) && st.st_uid == geteuid() && st.st_nlink == 1 &&
+        fchmod(fd, 0600) == 0)
         return fd;
     close(fd);
     return -1;

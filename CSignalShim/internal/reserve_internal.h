@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "aftermath_format.h"
 
@@ -30,8 +31,8 @@ int aft_reserve_open(int dir_fd, const uint8_t report_id[AFT_ID_SIZE], char *nam
  * counts as empty too (a crash reserve, sized at install; a run file recycled as the spare).
  * -1 otherwise. */
 int aft_take_empty_file(int dir_fd, const char *name, size_t unwritten_max);
-/* Whether fd's first sizeof(aft_file_header) bytes are there and zero: nothing was written to it
- * (every writer writes its header first). */
-int aft_file_header_unwritten(int fd);
+/* Whether fd (st its fstat) is a regular file nothing was written to: empty, or of at most
+ * unwritten_max bytes whose header is there and zero. */
+int aft_file_unwritten(int fd, const struct stat *st, size_t unwritten_max);
 
 #endif

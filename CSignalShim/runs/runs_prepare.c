@@ -95,9 +95,7 @@ int aft_run_spare_unwritten(int dir_fd, const char *name) {
     int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) return 0;
     struct stat st;
-    int unwritten = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-                    (st.st_size == 0 ||
-                     ((size_t)st.st_size <= sizeof(aft_run_file) && aft_file_header_unwritten(fd)));
+    int unwritten = fstat(fd, &st) == 0 && aft_file_unwritten(fd, &st, sizeof(aft_run_file));
     close(fd);
     return unwritten;
 }
