@@ -4,6 +4,7 @@
  * completion, read again after a library Aftermath loaded itself, copied out whole for Swift.
  */
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -21,7 +22,8 @@ AFT_SMALL_STATE aft_known_link_map aft_g_known_link_map;
  * ids from their mapped notes, their paths as the loader opened them. Only where the loader
  * names an image otherwise than by an absolute path (a relative dlopen, a memfd) are the
  * extents and paths read from /proc/self/maps instead. What the read needs only meanwhile is
- * mapped for the call: static, its pages would stay in every app for good. */
+ * mapped for the call, or lies at the bottom of start's delivery thread's own stack: static, its
+ * pages would stay in every app for good. */
 typedef struct aft_images_scratch {
     aft_loaded_object objects[AFT_MAX_IMAGES];
     aft_link_map_snapshot before, after;
@@ -48,9 +50,18 @@ static uint32_t aft_images_from_maps(aft_images_scratch *s, const char *main_pat
 void aft_prepare_images(aft_context *context) {
     aft_g_known_link_map.valid = 0;
     atomic_store(&aft_g_known_image_count, 0); /* a maps read meanwhile reuses none of them */
-    aft_images_scratch *s = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE,
-                                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0); /* zero-filled */
-    if (s == MAP_FAILED) return;
+    /* On start's delivery thread, the bottom of its own stack: its release gives the pages
+     * back with the stack's (a mapping of its own cost a map and an unmap, the unmap's TLB
+     * flush an interrupt of every core the app runs on). */
+    aft_images_scratch *s = aft_own_stack_scratch(sizeof(*s));
+    const int mapped = s == NULL;
+    if (mapped) {
+        s = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (s == MAP_FAILED) return;
+    }
+    /* Each record is cleared as it is read; the snapshots' own fields here. */
+    memset(&s->before, 0, offsetof(aft_link_map_snapshot, nodes));
+    memset(&s->after, 0, offsetof(aft_link_map_snapshot, nodes));
     int usable = 0, holds = 0;
     uint32_t truncated = 0;
     uint32_t n = aft_images_from_loader(s->read, AFT_MAX_IMAGES, context->executable_path,
@@ -83,7 +94,7 @@ void aft_prepare_images(aft_context *context) {
         atomic_thread_fence(memory_order_release); /* a crash that sees valid sees the rest */
         aft_g_known_link_map.valid = 1;
     }
-    munmap(s, sizeof(*s));
+    if (mapped) munmap(s, sizeof(*s));
     if (context->app_build_id_size > 0) return;
     for (uint32_t i = 0; i < n; i++) {
         if (aft_g_known_images[i].flags & AFT_IMAGE_MAIN_EXECUTABLE) {

@@ -50,6 +50,9 @@ void aft_run_prepare_blocks(const aft_run_options *o, aft_file_header *header, a
  * of start's caller, or of the thread sampling the run every second, a page deeper for good.
  * "a/b" into out, or "" and 0 when it does not fit; src into out, cut to fit, as "%s" does. */
 int aft_run_join(char *out, size_t capacity, const char *a, const char *b);
+/* The values of keys (count of them, at most 4) in the "key value" lines of the file at path,
+ * each AFT_RUN_UNREAD when absent: one read of the file for all of them (evidence.c). */
+void aft_read_counters(const char *path, const char *const *keys, uint64_t *values, uint32_t count);
 void aft_run_copy(char *out, size_t capacity, const char *src);
 
 /* The run record's normal-time state (runs.c), guarded by aft_g_run_lock. */

@@ -85,6 +85,16 @@ static int aft_on_own_stack(void) {
            here < low + aft_g_own_stack_size;
 }
 
+void *aft_own_stack_scratch(size_t size) {
+    if (!aft_on_own_stack()) return NULL;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t low = (uintptr_t)aft_g_own_stack + page; /* above the guard */
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    /* The caller's calls below this frame keep 256 KiB of their own: no frame reaches it. */
+    if (here < low || here - low < size + 256u * 1024u) return NULL;
+    return (void *)low;
+}
+
 void aft_release_free_memory(void) {
 #ifdef __GLIBC__
     (void)malloc_trim(0); /* every arena, the delivery thread's included */

@@ -1,7 +1,8 @@
 /*
  * evidence.c: NORMAL-TIME CODE (never runs in a signal handler). Reads the evidence a run
- * record keeps and the next launch compares: cgroup OOM-kill counters (v1 and v2),
- * /proc/vmstat, PSI, TracerPid, boot_id, and whether a run file is still locked by its run.
+ * record keeps and the next launch compares: counters in "key value" files (the cgroups' OOM
+ * kills, found by cgroups.c; /proc/vmstat), PSI, TracerPid, boot_id, and whether a run file is
+ * still locked by its run.
  * Used by the running process (runs.c) and by the next launch (through Swift).
  */
 #include <errno.h>
@@ -62,10 +63,8 @@ static uint64_t aft_counter_in_line(const char *line, const char *key, size_t kl
     return aft_run_parse_u64(line + klen, &v) ? v : AFT_RUN_UNREAD;
 }
 
-/* The values of keys (count of them, at most 4) in the "key value" lines of the file at path,
- * each AFT_RUN_UNREAD when absent: one read of the file for all of them. */
-static void aft_read_counters(const char *path, const char *const *keys, uint64_t *values,
-                              uint32_t count) {
+void aft_read_counters(const char *path, const char *const *keys, uint64_t *values,
+                       uint32_t count) {
     for (uint32_t i = 0; i < count; i++) values[i] = AFT_RUN_UNREAD;
     if (!path || path[0] == '\0' || count == 0 || count > 4) return;
     /* Non-blocking, no final symlink, regular files only, as aft_async_read_small_file. */
@@ -208,134 +207,6 @@ uint64_t aft_process_start_ticks(const char *proc_root) {
     int digits = 0;
     for (; *p >= '0' && *p <= '9' && digits < 20; p++, digits++) v = v * 10 + (uint64_t)(*p - '0');
     return digits > 0 && (*p == ' ' || *p == '\n' || *p == '\0') ? v : 0;
-}
-
-/* Paths are joined by hand here, not by snprintf: the run's first work is a process's only
- * user of the printf family at start, whose first call costs 14-20 µs (then 1). */
-static int aft_run_file_exists(const char *dir, const char *name) {
-    char path[AFT_PATH_CAPACITY + 64];
-    return aft_run_join(path, sizeof(path), dir, name) && access(path, R_OK) == 0;
-}
-
-/* a, then len bytes of b, into out; 0 (out "") when it does not fit. */
-static int aft_run_concat(char *out, size_t capacity, const char *a, const char *b, size_t len) {
-    size_t la = strlen(a);
-    if (la + len >= capacity) {
-        if (capacity > 0) out[0] = '\0';
-        return 0;
-    }
-    memcpy(out, a, la);
-    memcpy(out + la, b, len);
-    out[la + len] = '\0';
-    return 1;
-}
-
-/* base + path into out (AFT_PATH_CAPACITY); "" when too long or the counter file is absent. */
-static void aft_run_cgroup_dir(char *out, const char *base, const char *path, size_t path_len,
-                               const char *probe) {
-    out[0] = '\0';
-    char dir[AFT_PATH_CAPACITY];
-    if (path_len == 1 && path[0] == '/') path_len = 0; /* the root: no suffix */
-    if (!aft_run_concat(dir, sizeof(dir), base, path, path_len)) return;
-    if (!aft_run_file_exists(dir, probe)) return;
-    memcpy(out, dir, strlen(dir) + 1);
-}
-
-/* The parent of a cgroup path: its length without the last component; 0 when it has none. */
-static size_t aft_run_parent_len(const char *path, size_t len) {
-    while (len > 0 && path[len - 1] == '/') len--;
-    if (len == 0) return 0;
-    while (len > 0 && path[len - 1] != '/') len--;
-    if (len > 1) len--; /* drop the separator, keep "/" for the root */
-    return len;
-}
-
-void aft_find_cgroup_dirs(const char *proc_root, const char *sys_root,
-                          char dirs[AFT_CGROUP_DIRS][AFT_PATH_CAPACITY]) {
-    for (uint32_t i = 0; i < AFT_CGROUP_DIRS; i++) dirs[i][0] = '\0';
-    char path[AFT_PATH_CAPACITY + 32], buf[4096];
-    if (!aft_run_join(path, sizeof(path), proc_root, "self/cgroup") ||
-        aft_run_read_file(path, buf, sizeof(buf)) <= 0)
-        return;
-    char v1_base[AFT_PATH_CAPACITY], v2_unified[AFT_PATH_CAPACITY], v2_base[AFT_PATH_CAPACITY];
-    if (!aft_run_join(v1_base, sizeof(v1_base), sys_root, "fs/cgroup/memory") ||
-        !aft_run_join(v2_unified, sizeof(v2_unified), sys_root, "fs/cgroup/unified") ||
-        !aft_run_join(v2_base, sizeof(v2_base), sys_root, "fs/cgroup"))
-        return; /* a root that long has no cgroups under it here */
-    for (char *line = buf; line && *line;) {
-        char *next = strchr(line, '\n');
-        if (next) *next++ = '\0';
-        /* hierarchy-ID:controller-list:cgroup-path */
-        char *c1 = strchr(line, ':');
-        char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        if (c1 && c2 && c2[1] == '/') {
-            const char *cg = c2 + 1;
-            size_t cg_len = strlen(cg);
-            size_t parent = aft_run_parent_len(cg, cg_len);
-            int is_v2 = (c1 - line == 1 && line[0] == '0' && c2 == c1 + 1);
-            int is_memory = 0;
-            for (char *p = c1 + 1; p < c2;) {
-                char *comma = memchr(p, ',', (size_t)(c2 - p));
-                char *end = comma ? comma : c2;
-                if (end - p == 6 && memcmp(p, "memory", 6) == 0) is_memory = 1;
-                p = end + 1;
-            }
-            if (is_memory) {
-                aft_run_cgroup_dir(dirs[AFT_CGROUP_V1_SELF], v1_base, cg, cg_len,
-                                   "memory.oom_control");
-                if (parent > 0)
-                    aft_run_cgroup_dir(dirs[AFT_CGROUP_V1_PARENT], v1_base, cg, parent,
-                                       "memory.oom_control");
-            } else if (is_v2) {
-                aft_run_cgroup_dir(dirs[AFT_CGROUP_V2_SELF], v2_unified, cg, cg_len,
-                                   "memory.events");
-                if (dirs[AFT_CGROUP_V2_SELF][0] == '\0')
-                    aft_run_cgroup_dir(dirs[AFT_CGROUP_V2_SELF], v2_base, cg, cg_len,
-                                       "memory.events");
-                if (parent > 0) {
-                    aft_run_cgroup_dir(dirs[AFT_CGROUP_V2_PARENT], v2_unified, cg, parent,
-                                       "memory.events");
-                    if (dirs[AFT_CGROUP_V2_PARENT][0] == '\0')
-                        aft_run_cgroup_dir(dirs[AFT_CGROUP_V2_PARENT], v2_base, cg, parent,
-                                           "memory.events");
-                }
-            }
-        }
-        line = next;
-    }
-}
-
-static uint64_t aft_run_counter_in(const char *dir, const char *file, const char *key) {
-    if (dir[0] == '\0') return AFT_RUN_UNREAD;
-    char path[AFT_PATH_CAPACITY + 32];
-    if (!aft_run_join(path, sizeof(path), dir, file)) return AFT_RUN_UNREAD;
-    return aft_read_counter(path, key);
-}
-
-static void aft_run_events_in(const char *dir, const char *const keys[2], uint64_t values[2]) {
-    values[0] = values[1] = AFT_RUN_UNREAD;
-    if (dir[0] == '\0') return;
-    char path[AFT_PATH_CAPACITY + 32];
-    if (!aft_run_join(path, sizeof(path), dir, "memory.events")) return;
-    aft_read_counters(path, keys, values, 2);
-}
-
-void aft_read_oom_counters(const char dirs[AFT_CGROUP_DIRS][AFT_PATH_CAPACITY],
-                           uint64_t out[AFT_OOM_COUNTERS]) {
-    for (uint32_t i = 0; i < AFT_OOM_COUNTERS; i++) out[i] = AFT_RUN_UNREAD;
-    out[AFT_OOM_V1_SELF] =
-        aft_run_counter_in(dirs[AFT_CGROUP_V1_SELF], "memory.oom_control", "oom_kill");
-    out[AFT_OOM_V1_PARENT] =
-        aft_run_counter_in(dirs[AFT_CGROUP_V1_PARENT], "memory.oom_control", "oom_kill");
-    /* v2: both counters from one read of memory.events. */
-    static const char *const v2_keys[2] = {"oom_kill", "oom_group_kill"};
-    uint64_t v[2];
-    aft_run_events_in(dirs[AFT_CGROUP_V2_SELF], v2_keys, v);
-    out[AFT_OOM_V2_SELF] = v[0];
-    out[AFT_OOM_V2_SELF_GROUP] = v[1];
-    aft_run_events_in(dirs[AFT_CGROUP_V2_PARENT], v2_keys, v);
-    out[AFT_OOM_V2_PARENT] = v[0];
-    out[AFT_OOM_V2_PARENT_GROUP] = v[1];
 }
 
 int aft_run_is_locked(const char *path) {

@@ -28,10 +28,10 @@ struct RunFileTests {
         #expect(decoded.context.pid == 4321)
         #expect(decoded.bootID == CraftedSystem.bootID)
         #expect(decoded.info.watchdog_usec == 30_000_000)
+        // Memory on v1: the unified hierarchy holds no counters of it, and is not looked in.
         #expect(
             decoded.cgroupDirectories == [
-                system.sys + "/fs/cgroup/memory/app/svc", system.sys + "/fs/cgroup/memory/app",
-                system.sys + "/fs/cgroup/app/svc", system.sys + "/fs/cgroup/app",
+                system.sys + "/fs/cgroup/memory/app/svc", system.sys + "/fs/cgroup/memory/app", "", "",
             ])
         #expect(decoded.info.vmstat_oom_kill_at_start == 5)
         let live = try #require(decoded.live)
@@ -45,9 +45,10 @@ struct RunFileTests {
     }
 
     @Test func findsV2UnderUnifiedAndV1Alone() throws {
-        let hybrid = try CraftedSystem(v1: true, v2: true, unified: true)
-        let dirs = try RunFile.decode(RunBytes.of(hybrid.runFile())).cgroupDirectories
-        #expect(dirs[2] == hybrid.sys + "/fs/cgroup/unified/app/svc")
+        let unified = try CraftedSystem(v1: false, v2: true, unified: true)
+        let dirs = try RunFile.decode(RunBytes.of(unified.runFile())).cgroupDirectories
+        #expect(dirs[2] == unified.sys + "/fs/cgroup/unified/app/svc")
+        #expect(dirs[3] == unified.sys + "/fs/cgroup/unified/app")
         let v1Only = try CraftedSystem(v1: true, v2: false)
         let v1Dirs = try RunFile.decode(RunBytes.of(v1Only.runFile())).cgroupDirectories
         #expect(v1Dirs[0] == v1Only.sys + "/fs/cgroup/memory/app/svc" && v1Dirs[2] == "" && v1Dirs[3] == "")
@@ -56,33 +57,51 @@ struct RunFileTests {
         #expect(v2Dirs[0] == "" && v2Dirs[2] == v2Only.sys + "/fs/cgroup/app/svc")
     }
 
-    @Test("A cgroup path or a system root too long for a directory's capacity finds none there, and the rest as before")
-    func cgroupPathsTooLongAreSkipped() throws {
-        let system = try CraftedSystem(v1: true, v2: true)
-        func dirs(sys: String) -> [String] {
-            var info = aft_run_info()
-            aft_find_cgroup_dirs(system.proc, sys, &info.cgroup_dirs.0)
-            return withUnsafeBytes(of: &info.cgroup_dirs) { raw in
-                (0..<Int(AFT_CGROUP_DIRS)).map { i in
-                    let slot = raw[(i * Int(AFT_PATH_CAPACITY))..<((i + 1) * Int(AFT_PATH_CAPACITY))]
-                    return String(decoding: slot.prefix { $0 != 0 }, as: UTF8.self)
-                }
+    /// The cgroup directories aft_find_cgroup_dirs finds in system's tree (sys: its /sys).
+    static func cgroupDirs(_ system: CraftedSystem, sys: String? = nil) -> [String] {
+        var info = aft_run_info()
+        aft_find_cgroup_dirs(system.proc, sys ?? system.sys, &info.cgroup_dirs.0)
+        return withUnsafeBytes(of: &info.cgroup_dirs) { raw in
+            (0..<Int(AFT_CGROUP_DIRS)).map { i in
+                let slot = raw[(i * Int(AFT_PATH_CAPACITY))..<((i + 1) * Int(AFT_PATH_CAPACITY))]
+                return String(decoding: slot.prefix { $0 != 0 }, as: UTF8.self)
             }
         }
+    }
+
+    @Test("Memory on v1 (a hybrid system): no memory.events looked for in the unified hierarchy, even where one is")
+    func hybridLooksOnlyInV1() throws {
+        let system = try CraftedSystem(v1: true, v2: true, unified: true)
+        let v1 = [system.sys + "/fs/cgroup/memory/app/svc", system.sys + "/fs/cgroup/memory/app"]
+        #expect(Self.cgroupDirs(system) == v1 + ["", ""])
+        // The v1 line after the unified one: the same.
+        try system.set("proc/self/cgroup", "0::/app/svc\n4:cpu,memory:/app/svc\n")
+        #expect(Self.cgroupDirs(system) == v1 + ["", ""])
+        // No v1 line with memory (a hybrid system whose memory controller is on v2): unified.
+        try system.set("proc/self/cgroup", "4:cpu:/app/svc\n0::/app/svc\n")
         #expect(
-            dirs(sys: system.sys) == [
-                system.sys + "/fs/cgroup/memory/app/svc", system.sys + "/fs/cgroup/memory/app",
-                system.sys + "/fs/cgroup/app/svc", system.sys + "/fs/cgroup/app",
+            Self.cgroupDirs(system) == [
+                "", "", system.sys + "/fs/cgroup/unified/app/svc", system.sys + "/fs/cgroup/unified/app",
             ])
-        // A root whose cgroup bases do not fit: nothing, and nothing probed outside it.
+    }
+
+    @Test("A cgroup path or a system root too long for a directory's capacity finds none there, and the rest as before")
+    func cgroupPathsTooLongAreSkipped() throws {
+        let v1 = try CraftedSystem(v1: true, v2: false)
+        let v2 = try CraftedSystem(v1: false, v2: true)
         #expect(
-            dirs(sys: system.sys + "/" + String(repeating: "r", count: Int(AFT_PATH_CAPACITY))) == ["", "", "", ""])
+            Self.cgroupDirs(v1) == [v1.sys + "/fs/cgroup/memory/app/svc", v1.sys + "/fs/cgroup/memory/app", "", ""])
+        #expect(Self.cgroupDirs(v2) == ["", "", v2.sys + "/fs/cgroup/app/svc", v2.sys + "/fs/cgroup/app"])
+        // A root whose cgroup bases do not fit: nothing, and nothing probed outside it.
+        let longRoot = "/" + String(repeating: "r", count: Int(AFT_PATH_CAPACITY))
+        #expect(Self.cgroupDirs(v1, sys: v1.sys + longRoot) == ["", "", "", ""])
+        #expect(Self.cgroupDirs(v2, sys: v2.sys + longRoot) == ["", "", "", ""])
         // The process's own cgroup too long for a directory: only its parent's are found.
         let long = "app/" + String(repeating: "s", count: Int(AFT_PATH_CAPACITY))
-        try system.set("proc/self/cgroup", "4:memory:/\(long)\n0::/\(long)\n")
-        try system.set("sys/fs/cgroup/memory/app/memory.oom_control", "oom_kill 0\n")
-        try system.set("sys/fs/cgroup/app/memory.events", "oom_kill 0\n")
-        #expect(dirs(sys: system.sys) == ["", system.sys + "/fs/cgroup/memory/app", "", system.sys + "/fs/cgroup/app"])
+        try v1.set("proc/self/cgroup", "4:memory:/\(long)\n0::/\(long)\n")
+        #expect(Self.cgroupDirs(v1) == ["", v1.sys + "/fs/cgroup/memory/app", "", ""])
+        try v2.set("proc/self/cgroup", "0::/\(long)\n")
+        #expect(Self.cgroupDirs(v2) == ["", "", "", v2.sys + "/fs/cgroup/app"])
     }
 
     @Test("v2 memory.events: both OOM counters from one read, in either order; one that is missing is unread")

@@ -1,3 +1,4 @@
+import CHarnessFaults
 import CSignalShim
 import Foundation
 import Synchronization
@@ -55,5 +56,14 @@ struct StackReleaseTests {
         #expect(observed.released >= 16 * 4096)
         #expect(observed.residentAfter == 0)
         #expect(observed.frameStillResident)
+    }
+
+    /// The images' read at the install's completion borrows the bottom of the delivery thread's
+    /// own stack rather than a mapping of its own: only there, only with room below the
+    /// caller, and its pages go back with the stack's.
+    @Test("The delivery thread's stack bottom as scratch: only on that stack, given back with it")
+    func ownStackScratch() {
+        let result = aft_test_own_stack_scratch()
+        #expect(result == 0 || result == -1, "check \(result) of own_stack_scratch.c failed")
     }
 }

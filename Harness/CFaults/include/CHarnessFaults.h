@@ -182,6 +182,10 @@ int aft_test_shared_anonymous_mappings(void);
 /* Forks; the child checks that it has as many shared anonymous mappings as the parent had (one,
  * or none), none of them the parent's. 0, or what differed (helper_fork.c). */
 int aft_test_fork_helper_buffers(void);
+/* The scratch at the bottom of the delivery thread's own stack: NULL off that stack and where
+ * it has no room, its pages given back by aft_release_thread_stack_below. 0, -1 where there is
+ * no own stack (not glibc), or which check failed (own_stack_scratch.c). */
+int aft_test_own_stack_scratch(void);
 
 /* The first frame record above sp on a stack laid out in two adjacent pages (frame_record.c):
  * a record at sp + 64 linked to the outermost at sp + 128, each returning to *return_address;
