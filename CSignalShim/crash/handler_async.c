@@ -18,6 +18,7 @@
 #include "shim_internal.h"
 #include "runs_internal.h"
 #include "threads_internal.h"
+#include "sys_internal.h"
 
 /* The crash: its thread, written and by whom (aft_g_writing), its signal, its returns to this
  * handler, where a fault in the writer or in the other threads' capture comes back to. */
@@ -274,8 +275,8 @@ static void aft_async_survived(int signo) {
     if (signo != SIGABRT) {
         int reserved = aft_g_state.reserved_fd;
         if (aft_g_state.crash_dir_fd >= 0) /* the reserve keeps its name, a created file not */
-            unlinkat(aft_g_state.crash_dir_fd,
-                     reserved >= 0 ? aft_g_state.tmp_name : aft_g_state.final_name, 0);
+            aft_sys_unlinkat(aft_g_state.crash_dir_fd,
+                             reserved >= 0 ? aft_g_state.tmp_name : aft_g_state.final_name, 0);
         aft_g_state.reserved_fd = -1; /* consumed: a later crash creates its file by name */
         if (reserved >= 0) close(reserved);
     }
@@ -390,7 +391,7 @@ void aft_async_handler(int signo, siginfo_t *info, void *ucontext) {
          * Should the process live through the first (it is withdrawn), this one goes on. */
         struct timespec ten_ms = {.tv_sec = 0, .tv_nsec = 10 * 1000 * 1000};
         for (int i = 0; i < 1000 && atomic_load(&aft_g_crashing_tid) == expected; i++)
-            nanosleep(&ten_ms, NULL);
+            aft_sys_nanosleep(&ten_ms, NULL);
     }
     int first = expected == 0;
     if (aft_async_chain(signo, info, ucontext, 0) && first) aft_async_survived(signo);

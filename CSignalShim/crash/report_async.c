@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "report_writer_internal.h"
+#include "sys_internal.h"
 
 void aft_async_flush(aft_writer *w) {
     struct iovec *v = w->iov;
@@ -251,11 +252,11 @@ int aft_async_write_report(int dir_fd, const char *tmp_name, const char *final_n
     if (!w.error && fd == reserved) {
         /* The reserve allocated at start beyond the report goes back to the file system. */
         off_t end = (off_t)(sizeof(header) + w.body_size);
-        if (!padded && ftruncate(fd, end) != 0) w.error = errno;
+        if (!padded && aft_sys_ftruncate(fd, end) != 0) w.error = errno;
         syscall(SYS_fallocate, (long)fd, (long)(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE),
                 (long)end, (long)(1 << 30));
     }
-    if (!w.error && spec->fsync_file && fsync(fd) != 0) w.error = errno;
+    if (!w.error && spec->fsync_file && aft_sys_fsync(fd) != 0) w.error = errno;
     /* The reserve is committed by its header alone, under the name it has had since start (a
      * rename cost a cold crash 20-35 µs, a fifth of the handler): the next launch names it by
      * its report's id once its lock is free, this process gone. A file created by name is

@@ -21,6 +21,7 @@
 
 #include "threads_internal.h"
 #include "watchdog_internal.h"
+#include "sys_internal.h"
 
 /* Both zero-initialized, so in .bss (megabytes each, else in every app's binary): the hang's
  * is marked a hang's by aft_async_threads_capture_for_hang. */
@@ -327,7 +328,7 @@ static int aft_async_dirents_list_thread(const aft_thread_capture *c, long n, ui
 static int aft_async_task_list_open(aft_thread_capture *c, long *n) {
     uint64_t self = atomic_load(&c->slots[0].tid);
     if (!c->for_hang && aft_g_task_pid != 0 && aft_g_task_pid == c->pid &&
-        (!aft_g_task_fd_read || lseek(aft_g_task_fd, 0, SEEK_SET) == 0)) {
+        (!aft_g_task_fd_read || aft_sys_lseek(aft_g_task_fd, 0, SEEK_SET) == 0)) {
         aft_g_task_fd_read = 1; /* a first listing starts where the open left it: no lseek */
         *n = syscall(SYS_getdents64, (long)aft_g_task_fd, c->dirents, (long)sizeof(c->dirents));
         if (*n > 0 && aft_async_dirents_list_thread(c, *n, self)) return aft_g_task_fd;

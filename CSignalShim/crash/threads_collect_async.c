@@ -12,6 +12,7 @@
 
 #include "threads_internal.h"
 #include "watchdog_internal.h"
+#include "sys_internal.h"
 
 /* The name and state of a thread signalled unread that will not name itself (it did not
  * answer), from its status file. */
@@ -141,7 +142,7 @@ void aft_async_threads_collect(aft_thread_capture *c, int capture, uint64_t firs
         while (atomic_load(&slot->state) == AFT_SLOT_FILLING &&
                aft_async_now_ns(CLOCK_MONOTONIC) < filling_deadline) {
             struct timespec us = {.tv_sec = 0, .tv_nsec = 20000};
-            nanosleep(&us, NULL);
+            aft_sys_nanosleep(&us, NULL);
         }
         uint32_t filling = AFT_SLOT_FILLING;
         if (atomic_compare_exchange_strong(&slot->state, &filling, AFT_SLOT_LATE)) {

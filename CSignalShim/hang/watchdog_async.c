@@ -21,6 +21,7 @@
 #include "threads_internal.h"
 #include "unwind_internal.h"
 #include "watchdog_internal.h"
+#include "sys_internal.h"
 
 /* ---- the decision ---- */
 
@@ -105,7 +106,7 @@ void aft_async_watchdog_capture_handler(int signo, siginfo_t *info, void *uconte
     if (&aft_g_test_capture_delay_ns != NULL && aft_g_test_capture_delay_ns != 0) {
         struct timespec d = {(time_t)(aft_g_test_capture_delay_ns / 1000000000u),
                              (long)(aft_g_test_capture_delay_ns % 1000000000u)};
-        while (nanosleep(&d, &d) != 0 && errno == EINTR) {
+        while (aft_sys_nanosleep(&d, &d) != 0 && errno == EINTR) {
         }
     }
     uint64_t entry = aft_async_now_ns(CLOCK_MONOTONIC);

@@ -18,11 +18,12 @@
 #include <unistd.h>
 
 #include "shim_internal.h"
+#include "sys_internal.h"
 
 int aft_async_write_all(int fd, const void *data, size_t size) {
     const uint8_t *p = data;
     while (size > 0) {
-        ssize_t n = write(fd, p, size);
+        ssize_t n = aft_sys_write(fd, p, size);
         if (n < 0) {
             if (errno == EINTR) continue;
             return errno;
@@ -133,7 +134,8 @@ static int aft_async_read_memory_pipe(uint64_t address, void *out, size_t size) 
     uint8_t *dst = out;
     while (size > 0 && err == 0) {
         size_t chunk = size < 4096 ? size : 4096;
-        ssize_t w = write(aft_g_memory.pipe_fds[1], (const void *)(uintptr_t)address, chunk);
+        ssize_t w =
+            aft_sys_write(aft_g_memory.pipe_fds[1], (const void *)(uintptr_t)address, chunk);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) {
             err = w < 0 ? errno : EIO;
@@ -282,12 +284,13 @@ void aft_async_hold_file_size_signal(aft_file_size_hold *hold) {
     sigemptyset(&block);
     sigaddset(&block, SIGXFSZ);
     sigprocmask(SIG_BLOCK, &block, &hold->saved_mask);
-    hold->was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ) == 1;
+    hold->was_pending = aft_sys_sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ) == 1;
 }
 
 void aft_async_release_file_size_signal(const aft_file_size_hold *hold) {
     sigset_t pending;
-    if (!hold->was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ) == 1) {
+    if (!hold->was_pending && aft_sys_sigpending(&pending) == 0 &&
+        sigismember(&pending, SIGXFSZ) == 1) {
         /* Raised by our own write past the limit (it failed with EFBIG): take it back. */
         sigset_t wanted;
         sigemptyset(&wanted);

@@ -34,6 +34,7 @@
 #include "libunwind_local.h"
 #include "shim_internal.h"
 #include "unwind_internal.h"
+#include "sys_internal.h"
 
 /* ---- the unwinding helper ---- */
 
@@ -182,7 +183,7 @@ static int aft_async_wait_helper(aft_unwind_shared *out, pid_t pid, uint64_t dea
     for (;;) {
         if (atomic_load(&out->done)) return 1;
         int status = 0;
-        if (waitpid(pid, &status, __WALL | WNOHANG) == pid) {
+        if (aft_sys_waitpid(pid, &status, __WALL | WNOHANG) == pid) {
             *reaped = 1;
             atomic_store(&aft_g_unwind_last_status, status);
             /* Its own deadline timers (or ours); another signal: it faulted. */
@@ -264,27 +265,27 @@ static uint32_t aft_async_helper_finish(uint32_t slot_index, pid_t pid, uint64_t
     if (!reaped && done && !slot->resident) {
         /* It has finished and is exiting: reap it. */
         int st = 0;
-        while (waitpid(pid, &st, __WALL) < 0 && errno == EINTR) {
+        while (aft_sys_waitpid(pid, &st, __WALL) < 0 && errno == EINTR) {
         }
         atomic_store(&aft_g_unwind_last_status, st);
     } else if (!reaped && !done) {
         /* The deadline signal, then SIGKILL once the grace is over (see unwind_internal.h).
          * Reaped within 200 ms more (a helper in uninterruptible sleep is left behind). */
-        kill(pid, AFT_UNWIND_DEADLINE_SIGNAL);
+        aft_sys_kill(pid, AFT_UNWIND_DEADLINE_SIGNAL);
         killed = 1;
         uint64_t now = aft_async_now_ns(CLOCK_MONOTONIC);
         uint64_t kill_at = now + AFT_UNWIND_KILL_GRACE_NS, give_up = kill_at + 200000000ull;
         struct timespec pause = {.tv_sec = 0, .tv_nsec = 50 * 1000};
         for (int sent = 0; now < give_up; now = aft_async_now_ns(CLOCK_MONOTONIC)) {
             if (!sent && now >= kill_at) {
-                (void)kill(pid, SIGKILL);
+                (void)aft_sys_kill(pid, SIGKILL);
                 sent = 1;
             }
             int st = 0;
-            pid_t r = waitpid(pid, &st, __WALL | WNOHANG);
+            pid_t r = aft_sys_waitpid(pid, &st, __WALL | WNOHANG);
             if (r == pid) atomic_store(&aft_g_unwind_last_status, st);
             if (r == pid || (r < 0 && errno != EINTR)) break;
-            nanosleep(&pause, NULL);
+            aft_sys_nanosleep(&pause, NULL);
         }
     }
     if (slot->resident) {

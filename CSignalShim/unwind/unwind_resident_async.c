@@ -26,6 +26,7 @@
 #include "libunwind_local.h"
 #include "shim_internal.h"
 #include "unwind_internal.h"
+#include "sys_internal.h"
 
 AFT_SMALL_STATE aft_unwind_resident aft_g_unwind_resident;
 
@@ -98,7 +99,8 @@ static int aft_unwind_resident_main(void *arg) {
     aft_unwind_resident *r = arg;
     aft_async_unwind_helper_signals(1, AFT_UNWIND_SLOTS);
     /* Dies with the thread that created it, which lives as long as the process image. */
-    if (syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0L, 0L, 0L) != 0 || getppid() != r->owner)
+    if (syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0L, 0L, 0L) != 0 ||
+        aft_sys_getppid() != r->owner)
         return 0;
     syscall(SYS_prctl, PR_SET_NAME, "aftermath.unw", 0L, 0L, 0L);
     /* libunwind's first walk on this thread-local storage sets up its caches: now, not at a
@@ -158,7 +160,7 @@ void aft_async_unwind_resident_retire(void) {
     struct timespec pause = {.tv_sec = 0, .tv_nsec = 50 * 1000};
     for (int i = 0; i < 1000; i++) {
         if (syscall(SYS_tgkill, (long)self, (long)r->donor_tid, 0L) != 0 && errno == ESRCH) break;
-        nanosleep(&pause, NULL);
+        aft_sys_nanosleep(&pause, NULL);
     }
 }
 
@@ -171,7 +173,8 @@ int aft_async_resident_take(aft_unwind_slot *slot, pid_t *pid) {
     int expected = 0;
     if (!atomic_compare_exchange_strong(&r->busy, &expected, 1)) return 0;
     int status = 0;
-    if (waitpid(p, &status, __WALL | WNOHANG) != 0) { /* it died (reaped now), or is not ours */
+    if (aft_sys_waitpid(p, &status, __WALL | WNOHANG) !=
+        0) { /* it died (reaped now), or is not ours */
         atomic_store(&r->pid, 0);
         atomic_store(&r->busy, 0);
         return 0;

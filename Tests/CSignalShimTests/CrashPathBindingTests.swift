@@ -25,6 +25,19 @@ struct CrashPathBindingTests {
         return names.sorted()
     }
 
+    /// What only a crash, a hang's capture or an unwinding helper calls is made through
+    /// syscall(2) (sys_internal.h), bound once for them all, rather than bound one by one at every
+    /// start for a crash most runs never have.
+    @Test("The crash path's own system calls go through syscall(2): no wrapper of theirs to bind at start")
+    func crashOnlyCallsAreRaw() throws {
+        let calls = try Self.crashPathCalls()
+        let crashOnly =
+            ["kill", "waitpid", "nanosleep", "unlinkat", "write", "lseek", "ftruncate", "fsync"]
+            + ["sigpending", "getppid"]
+        #expect(calls.contains("syscall"))
+        #expect(calls.filter(crashOnly.contains) == [], "\(calls)")
+    }
+
     @Test("A fresh process: once the install has completed, no crash-time call is left unbound")
     func boundAfterCompletion() async throws {
         let calls = try Self.crashPathCalls()
