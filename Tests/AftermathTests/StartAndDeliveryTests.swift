@@ -160,6 +160,38 @@ struct StartAndDeliveryTests {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
+    @Test("A dead run's reserve taken over as it is: its inode not changed when its mode is 0600, made 0600 when not")
+    func reserveTakenWithoutMetadataWrite() async throws {
+        let directory: String = TestSupport.childDirectory("reserve-mode")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let (crashes, first, firstInode) = try await Self.firstRunsReserve(directory)
+        let path = crashes + "/" + first
+        func status() -> stat? {
+            var st = stat()
+            return stat(path, &st) == 0 ? st : nil
+        }
+        let before = try #require(status())
+        #expect(before.st_mode & 0o7777 == 0o600)
+        usleep(20_000)  // past the file system's timestamp granularity
+        await #expect(processExitsWith: .success) { [directory = directory as String] in
+            StartAndDeliveryTests.startAndExit(directory)
+        }
+        let after = try #require(status())
+        // Taken (the same inode is this run's reserve), and no change of mode written: a change
+        // of mode, even to the same one, is a journal transaction at every start.
+        #expect(after.st_ino == firstInode && after.st_mode & 0o7777 == 0o600)
+        #expect(
+            after.st_ctim.tv_sec == before.st_ctim.tv_sec && after.st_ctim.tv_nsec == before.st_ctim.tv_nsec,
+            "the reserve's inode changed at its take-over")
+        // One whose mode is not 0600 (an umask, a copy) is taken and made 0600.
+        #expect(chmod(path, 0o640) == 0)
+        await #expect(processExitsWith: .success) { [directory = directory as String] in
+            StartAndDeliveryTests.startAndExit(directory)
+        }
+        let fixed = try #require(status())
+        #expect(fixed.st_ino == firstInode && fixed.st_mode & 0o7777 == 0o600)
+    }
+
     /// In a child: start, wait (2 s at most) until this run has made the next launch's spare
     /// run file, exit.
     static func startAndLeaveSpare(_ directory: String) {
