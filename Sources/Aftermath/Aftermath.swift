@@ -160,15 +160,13 @@ public enum Aftermath {
         options.context = cContext(context)
         options.complete_later = 1  // by the delivery: start does not pay for it
         options.capture_signal = configuration.hangCaptureSignal
-        var error = [CChar](repeating: 0, count: 256)
-        let status = directory.crashes.withCString { dir in
-            options.crash_directory = dir
-            return aft_install(&options, &error, error.count)
+        let (status, message) = StartHelpers.withErrorMessage { error, capacity in
+            directory.crashes.withCString { dir in
+                options.crash_directory = dir
+                return aft_install(&options, error, capacity)
+            }
         }
-        guard status == 0 else {
-            throw .crashHandlersNotInstalled(
-                String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
-        }
+        guard status == 0 else { throw .crashHandlersNotInstalled(message) }
     }
 
     /// Start's background work on its caller, for ``Configuration/deliverPendingReportsSynchronously``.
@@ -225,9 +223,10 @@ public enum Aftermath {
     /// With rolesLater, the pinger's and the updater's roles wait for the calling thread (start's
     /// delivery thread), which takes one on or makes their threads before a long delivery.
     static func startBackgroundThreads(_ configuration: Configuration, watchingPool: Bool, rolesLater: Bool) {
-        var error = [CChar](repeating: 0, count: 256)
-        if aft_watchdog_start_thread(rolesLater ? 1 : 0, &error, error.count) != 0 {
-            let message = String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let (status, message) = StartHelpers.withErrorMessage { error, capacity in
+            aft_watchdog_start_thread(rolesLater ? 1 : 0, error, capacity)
+        }
+        if status != 0 {
             hangDetectionProblem.withLock { $0 = StartError.hangWatchdogNotStarted(message).description }
         }
         _ = aft_run_start_updater(rolesLater ? 1 : 0)

@@ -68,4 +68,19 @@ struct OSInfoTests {
         info = OSInfo.current(root: root)
         #expect(info.name == "Vendor" && info.version == "7")
     }
+
+    @Test("A root given with or without its final slash; neither file there: Linux and the kernel's release")
+    func rootSpellingsAndNone() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("osrel-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        try FileManager.default.createDirectory(atPath: root + "/usr/lib", withIntermediateDirectories: true)
+        try "NAME=Usr\nVERSION_ID=3\n".write(toFile: root + "/usr/lib/os-release", atomically: false, encoding: .utf8)
+        for spelling in [root, root + "/"] {
+            let info = OSInfo.current(root: spelling)
+            #expect(info.name == "Usr" && info.version == "3", "\(spelling)")
+        }
+        try FileManager.default.removeItem(atPath: root + "/usr/lib/os-release")
+        let none = OSInfo.current(root: root)
+        #expect(none.name == "Linux" && none.version == none.kernelRelease && !none.kernelRelease.isEmpty)
+    }
 }

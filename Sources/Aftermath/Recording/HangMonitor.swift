@@ -76,15 +76,13 @@ enum HangMonitor {
         options.notify = { event, target in HangMonitor.handle(event, target: target) }
         options.thread_later = 1  // started by Aftermath.startBackgroundThreads()
         options.other_threads = configuration.hangOtherThreads ? 1 : 0
-        var error = [CChar](repeating: 0, count: 256)
-        let status = directory.hangs.withCString { dir in
-            options.hang_directory = dir
-            return aft_watchdog_start(&options, &error, error.count)
+        let (status, message) = StartHelpers.withErrorMessage { error, capacity in
+            directory.hangs.withCString { dir in
+                options.hang_directory = dir
+                return aft_watchdog_start(&options, error, capacity)
+            }
         }
-        guard status == 0 else {
-            let message = String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            throw .hangWatchdogNotStarted(message)
-        }
+        guard status == 0 else { throw .hangWatchdogNotStarted(message) }
         // The pool's probes: by Aftermath.startBackgroundThreads(), with the watchdog's thread.
     }
 

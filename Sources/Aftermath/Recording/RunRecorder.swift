@@ -34,19 +34,19 @@ enum RunRecorder {
         options.update_interval_ms = configuration.runUpdateInterval.clampedMilliseconds
         options.catch_termination = configuration.recordTerminationSignals ? 1 : 0
         options.start_updater = AFT_RUN_UPDATER_LATER  // by Aftermath.startBackgroundThreads()
-        var error = [CChar](repeating: 0, count: 256)
-        let status = directory.runs.withCString { runs in
-            configuration.procRoot.withCString { proc in
-                configuration.sysRoot.withCString { sys in
-                    options.runs_directory = runs
-                    options.proc_root = proc
-                    options.sys_root = sys
-                    return aft_run_start(&options, &error, error.count)
+        let (status, error) = StartHelpers.withErrorMessage { error, capacity in
+            directory.runs.withCString { runs in
+                configuration.procRoot.withCString { proc in
+                    configuration.sysRoot.withCString { sys in
+                        options.runs_directory = runs
+                        options.proc_root = proc
+                        options.sys_root = sys
+                        return aft_run_start(&options, error, capacity)
+                    }
                 }
             }
         }
-        let message =
-            status == 0 ? nil : String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let message = status == 0 ? nil : error
         state.withLock { $0.error = message }
         if status == 0, let screen { aft_run_set_screen(screen) }
     }

@@ -38,6 +38,18 @@ enum StartHelpers {
         return (uuid(bytes.0, bytes.1), uuid(bytes.2, bytes.3), uuid(bytes.4, bytes.5))
     }
 
+    /// Calls body with a zeroed 256-byte buffer for a C call's error message and its capacity;
+    /// body's result and the message ("" when none). The buffer is on the stack: start's first
+    /// array (of a type the standard library prespecializes) has the runtime register every such
+    /// prespecialization, about 60 µs once a process, which an app that makes none never pays.
+    static func withErrorMessage<R>(_ body: (UnsafeMutablePointer<CChar>, Int) -> R) -> (result: R, message: String) {
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: 256) { buffer in
+            buffer.initialize(repeating: 0)
+            let result = body(buffer.baseAddress!, buffer.count - 1)
+            return (result, String(cString: buffer.baseAddress!))
+        }
+    }
+
     /// Runs body on a new detached thread named name (at most 15 bytes show), then `then` once
     /// body's frames are gone; false when no thread could be made.
     @discardableResult

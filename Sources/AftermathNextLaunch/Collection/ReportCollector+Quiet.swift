@@ -127,7 +127,10 @@ extension ReportCollector {
                 kept += 1  // alive
                 return true
             }
-            guard let run = try? RunFile.decode(FileReader.read(fd: fd, maximumSize: RunFile.maximumSize)),
+            guard
+                let run = try? FileReader.withBytes(
+                    fd: fd, maximumSize: RunFile.maximumSize,
+                    { (raw) throws(ReportFileError) in try RunFile.decode(raw) }),
                 run.exit != nil, run.runID != currentRunID
             else { return false }
             // Nothing of its run is left to send, so nothing will look its sessions up: where no

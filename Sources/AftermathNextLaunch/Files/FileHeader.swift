@@ -48,10 +48,19 @@ package enum FileHeader {
     package static func validate(
         _ bytes: [UInt8], kinds: Kinds, maximumSize: Int
     ) throws(ReportFileError) -> aft_file_header {
+        try bytes.withUnsafeBytes { raw in
+            Result { () throws(ReportFileError) in try validate(raw, kinds: kinds, maximumSize: maximumSize) }
+        }.get()
+    }
+
+    /// ``validate(_:kinds:maximumSize:)`` of bytes in memory of the caller's.
+    package static func validate(
+        _ bytes: UnsafeRawBufferPointer, kinds: Kinds, maximumSize: Int
+    ) throws(ReportFileError) -> aft_file_header {
         let headerSize = MemoryLayout<aft_file_header>.size
         guard bytes.count <= maximumSize else { throw .tooLarge(bytes: bytes.count) }
         guard bytes.count >= headerSize else { throw .truncatedHeader(bytes: bytes.count) }
-        let h = bytes.withUnsafeBytes { $0.loadUnaligned(as: aft_file_header.self) }
+        let h = bytes.loadUnaligned(as: aft_file_header.self)
         guard h.magic == AFT_MAGIC else { throw .badMagic(h.magic) }
         guard h.version >= AFT_FORMAT_MIN_VERSION, h.version <= AFT_FORMAT_VERSION else {
             throw .unsupportedVersion(h.version)
@@ -69,10 +78,19 @@ package enum FileHeader {
     package static func verifyBody(
         _ bytes: [UInt8], header h: aft_file_header, start: Int, length: Int
     ) throws(ReportFileError) {
+        try bytes.withUnsafeBytes { raw in
+            Result { () throws(ReportFileError) in try verifyBody(raw, header: h, start: start, length: length) }
+        }.get()
+    }
+
+    /// ``verifyBody(_:header:start:length:)`` of bytes in memory of the caller's.
+    package static func verifyBody(
+        _ bytes: UnsafeRawBufferPointer, header h: aft_file_header, start: Int, length: Int
+    ) throws(ReportFileError) {
         guard h.body_size == UInt64(length), start + length <= bytes.count else {
             throw .bodySizeMismatch(expected: h.body_size, actual: bytes.count - start)
         }
-        let crc = bytes.withUnsafeBytes { raw in aft_crc32(0, raw.baseAddress! + start, length) }
+        let crc = aft_crc32(0, bytes.baseAddress! + start, length)
         guard crc == h.body_crc else { throw .checksumMismatch(expected: h.body_crc, actual: crc) }
     }
 }

@@ -32,17 +32,53 @@ package enum FileReader {
     /// maximumSize. The caller opened it as ``read(_:maximumSize:followingLinks:)`` does
     /// (without following a link, non-blocking) and closes it.
     package static func read(fd: Int32, maximumSize: Int) throws(ReportFileError) -> [UInt8] {
+        let size = try regularFileSize(fd: fd, maximumSize: maximumSize)
+        var bytes = [UInt8](repeating: 0, count: size + 1)
+        let used = try bytes.withUnsafeMutableBytes { raw in
+            Result { () throws(ReportFileError) -> Int in try readAll(fd: fd, into: raw, maximumSize: maximumSize) }
+        }.get()
+        // Truncated in place: a copy of the prefix would have the runtime build the array
+        // storage's type by name, at start's first file.
+        bytes.removeSubrange(used...)
+        return bytes
+    }
+
+    /// Calls body with the bytes of the file open at fd, read as ``read(fd:maximumSize:)``
+    /// reads them, into memory of the call's own (the stack, or the heap when large), and
+    /// returns its result. No array: start's reads (os-release, the run that ended last) make
+    /// none, so that an app that makes none never has the runtime register the standard
+    /// library's prespecialized array types (about 60 µs, once a process).
+    package static func withBytes<R>(
+        fd: Int32, maximumSize: Int, _ body: (UnsafeRawBufferPointer) throws(ReportFileError) -> R
+    ) throws(ReportFileError) -> R {
+        let size = try regularFileSize(fd: fd, maximumSize: maximumSize)
+        return try withUnsafeTemporaryAllocation(byteCount: size + 1, alignment: 16) {
+            (raw) throws(ReportFileError) -> R in
+            let used = try readAll(fd: fd, into: raw, maximumSize: maximumSize)
+            return try body(UnsafeRawBufferPointer(rebasing: raw[..<used]))
+        }
+    }
+
+    /// The size of the regular file open at fd, within maximumSize.
+    static func regularFileSize(fd: Int32, maximumSize: Int) throws(ReportFileError) -> Int {
         var st = stat()
         guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG else {
             throw .notARegularFile(kind: "changed while opening")
         }
         guard Int(st.st_size) <= maximumSize else { throw .tooLarge(bytes: Int(st.st_size)) }
-        var bytes = [UInt8](repeating: 0, count: Int(st.st_size) + 1)
+        return Int(st.st_size)
+    }
+
+    /// Reads the file open at fd from its start into raw (its size and a byte more: a file that
+    /// grew since is seen), until its end; the bytes read, within maximumSize.
+    static func readAll(
+        fd: Int32, into raw: UnsafeMutableRawBufferPointer, maximumSize: Int
+    ) throws(ReportFileError)
+        -> Int
+    {
         var used = 0
-        while used < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { raw in
-                pread(fd, raw.baseAddress! + used, raw.count - used, off_t(used))
-            }
+        while used < raw.count {
+            let n = pread(fd, raw.baseAddress! + used, raw.count - used, off_t(used))
             if n < 0 {
                 if errno == EINTR { continue }
                 throw .unreadable(String(cString: strerror(errno)))
@@ -51,9 +87,6 @@ package enum FileReader {
             used += n
         }
         guard used <= maximumSize else { throw .tooLarge(bytes: used) }
-        // Truncated in place: a copy of the prefix would have the runtime build the array
-        // storage's type by name, at start's first file.
-        bytes.removeSubrange(used...)
-        return bytes
+        return used
     }
 }

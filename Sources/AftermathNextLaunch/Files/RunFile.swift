@@ -67,16 +67,21 @@ package struct RunFile: Sendable {
 
     /// Decodes a run file's bytes.
     package static func decode(_ bytes: [UInt8]) throws(ReportFileError) -> RunFile {
+        try bytes.withUnsafeBytes { raw in Result { () throws(ReportFileError) in try decode(raw) } }.get()
+    }
+
+    /// Decodes a run file's bytes in memory of the caller's (``FileReader/withBytes(fd:maximumSize:_:)``).
+    package static func decode(_ raw: UnsafeRawBufferPointer) throws(ReportFileError) -> RunFile {
         let headerSize = MemoryLayout<aft_file_header>.size
         let infoSize = MemoryLayout<aft_run_info>.size
-        let h = try FileHeader.validate(bytes, kinds: .run, maximumSize: maximumSize)
+        let h = try FileHeader.validate(raw, kinds: .run, maximumSize: maximumSize)
         guard Int(h.header_size) == headerSize else { throw .badHeaderSize(h.header_size) }
         guard h.commit == AFT_COMMIT_MARKER else { throw .notCommitted }
         // The CRC covers the fixed info only; the live slots and the termination and exit
         // blocks after it change in place and carry their own checks.
-        try FileHeader.verifyBody(bytes, header: h, start: headerSize, length: infoSize)
+        try FileHeader.verifyBody(raw, header: h, start: headerSize, length: infoSize)
 
-        return bytes.withUnsafeBytes { raw in
+        do {
             func block<T>(_ type: T.Type, at offset: Int, checkAt checkOffset: Int) -> T? {
                 guard offset + MemoryLayout<T>.size <= raw.count else { return nil }
                 let stored = raw.loadUnaligned(fromByteOffset: offset + checkOffset, as: UInt32.self)

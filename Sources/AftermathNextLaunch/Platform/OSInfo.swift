@@ -23,20 +23,25 @@ package struct OSInfo: Sendable, Hashable {
     /// Reads os-release under root (for tests) and the running kernel's release.
     package static func current(root: String = "/") -> OSInfo {
         var name: String?, versionID: String?, version: String?
-        let base = root.hasSuffix("/") ? root : root + "/"
+        // Bytes, not Characters: a String's suffix check would load its grapheme breaking.
+        let base = root.utf8.last == UInt8(ascii: "/") ? root : root + "/"
         for candidate in ["etc/os-release", "usr/lib/os-release"] {
             // A system file, its link followed (Debian's /etc/os-release is one); still only
-            // a regular file of at most 64 KiB is read.
-            if let bytes = try? FileReader.read(base + candidate, maximumSize: 64 * 1024, followingLinks: true) {
+            // a regular file of at most 64 KiB is read, into memory of the read's own: no array
+            // (FileReader.withBytes).
+            let fd = open(base + candidate, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+            guard fd >= 0 else { continue }
+            defer { close(fd) }
+            let read = try? FileReader.withBytes(fd: fd, maximumSize: 64 * 1024) { raw in
                 // No dictionary: start reads this on the app's thread, and the first
                 // Dictionary<String, String> of a process costs a protocol-conformance scan.
-                visitOSRelease(bytes) { key, value in
+                visitOSRelease(raw) { key, value in
                     if key.elementsEqual("NAME".utf8) { name = value }
                     if key.elementsEqual("VERSION_ID".utf8) { versionID = value }
                     if key.elementsEqual("VERSION".utf8) { version = value }
                 }
-                break
             }
+            if read != nil { break }
         }
         let kernel = kernelReleaseString()
         return OSInfo(name: name ?? "Linux", version: versionID ?? version ?? kernel, kernelRelease: kernel)
@@ -47,8 +52,10 @@ package struct OSInfo: Sendable, Hashable {
     /// thread, and Foundation's string scanning would cost it most of a millisecond.
     package static func parseOSRelease(_ text: String) -> [String: String] {
         var out: [String: String] = [:]
-        visitOSRelease(Array(text.utf8)) { key, value in
-            out[String(decoding: key, as: UTF8.self)] = value
+        Array(text.utf8).withUnsafeBytes { raw in
+            visitOSRelease(raw) { key, value in
+                out[String(decoding: key, as: UTF8.self)] = value
+            }
         }
         return out
     }
@@ -56,7 +63,9 @@ package struct OSInfo: Sendable, Hashable {
     /// Calls visit with each KEY and its unquoted value, in file order. The value is built as a
     /// String from the file's bytes, with no array of its own: start's first [UInt8] made here
     /// had the runtime build the array storage's type by name.
-    package static func visitOSRelease(_ bytes: [UInt8], _ visit: (ArraySlice<UInt8>, String) -> Void) {
+    package static func visitOSRelease(
+        _ bytes: UnsafeRawBufferPointer, _ visit: (Slice<UnsafeRawBufferPointer>, String) -> Void
+    ) {
         let newline = UInt8(ascii: "\n"), cr = UInt8(ascii: "\r"), space = UInt8(ascii: " "), tab = UInt8(ascii: "\t")
         let equals = UInt8(ascii: "="), hash = UInt8(ascii: "#"), double = UInt8(ascii: "\""),
             single = UInt8(ascii: "'")
