@@ -218,11 +218,13 @@ public enum Aftermath {
     /// The threads start leaves to its delivery thread (creating one holds the caller a tenth
     /// of a millisecond or more, and each competes with it for the CPU at once): the hang
     /// watchdog's and the run record's updater, which reads the OOM counters' baseline first.
-    /// Then the Swift concurrency pool's probes, when hangs are watched: their first Task sets
-    /// up the runtime's types and the pool's threads, a fifth of start on the caller before.
+    /// The Swift concurrency pool's targets, when hangs are watched, before the watchdog's
+    /// thread, which finds them at its first look (added after, each woke it: a wake-up, two
+    /// system calls and a sleep again); their probes wait for the pool's first thread.
     /// With rolesLater, the pinger's and the updater's roles wait for the calling thread (start's
     /// delivery thread), which takes one on or makes their threads before a long delivery.
     static func startBackgroundThreads(_ configuration: Configuration, watchingPool: Bool, rolesLater: Bool) {
+        if watchingPool { HangMonitor.watchPool(configuration) }
         let (status, message) = StartHelpers.withErrorMessage { error, capacity in
             aft_watchdog_start_thread(rolesLater ? 1 : 0, error, capacity)
         }
@@ -230,7 +232,6 @@ public enum Aftermath {
             hangDetectionProblem.withLock { $0 = StartError.hangWatchdogNotStarted(message).description }
         }
         _ = aft_run_start_updater(rolesLater ? 1 : 0)
-        if watchingPool { HangMonitor.watchPool(configuration) }
     }
 
     /// Collects and exports what is pending now, synchronously; nil before ``start(_:)``.
