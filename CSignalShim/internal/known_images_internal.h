@@ -54,9 +54,10 @@ void aft_prepare_images(aft_context *context);
 uint32_t aft_known_images_copy(aft_image *images, uint32_t capacity);
 
 /* size bytes at the bottom of start's delivery thread's own stack, when the caller runs on it
- * with room to spare below, else NULL (memory.c). What the thread touched there goes back with
- * the rest of that stack: below its frame as it takes on a role, whole once it has ended. Not
- * zero-filled where the stack was used before. */
+ * with room to spare below and the thread has not yet given back its stack below its frame,
+ * else NULL (memory.c). What the thread touches there goes back with the rest of that stack:
+ * below its frame as it takes on a role, whole once it has ended. Not zero-filled where the
+ * stack was used before. */
 void *aft_own_stack_scratch(size_t size);
 
 /* A library Aftermath loaded itself changed the loader's list: the images are read again by

@@ -24,6 +24,9 @@ AFT_SMALL_STATE static _Atomic int aft_g_own_stack_state;
 AFT_SMALL_STATE static _Atomic pid_t aft_g_own_stack_tid;
 AFT_SMALL_STATE static void *aft_g_own_stack;
 AFT_SMALL_STATE static size_t aft_g_own_stack_size;
+/* Whether the thread on that stack has given back the pages below its frame: a scratch at the
+ * stack's bottom is handed out only before, when that release will take it back too. */
+AFT_SMALL_STATE static _Atomic int aft_g_own_stack_released;
 
 int aft_own_stack_attributes(pthread_attr_t *attributes) {
 #ifndef __GLIBC__
@@ -60,6 +63,7 @@ int aft_own_stack_attributes(pthread_attr_t *attributes) {
     }
     aft_g_own_stack = low;
     aft_g_own_stack_size = size;
+    atomic_store(&aft_g_own_stack_released, 0);
     return 0;
 #endif
 }
@@ -86,7 +90,7 @@ static int aft_on_own_stack(void) {
 }
 
 void *aft_own_stack_scratch(size_t size) {
-    if (!aft_on_own_stack()) return NULL;
+    if (!aft_on_own_stack() || atomic_load(&aft_g_own_stack_released)) return NULL;
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t low = (uintptr_t)aft_g_own_stack + page; /* above the guard */
     uintptr_t here = (uintptr_t)__builtin_frame_address(0);
@@ -159,6 +163,7 @@ size_t aft_release_thread_stack_below(void) {
          * the stack of a thread that goes on as the pinger a page deeper. */
         low = aft_g_own_stack;
         size = aft_g_own_stack_size;
+        atomic_store(&aft_g_own_stack_released, 1);
     } else {
         pthread_attr_t attributes;
         if (pthread_getattr_np(pthread_self(), &attributes) != 0) return 0;

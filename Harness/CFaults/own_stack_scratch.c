@@ -1,7 +1,8 @@
 /*
  * own_stack_scratch.c: NORMAL-TIME CODE, test-only. The scratch at the bottom of start's
  * delivery thread's own stack (aft_own_stack_scratch): handed out only on that stack with room
- * below the caller, and given back with the stack's pages below the frame.
+ * below the caller and before the stack's release, and given back with the stack's pages below
+ * the frame.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -43,6 +44,8 @@ static void *on_own_stack(void *argument) {
     if (resident_pages((uintptr_t)scratch, 16 * page) != 16) return (check->result = 5, NULL);
     if (aft_release_thread_stack_below() < 16 * page) return (check->result = 6, NULL);
     if (resident_pages((uintptr_t)scratch, 16 * page) != 0) return (check->result = 7, NULL);
+    /* Given back once: a later scratch (a role's images read again) would stay dirty for good. */
+    if (aft_own_stack_scratch(SCRATCH_BYTES) != NULL) return (check->result = 12, NULL);
     check->result = 0;
     return NULL;
 }
