@@ -32,7 +32,7 @@ package struct OSInfo: Sendable, Hashable {
             let fd = open(base + candidate, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
             guard fd >= 0 else { continue }
             defer { close(fd) }
-            let read = try? FileReader.withBytes(fd: fd, maximumSize: 64 * 1024) { raw in
+            let read: Void? = try? FileReader.withBytes(fd: fd, maximumSize: 64 * 1024) { raw in
                 // No dictionary: start reads this on the app's thread, and the first
                 // Dictionary<String, String> of a process costs a protocol-conformance scan.
                 visitOSRelease(raw) { key, value in
