@@ -41,8 +41,10 @@ struct CrashPathBindingTests {
     @Test("A fresh process: once the install has completed, no crash-time call is left unbound")
     func boundAfterCompletion() async throws {
         let calls = try Self.crashPathCalls()
-        #expect(calls.count >= 25, "only \(calls) found: the check would prove little")
-        #expect(calls.contains("__sigsetjmp") && calls.contains("pwrite"))
+        // About 25: the calls only a crash makes go through syscall (crashOnlyCallsAreRaw), and an
+        // optimised build inlines a few more.
+        #expect(calls.count >= 20, "only \(calls) found: the check would prove little")
+        #expect(calls.contains("__sigsetjmp") && calls.contains("pwrite") && calls.contains("syscall"))
         let directory = TestSupport.childDirectory("crash-path-binding")
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         // The exit test's process is a new one: its slots are as an app's at start.

@@ -83,7 +83,7 @@ enum HangMonitor {
             }
         }
         guard status == 0 else { throw .hangWatchdogNotStarted(message) }
-        // The pool's probes: by Aftermath.startBackgroundThreads(), with the watchdog's thread.
+        // The pool's targets: by Aftermath.startBackgroundThreads(), before the watchdog's thread.
     }
 
     /// The main queue's ping, one block for every ping. Not a closure written at the call: one

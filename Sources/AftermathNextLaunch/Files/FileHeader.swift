@@ -48,9 +48,9 @@ package enum FileHeader {
     package static func validate(
         _ bytes: [UInt8], kinds: Kinds, maximumSize: Int
     ) throws(ReportFileError) -> aft_file_header {
-        try bytes.withUnsafeBytes { raw in
-            Result { () throws(ReportFileError) in try validate(raw, kinds: kinds, maximumSize: maximumSize) }
-        }.get()
+        try bytes.withRawBytes { raw throws(ReportFileError) in
+            try validate(raw, kinds: kinds, maximumSize: maximumSize)
+        }
     }
 
     /// ``validate(_:kinds:maximumSize:)`` of bytes in memory of the caller's.
@@ -78,9 +78,9 @@ package enum FileHeader {
     package static func verifyBody(
         _ bytes: [UInt8], header h: aft_file_header, start: Int, length: Int
     ) throws(ReportFileError) {
-        try bytes.withUnsafeBytes { raw in
-            Result { () throws(ReportFileError) in try verifyBody(raw, header: h, start: start, length: length) }
-        }.get()
+        try bytes.withRawBytes { raw throws(ReportFileError) in
+            try verifyBody(raw, header: h, start: start, length: length)
+        }
     }
 
     /// ``verifyBody(_:header:start:length:)`` of bytes in memory of the caller's.

@@ -90,3 +90,13 @@ package enum FileReader {
         return used
     }
 }
+
+extension Array where Element == UInt8 {
+    /// withUnsafeBytes for a body that throws a ReportFileError, which it throws as such (the
+    /// standard library's rethrows any Error).
+    package func withRawBytes<R>(
+        _ body: (UnsafeRawBufferPointer) throws(ReportFileError) -> R
+    ) throws(ReportFileError) -> R {
+        try withUnsafeBytes { raw in Result { () throws(ReportFileError) in try body(raw) } }.get()
+    }
+}

@@ -67,7 +67,7 @@ package struct RunFile: Sendable {
 
     /// Decodes a run file's bytes.
     package static func decode(_ bytes: [UInt8]) throws(ReportFileError) -> RunFile {
-        try bytes.withUnsafeBytes { raw in Result { () throws(ReportFileError) in try decode(raw) } }.get()
+        try bytes.withRawBytes { raw throws(ReportFileError) in try decode(raw) }
     }
 
     /// Decodes a run file's bytes in memory of the caller's (``FileReader/withBytes(fd:maximumSize:_:)``).
@@ -81,36 +81,34 @@ package struct RunFile: Sendable {
         // blocks after it change in place and carry their own checks.
         try FileHeader.verifyBody(raw, header: h, start: headerSize, length: infoSize)
 
-        do {
-            func block<T>(_ type: T.Type, at offset: Int, checkAt checkOffset: Int) -> T? {
-                guard offset + MemoryLayout<T>.size <= raw.count else { return nil }
-                let stored = raw.loadUnaligned(fromByteOffset: offset + checkOffset, as: UInt32.self)
-                guard stored != 0, stored == aft_run_check(raw.baseAddress! + offset, checkOffset) else { return nil }
-                return raw.loadUnaligned(fromByteOffset: offset, as: T.self)
-            }
-            let info = raw.loadUnaligned(fromByteOffset: headerSize, as: aft_run_info.self)
-            let liveBase = MemoryLayout<aft_run_file>.offset(of: \.live)!
-            let liveSize = MemoryLayout<aft_run_live>.size
-            let liveCheck = MemoryLayout<aft_run_live>.offset(of: \.check)!
-            // The newest valid slot, without an array of them: its storage's type would be
-            // built by name at every launch's first judged run.
-            var live: aft_run_live?
-            for slot in 0..<Int(AFT_RUN_LIVE_SLOTS) {
-                guard let l = block(aft_run_live.self, at: liveBase + slot * liveSize, checkAt: liveCheck),
-                    l.sequence > 0, l.sequence > live?.sequence ?? 0
-                else { continue }
-                live = l
-            }
-            let term = block(
-                aft_run_term.self, at: MemoryLayout<aft_run_file>.offset(of: \.term)!,
-                checkAt: MemoryLayout<aft_run_term>.offset(of: \.check)!)
-            let exit = block(
-                aft_run_exit.self, at: MemoryLayout<aft_run_file>.offset(of: \.exit)!,
-                checkAt: MemoryLayout<aft_run_exit>.offset(of: \.check)!)
-            return RunFile(
-                info: info, live: live,
-                term: term.flatMap { $0.signal != 0 ? $0 : nil },
-                exit: exit.flatMap { $0.clean == AFT_RUN_CLEAN_MARKER ? $0 : nil })
+        func block<T>(_ type: T.Type, at offset: Int, checkAt checkOffset: Int) -> T? {
+            guard offset + MemoryLayout<T>.size <= raw.count else { return nil }
+            let stored = raw.loadUnaligned(fromByteOffset: offset + checkOffset, as: UInt32.self)
+            guard stored != 0, stored == aft_run_check(raw.baseAddress! + offset, checkOffset) else { return nil }
+            return raw.loadUnaligned(fromByteOffset: offset, as: T.self)
         }
+        let info = raw.loadUnaligned(fromByteOffset: headerSize, as: aft_run_info.self)
+        let liveBase = MemoryLayout<aft_run_file>.offset(of: \.live)!
+        let liveSize = MemoryLayout<aft_run_live>.size
+        let liveCheck = MemoryLayout<aft_run_live>.offset(of: \.check)!
+        // The newest valid slot, without an array of them: its storage's type would be
+        // built by name at every launch's first judged run.
+        var live: aft_run_live?
+        for slot in 0..<Int(AFT_RUN_LIVE_SLOTS) {
+            guard let l = block(aft_run_live.self, at: liveBase + slot * liveSize, checkAt: liveCheck),
+                l.sequence > 0, l.sequence > live?.sequence ?? 0
+            else { continue }
+            live = l
+        }
+        let term = block(
+            aft_run_term.self, at: MemoryLayout<aft_run_file>.offset(of: \.term)!,
+            checkAt: MemoryLayout<aft_run_term>.offset(of: \.check)!)
+        let exit = block(
+            aft_run_exit.self, at: MemoryLayout<aft_run_file>.offset(of: \.exit)!,
+            checkAt: MemoryLayout<aft_run_exit>.offset(of: \.check)!)
+        return RunFile(
+            info: info, live: live,
+            term: term.flatMap { $0.signal != 0 ? $0 : nil },
+            exit: exit.flatMap { $0.clean == AFT_RUN_CLEAN_MARKER ? $0 : nil })
     }
 }
