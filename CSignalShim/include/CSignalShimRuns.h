@@ -123,6 +123,9 @@ void aft_read_oom_counters(const char dirs[AFT_CGROUP_DIRS][AFT_PATH_CAPACITY],
                            uint64_t out[AFT_OOM_COUNTERS]);
 /* The same for the cgroup directories a run recorded; out holds AFT_OOM_COUNTERS values. */
 void aft_run_read_oom_now(const aft_run_info *info, uint64_t *out);
+/* Whether the run's own cgroup's OOM-kill counter (v1 or v2) was read into oom: then
+ * /proc/vmstat's oom_kill is left unread (AFT_RUN_UNREAD) by the baseline and the samples. */
+int aft_run_own_oom_readable(const uint64_t oom[AFT_OOM_COUNTERS]);
 /* Builds a whole run file for options in memory, reading the evidence under its roots, as
  * aft_run_start writes it (header, info, live slot with sequence 1, empty term and exit). No
  * global state: tests build crafted run files with it. Returns 0. */
@@ -132,12 +135,13 @@ int aft_run_prepare(const aft_run_options *options, aft_run_file *file);
  * updater thread runs. */
 int aft_run_prepare_with(const aft_run_options *options, aft_run_file *file, int defer_baseline);
 /* Reads a run's baseline into info: its cgroup directories, their OOM counters, vmstat's
- * oom_kill. */
+ * oom_kill where the own cgroup's counter is unreadable. */
 void aft_run_read_baseline(const char *proc_root, const char *sys_root, aft_run_info *info);
 /* The header of a run file whose info block is info (CRC and commit set). */
 void aft_run_header(aft_file_header *header, const aft_run_info *info);
 /* Reads the evidence under proc_root into live (times, TracerPid, OOM counters of the run's
- * cgroups, vmstat, PSI) and counts the update. The check is not computed. */
+ * cgroups, vmstat where the own cgroup's is unreadable, PSI) and counts the update. The check
+ * is not computed. */
 void aft_run_sample(const char *proc_root, const aft_run_info *info, aft_run_live *live);
 /* The same; at_start != 0 takes the OOM and vmstat counters from the run's baseline in info,
  * read a moment before, instead of reading them again. */

@@ -234,6 +234,14 @@ static void aft_run_path_in(char *out, size_t capacity, const char *root, const 
     aft_run_join(out, capacity, root, rest);
 }
 
+/* The run's own cgroup counts every kernel OOM kill of its processes, the host's OOM killer's
+ * too (its oom_kill since Linux 4.13): where it can be read, /proc/vmstat's host-wide count
+ * adds only other processes' kills, and is not read (the kernel computes every counter of that
+ * file for each read, some 25-30 us). */
+int aft_run_own_oom_readable(const uint64_t oom[AFT_OOM_COUNTERS]) {
+    return oom[AFT_OOM_V1_SELF] != AFT_RUN_UNREAD || oom[AFT_OOM_V2_SELF] != AFT_RUN_UNREAD;
+}
+
 void aft_run_read_oom_now(const aft_run_info *info, uint64_t *out) {
     aft_read_oom_counters((const char(*)[AFT_PATH_CAPACITY])info->cgroup_dirs, out);
 }
@@ -259,8 +267,11 @@ void aft_run_sample_with(const char *proc_root, const aft_run_info *info, aft_ru
         l->vmstat_oom_kill = info->vmstat_oom_kill_at_start;
     } else {
         aft_run_read_oom_now(info, l->oom);
-        aft_run_path_in(path, sizeof(path), proc_root, "vmstat");
-        l->vmstat_oom_kill = aft_read_counter(path, "oom_kill");
+        l->vmstat_oom_kill = AFT_RUN_UNREAD;
+        if (!aft_run_own_oom_readable(l->oom)) {
+            aft_run_path_in(path, sizeof(path), proc_root, "vmstat");
+            l->vmstat_oom_kill = aft_read_counter(path, "oom_kill");
+        }
     }
     aft_run_path_in(path, sizeof(path), proc_root, "pressure/memory");
     aft_read_psi_both(path, &l->psi_some_avg10_centi, &l->psi_full_avg10_centi);

@@ -82,8 +82,15 @@ struct ExitInferenceTests {
             },
             expected: "unknown/inferred"),
         Case(
-            name: "system vmstat oom_kill rose", after: { try $0.set("proc/vmstat", "oom_kill 6\n") },
-            expected: "memory/inferred"),
+            name: "system vmstat oom_kill rose, no memory cgroup", v1: false, v2: false,
+            after: { try $0.set("proc/vmstat", "oom_kill 6\n") }, expected: "memory/inferred"),
+        Case(
+            name:
+                "system vmstat oom_kill rose, the own cgroup's counter readable and not risen (another process's kill)",
+            after: { try $0.set("proc/vmstat", "oom_kill 6\n") }, expected: "unknown/inferred"),
+        Case(
+            name: "system vmstat oom_kill rose, the own v2 cgroup's counter readable and not risen", v1: false,
+            after: { try $0.set("proc/vmstat", "oom_kill 6\n") }, expected: "unknown/inferred"),
         Case(
             name: "PSI high at the last update",
             run: { f in
@@ -164,7 +171,7 @@ struct ExitInferenceTests {
         ),
         Case(name: "WATCHDOG_USEC without a hang", watchdogUsec: 3_000_000, expected: "unknown/inferred"),
         Case(
-            name: "system vmstat oom_kill rose, judged an hour after the run's last update",
+            name: "system vmstat oom_kill rose, judged an hour after the run's last update", v1: false, v2: false,
             environment: { s in
                 var e = s.environment()
                 e.boottimeNanoseconds = Self.anHourLater()
@@ -172,7 +179,7 @@ struct ExitInferenceTests {
             },
             after: { try $0.set("proc/vmstat", "oom_kill 6\n") }, expected: "unknown/inferred"),
         Case(
-            name: "unfinished hang and vmstat rise, judged an hour later", hangMs: 900,
+            name: "unfinished hang and vmstat rise, judged an hour later", v1: false, v2: false, hangMs: 900,
             environment: { s in
                 var e = s.environment()
                 e.boottimeNanoseconds = Self.anHourLater()
@@ -180,7 +187,7 @@ struct ExitInferenceTests {
             },
             after: { try $0.set("proc/vmstat", "oom_kill 9\n") }, expected: "anr/inferred"),
         Case(
-            name: "system vmstat oom_kill rose, judged in another boot",
+            name: "system vmstat oom_kill rose, judged in another boot", v1: false, v2: false,
             environment: { s in
                 var e = s.environment()
                 e.boottimeNanoseconds = 1_000_000_000
@@ -224,7 +231,8 @@ struct ExitInferenceTests {
             },
             expected: "unknown/inferred"),
         Case(
-            name: "unfinished hang and vmstat rise", hangMs: 900, after: { try $0.set("proc/vmstat", "oom_kill 9\n") },
+            name: "unfinished hang and vmstat rise", v1: false, v2: false, hangMs: 900,
+            after: { try $0.set("proc/vmstat", "oom_kill 9\n") },
             expected: "memory/inferred"),
     ]
 

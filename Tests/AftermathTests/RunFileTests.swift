@@ -33,15 +33,48 @@ struct RunFileTests {
             decoded.cgroupDirectories == [
                 system.sys + "/fs/cgroup/memory/app/svc", system.sys + "/fs/cgroup/memory/app", "", "",
             ])
-        #expect(decoded.info.vmstat_oom_kill_at_start == 5)
+        // The own cgroup's counter was read: /proc/vmstat's host-wide one is not.
+        #expect(decoded.info.oom_at_start.0 == 0)
+        #expect(decoded.info.vmstat_oom_kill_at_start == AFT_RUN_UNREAD)
         let live = try #require(decoded.live)
         #expect(live.sequence == 1)
-        #expect(live.vmstat_oom_kill == 5)
+        #expect(live.vmstat_oom_kill == AFT_RUN_UNREAD)
         #expect(live.psi_some_avg10_centi == 0)
         #expect(decoded.foreground)
         #expect(!decoded.debuggerSeen)
         #expect(decoded.term == nil && decoded.exit == nil)
         #expect(decoded.sessionID == decoded.context.sessionID)
+    }
+
+    @Test("/proc/vmstat's oom_kill is read, at start and in later samples, only where the own cgroup's counter is not")
+    func vmstatOnlyWithoutOwnCgroupCounter() throws {
+        func vmstat(_ system: CraftedSystem) throws -> (start: UInt64, firstLive: UInt64, sample: UInt64) {
+            let file = system.runFile()
+            let live = try #require(try RunFile.decode(RunBytes.of(file)).live)
+            var info = file.info
+            var sample = aft_run_live()
+            aft_run_sample(system.proc, &info, &sample)
+            return (file.info.vmstat_oom_kill_at_start, live.vmstat_oom_kill, sample.vmstat_oom_kill)
+        }
+        let unread = AFT_RUN_UNREAD
+        // No memory cgroup at all: the host's count is the only evidence.
+        #expect(try vmstat(CraftedSystem(v1: false, v2: false)) == (5, 5, 5))
+        // v2: the own memory.events holds the count; vmstat is left alone.
+        let v2 = try CraftedSystem(v1: false, v2: true)
+        #expect(try vmstat(v2) == (unread, unread, unread))
+        // A kernel before per-cgroup OOM counts (no oom_kill line), the parent's still readable:
+        // only the own cgroup's counts every kill of the run's processes.
+        let old = try CraftedSystem(v1: true, v2: false)
+        try old.set("sys/fs/cgroup/memory/app/svc/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\n")
+        #expect(try vmstat(old) == (5, 5, 5))
+        // The own cgroup gone after start (a later sample reads the host's count again).
+        let started = v2.runFile()
+        try FileManager.default.removeItem(atPath: v2.sys + "/fs/cgroup/app/svc")
+        var info = started.info
+        var sample = aft_run_live()
+        aft_run_sample(v2.proc, &info, &sample)
+        #expect(started.info.vmstat_oom_kill_at_start == unread)
+        #expect(sample.oom.2 == unread && sample.vmstat_oom_kill == 5)
     }
 
     @Test func findsV2UnderUnifiedAndV1Alone() throws {

@@ -24,7 +24,10 @@ import Foundation
 ///    higher than at the last update, read by a launch within ``hostEvidenceWindowNanoseconds``
 ///    of it (later, the rise may be any process's kill since: an OOM kill days after the app was
 ///    killed by hand is not its cause); or memory pressure was high at the last update itself
-///    (PSI some avg10 ≥ 40% or full ≥ 10%). The evidence text says which and when.
+///    (PSI some avg10 ≥ 40% or full ≥ 10%). The evidence text says which and when. A run
+///    records vmstat's count only where its own cgroup's counter was unreadable: that one counts
+///    every kernel OOM kill of the run's processes (rule 3), so beside it a rise of the host's
+///    count is another process's kill.
 /// 7. `anr`: the run has an unfinished hang: it was killed while not answering.
 /// 8. `unknown`.
 package struct ExitInference: Sendable {
