@@ -51,8 +51,13 @@ void aft_run_prepare_blocks(const aft_run_options *o, aft_file_header *header, a
  * "a/b" into out, or "" and 0 when it does not fit; src into out, cut to fit, as "%s" does. */
 int aft_run_join(char *out, size_t capacity, const char *a, const char *b);
 /* The values of keys (count of them, at most 4) in the "key value" lines of the file at path,
- * each AFT_RUN_UNREAD when absent: one read of the file for all of them (evidence.c). */
-void aft_read_counters(const char *path, const char *const *keys, uint64_t *values, uint32_t count);
+ * each AFT_RUN_UNREAD when absent: one read of the file for all of them (evidence.c). Returns
+ * 1 when the file opened as a regular file, else 0. */
+int aft_read_counters(const char *path, const char *const *keys, uint64_t *values, uint32_t count);
+/* aft_find_cgroup_dirs that reads each directory's OOM counters into oom[AFT_OOM_COUNTERS] as
+ * it probes it: the open of the counter file is the probe (cgroups.c). */
+void aft_find_cgroup_dirs_reading(const char *proc_root, const char *sys_root,
+                                  char dirs[AFT_CGROUP_DIRS][AFT_PATH_CAPACITY], uint64_t *oom);
 void aft_run_copy(char *out, size_t capacity, const char *src);
 
 /* The run record's normal-time state (runs.c), guarded by aft_g_run_lock. */

@@ -5,7 +5,6 @@
  * sample (evidence.c reads the files).
  */
 #include <string.h>
-#include <unistd.h>
 
 #include "CSignalShim.h"
 #include "runs_internal.h"
@@ -13,10 +12,10 @@
 
 /* Paths are joined by hand here, not by snprintf: the run's first work is a process's only
  * user of the printf family at start, whose first call costs 14-20 µs (then 1). */
-static int aft_run_file_exists(const char *dir, const char *name) {
-    char path[AFT_PATH_CAPACITY + 64];
-    return aft_run_join(path, sizeof(path), dir, name) && access(path, R_OK) == 0;
-}
+
+/* The counters of a directory's file: v1's memory.oom_control, v2's memory.events. */
+static const char *const aft_v1_keys[1] = {"oom_kill"};
+static const char *const aft_v2_keys[2] = {"oom_kill", "oom_group_kill"};
 
 /* a, then len bytes of b, into out; 0 (out "") when it does not fit. */
 static int aft_run_concat(char *out, size_t capacity, const char *a, const char *b, size_t len) {
@@ -31,14 +30,18 @@ static int aft_run_concat(char *out, size_t capacity, const char *a, const char 
     return 1;
 }
 
-/* base + path into out (AFT_PATH_CAPACITY); "" when too long or the counter file is absent. */
+/* base + path into out (AFT_PATH_CAPACITY) when its counter file, probe, opens; "" when too
+ * long or it does not. The open is the probe: the file's counters (count keys) are read into
+ * values on the way, so that a run's start opens each file once. */
 static void aft_run_cgroup_dir(char *out, const char *base, const char *path, size_t path_len,
-                               const char *probe) {
+                               const char *probe, const char *const *keys, uint32_t count,
+                               uint64_t *values) {
     out[0] = '\0';
-    char dir[AFT_PATH_CAPACITY];
+    char dir[AFT_PATH_CAPACITY], file[AFT_PATH_CAPACITY + 64];
     if (path_len == 1 && path[0] == '/') path_len = 0; /* the root: no suffix */
     if (!aft_run_concat(dir, sizeof(dir), base, path, path_len)) return;
-    if (!aft_run_file_exists(dir, probe)) return;
+    if (!aft_run_join(file, sizeof(file), dir, probe)) return;
+    if (!aft_read_counters(file, keys, values, count)) return;
     memcpy(out, dir, strlen(dir) + 1);
 }
 
@@ -78,6 +81,14 @@ static int aft_run_lists_v1_memory(const char *text) {
 
 void aft_find_cgroup_dirs(const char *proc_root, const char *sys_root,
                           char dirs[AFT_CGROUP_DIRS][AFT_PATH_CAPACITY]) {
+    aft_find_cgroup_dirs_reading(proc_root, sys_root, dirs, NULL);
+}
+
+void aft_find_cgroup_dirs_reading(const char *proc_root, const char *sys_root,
+                                  char dirs[AFT_CGROUP_DIRS][AFT_PATH_CAPACITY], uint64_t *oom) {
+    uint64_t unused[AFT_OOM_COUNTERS];
+    if (!oom) oom = unused;
+    for (uint32_t i = 0; i < AFT_OOM_COUNTERS; i++) oom[i] = AFT_RUN_UNREAD;
     for (uint32_t i = 0; i < AFT_CGROUP_DIRS; i++) dirs[i][0] = '\0';
     char path[AFT_PATH_CAPACITY + 32], buf[4096];
     if (!aft_run_join(path, sizeof(path), proc_root, "self/cgroup") ||
@@ -105,22 +116,25 @@ void aft_find_cgroup_dirs(const char *proc_root, const char *sys_root,
             int is_memory = aft_run_has_memory(c1 + 1, c2);
             if (is_memory) {
                 aft_run_cgroup_dir(dirs[AFT_CGROUP_V1_SELF], v1_base, cg, cg_len,
-                                   "memory.oom_control");
+                                   "memory.oom_control", aft_v1_keys, 1, &oom[AFT_OOM_V1_SELF]);
                 if (parent > 0)
                     aft_run_cgroup_dir(dirs[AFT_CGROUP_V1_PARENT], v1_base, cg, parent,
-                                       "memory.oom_control");
+                                       "memory.oom_control", aft_v1_keys, 1,
+                                       &oom[AFT_OOM_V1_PARENT]);
             } else if (is_v2) {
+                /* Both counters of one memory.events: AFT_OOM_V2_SELF and its _GROUP after it. */
+                uint64_t *self = &oom[AFT_OOM_V2_SELF], *up = &oom[AFT_OOM_V2_PARENT];
                 aft_run_cgroup_dir(dirs[AFT_CGROUP_V2_SELF], v2_unified, cg, cg_len,
-                                   "memory.events");
+                                   "memory.events", aft_v2_keys, 2, self);
                 if (dirs[AFT_CGROUP_V2_SELF][0] == '\0')
                     aft_run_cgroup_dir(dirs[AFT_CGROUP_V2_SELF], v2_base, cg, cg_len,
-                                       "memory.events");
+                                       "memory.events", aft_v2_keys, 2, self);
                 if (parent > 0) {
                     aft_run_cgroup_dir(dirs[AFT_CGROUP_V2_PARENT], v2_unified, cg, parent,
-                                       "memory.events");
+                                       "memory.events", aft_v2_keys, 2, up);
                     if (dirs[AFT_CGROUP_V2_PARENT][0] == '\0')
                         aft_run_cgroup_dir(dirs[AFT_CGROUP_V2_PARENT], v2_base, cg, parent,
-                                           "memory.events");
+                                           "memory.events", aft_v2_keys, 2, up);
                 }
             }
         }
@@ -151,12 +165,11 @@ void aft_read_oom_counters(const char dirs[AFT_CGROUP_DIRS][AFT_PATH_CAPACITY],
     out[AFT_OOM_V1_PARENT] =
         aft_run_counter_in(dirs[AFT_CGROUP_V1_PARENT], "memory.oom_control", "oom_kill");
     /* v2: both counters from one read of memory.events. */
-    static const char *const v2_keys[2] = {"oom_kill", "oom_group_kill"};
     uint64_t v[2];
-    aft_run_events_in(dirs[AFT_CGROUP_V2_SELF], v2_keys, v);
+    aft_run_events_in(dirs[AFT_CGROUP_V2_SELF], aft_v2_keys, v);
     out[AFT_OOM_V2_SELF] = v[0];
     out[AFT_OOM_V2_SELF_GROUP] = v[1];
-    aft_run_events_in(dirs[AFT_CGROUP_V2_PARENT], v2_keys, v);
+    aft_run_events_in(dirs[AFT_CGROUP_V2_PARENT], aft_v2_keys, v);
     out[AFT_OOM_V2_PARENT] = v[0];
     out[AFT_OOM_V2_PARENT_GROUP] = v[1];
 }

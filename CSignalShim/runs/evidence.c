@@ -63,17 +63,17 @@ static uint64_t aft_counter_in_line(const char *line, const char *key, size_t kl
     return aft_run_parse_u64(line + klen, &v) ? v : AFT_RUN_UNREAD;
 }
 
-void aft_read_counters(const char *path, const char *const *keys, uint64_t *values,
-                       uint32_t count) {
+int aft_read_counters(const char *path, const char *const *keys, uint64_t *values,
+                      uint32_t count) {
     for (uint32_t i = 0; i < count; i++) values[i] = AFT_RUN_UNREAD;
-    if (!path || path[0] == '\0' || count == 0 || count > 4) return;
+    if (!path || path[0] == '\0' || count == 0 || count > 4) return 0;
     /* Non-blocking, no final symlink, regular files only, as aft_async_read_small_file. */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
-    if (fd < 0) return;
+    if (fd < 0) return 0;
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return;
+        return 0;
     }
     /* Line by line through 1 KiB: /proc/vmstat is some 5 KiB, and the thread that samples the
      * run record every second keeps every stack page it ever touched. A line longer than that
@@ -118,6 +118,7 @@ void aft_read_counters(const char *path, const char *const *keys, uint64_t *valu
         }
     }
     close(fd);
+    return 1;
 }
 
 uint64_t aft_read_counter(const char *path, const char *key) {

@@ -22,8 +22,7 @@
 
 void aft_run_read_baseline(const char *proc_root, const char *sys_root, aft_run_info *info) {
     char path[AFT_PATH_CAPACITY + 64];
-    aft_find_cgroup_dirs(proc_root, sys_root, info->cgroup_dirs);
-    aft_run_read_oom_now(info, info->oom_at_start);
+    aft_find_cgroup_dirs_reading(proc_root, sys_root, info->cgroup_dirs, info->oom_at_start);
     info->vmstat_oom_kill_at_start = AFT_RUN_UNREAD;
     if (!aft_run_own_oom_readable(info->oom_at_start)) {
         aft_run_join(path, sizeof(path), proc_root, "vmstat");

@@ -102,6 +102,31 @@ struct RunFileTests {
         }
     }
 
+    @Test("A cgroup directory is recorded where its counter file opens as a regular file, read as it is probed")
+    func cgroupProbeIsTheRead() throws {
+        let system = try CraftedSystem(v1: true, v2: false)
+        try system.set("sys/fs/cgroup/memory/app/svc/memory.oom_control", "oom_kill_disable 0\noom_kill 7\n")
+        try system.set("sys/fs/cgroup/memory/app/memory.oom_control", "oom_kill 9\n")
+        let file = system.runFile()
+        #expect(file.info.oom_at_start.0 == 7 && file.info.oom_at_start.1 == 9)
+        // A FIFO in a counter's place: never opened for reading (it could block), not recorded.
+        let parent = system.sys + "/fs/cgroup/memory/app/memory.oom_control"
+        try FileManager.default.removeItem(atPath: parent)
+        #expect(mkfifo(parent, 0o600) == 0)
+        #expect(Self.cgroupDirs(system) == [system.sys + "/fs/cgroup/memory/app/svc", "", "", ""])
+        let again = system.runFile()
+        #expect(again.info.oom_at_start.0 == 7 && again.info.oom_at_start.1 == AFT_RUN_UNREAD)
+        // v2: a FIFO under the unified mount, the counters under the base one: the base is used.
+        let v2 = try CraftedSystem(v1: false, v2: true)
+        try v2.set("sys/fs/cgroup/app/svc/memory.events", "oom_kill 3\noom_group_kill 1\n")
+        try FileManager.default.createDirectory(
+            atPath: v2.sys + "/fs/cgroup/unified/app/svc", withIntermediateDirectories: true)
+        #expect(mkfifo(v2.sys + "/fs/cgroup/unified/app/svc/memory.events", 0o600) == 0)
+        #expect(Self.cgroupDirs(v2)[2] == v2.sys + "/fs/cgroup/app/svc")
+        let v2File = v2.runFile()
+        #expect(v2File.info.oom_at_start.2 == 3 && v2File.info.oom_at_start.3 == 1)
+    }
+
     @Test("Memory on v1 (a hybrid system): no memory.events looked for in the unified hierarchy, even where one is")
     func hybridLooksOnlyInV1() throws {
         let system = try CraftedSystem(v1: true, v2: true, unified: true)
