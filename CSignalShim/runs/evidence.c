@@ -63,8 +63,7 @@ static uint64_t aft_counter_in_line(const char *line, const char *key, size_t kl
     return aft_run_parse_u64(line + klen, &v) ? v : AFT_RUN_UNREAD;
 }
 
-int aft_read_counters(const char *path, const char *const *keys, uint64_t *values,
-                      uint32_t count) {
+int aft_read_counters(const char *path, const char *const *keys, uint64_t *values, uint32_t count) {
     for (uint32_t i = 0; i < count; i++) values[i] = AFT_RUN_UNREAD;
     if (!path || path[0] == '\0' || count == 0 || count > 4) return 0;
     /* Non-blocking, no final symlink, regular files only, as aft_async_read_small_file. */
