@@ -20,6 +20,10 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#if __has_include(<sys/single_threaded.h>)
+#include <sys/single_threaded.h>
+#define AFT_HAS_SINGLE_THREADED 1
+#endif
 
 #include "dir_internal.h"
 #include "threads_internal.h"
@@ -222,7 +226,14 @@ AFT_SMALL_STATE static _Atomic uint64_t aft_g_installer_tid;
 /* The installing thread's name: the app's code Aftermath's threads run goes under it. */
 AFT_SMALL_STATE static char aft_g_installer_name[16];
 
+/* Start's caller was the process's only thread at install: glibc's flag, cleared at the first
+ * pthread_create and never set again (0 where the C library has none). */
+AFT_SMALL_STATE static _Atomic int aft_g_installer_alone;
+
 void aft_threads_note_installer(void) {
+#if defined(AFT_HAS_SINGLE_THREADED)
+    atomic_store(&aft_g_installer_alone, __libc_single_threaded ? 1 : 0);
+#endif
     atomic_store(&aft_g_installer_tid, aft_async_gettid());
     if (prctl(PR_GET_NAME, aft_g_installer_name, 0, 0, 0) != 0) aft_g_installer_name[0] = '\0';
     aft_g_installer_name[sizeof(aft_g_installer_name) - 1] = '\0';
@@ -293,6 +304,10 @@ void aft_threads_give_alternate_stacks(void) {
     int signo = atomic_load(&aft_g_thread_capture_signal);
     int sigprof_unanswered = 0;
     if (signo <= 0) return;
+    /* No thread before start's caller's install, and every one since came through the
+     * interposed pthread_create (this one did), whose start gave it its stack: none to look
+     * for, and /proc/self/task, the tasks' status files, not read at every launch. */
+    if (atomic_load(&aft_g_installer_alone) && atomic_load(&aft_g_pthread_create_seen)) return;
     aft_altstack_requests *q = &aft_g_altstack_requests;
     /* Opened at the first request: an app whose only thread at start is start's caller never
      * touches the requests' page, which would stay dirty for good. */

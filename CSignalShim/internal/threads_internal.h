@@ -154,6 +154,9 @@ extern aft_thread_capture aft_g_threads;
 extern aft_thread_capture aft_g_hang_threads;
 /* The signal that pauses a thread (the hang watchdog's capture signal), 0 when none. */
 extern _Atomic int aft_g_thread_capture_signal;
+/* 1 once a thread has started through the interposed pthread_create (threads.c): then every
+ * thread the process starts does, and gets its alternate stack as it starts. */
+extern _Atomic int aft_g_pthread_create_seen;
 /* The run record's updater thread (runs.c), listed at a crash by its id; 0: none. */
 extern _Atomic uint64_t aft_g_run_updater_tid;
 /* glibc's static TLS size (its TCB included), read at start; 0: unknown. A thread's stack ends

@@ -51,6 +51,21 @@ enum ExitChild {
         config.procRoot = option("--proc") ?? "/proc"
         config.hangHeartbeat = mode == "hang" ? .mainQueue : .off
 
+        // A thread of the app's from before start (altstack-pass-thread): it spins, as a
+        // worker would, so the pass asks it at once.
+        var older: UInt64 = 0
+        if mode == "altstack-pass-thread" {
+            let ready = DispatchSemaphore(value: 0)
+            let box = TidBox()
+            let thread = Thread {
+                box.tid = aft_gettid()
+                ready.signal()
+                while true { sched_yield() }
+            }
+            thread.start()
+            ready.wait()
+            older = box.tid
+        }
         if mode == "handle-term" {
             // The app's own SIGTERM handler, installed before Aftermath: it must still run.
             signal(SIGTERM) { _ in
@@ -119,6 +134,13 @@ enum ExitChild {
                 memset(block, 0x5A, 1 << 20)
                 blocks.append(block)
             }
+        case "altstack-pass", "altstack-pass-thread":
+            // The pass that gives threads from before start an alternate stack, once the
+            // install completes: how many looks at the threads it took, whether it asked the
+            // older thread.
+            aft_install_complete()
+            say("ROUNDS \(aft_threads_alternate_stack_rounds()) ASKED \(aft_threads_alternate_stack_asked(older))")
+            exit(0)
         case "hang":
             DispatchQueue.main.asyncAfter(deadline: .now() + 0.3) {
                 say("READY \(first)")
@@ -130,4 +152,9 @@ enum ExitChild {
             exit(2)
         }
     }
+}
+
+/// A thread's id, set by the thread itself before it signals.
+private final class TidBox: @unchecked Sendable {
+    var tid: UInt64 = 0
 }

@@ -302,6 +302,20 @@ struct StartAndDeliveryTests {
         }
     }
 
+    @Test(
+        "An app whose only thread at start was its caller: no look at the threads for alternate stacks (later ones get theirs as they start); one that had another: it is asked"
+    )
+    func noThreadPassWhereCallerWasAlone() throws {
+        let directory = try Tool.temporaryDirectory("altstack-alone") + "/reports"
+        let harness = Tool.productsDirectory + "/exit-harness"
+        let alone = try Tool.run(harness, ["child", "altstack-pass", directory])
+        #expect(alone.status == 0 && alone.stdout.contains("ROUNDS 0 "), "\(alone.stdout) \(alone.stderr)")
+        let withThread = try Tool.run(harness, ["child", "altstack-pass-thread", directory])
+        let rounds = withThread.stdout.split(separator: " ").drop { $0 != "ROUNDS" }.dropFirst().first
+        #expect(withThread.status == 0 && Int(rounds ?? "") ?? 0 >= 1, "\(withThread.stdout) \(withThread.stderr)")
+        #expect(withThread.stdout.contains("ASKED 1"), "\(withThread.stdout)")
+    }
+
     @Test("Aftermath's C threads (the watchdog, the run updater) get no malloc arena of their own")
     func noArenaForOwnThreads() async {
         let directory: String = TestSupport.childDirectory("arenas")
