@@ -10,14 +10,13 @@
 #include "runs_internal.h"
 #include "shim_internal.h"
 
-/* Paths are joined by hand here, not by snprintf: the run's first work is a process's only
- * user of the printf family at start, whose first call costs 14-20 µs (then 1). */
-
 /* The counters of a directory's file: v1's memory.oom_control, v2's memory.events. */
 static const char *const aft_v1_keys[1] = {"oom_kill"};
 static const char *const aft_v2_keys[2] = {"oom_kill", "oom_group_kill"};
 
-/* a, then len bytes of b, into out; 0 (out "") when it does not fit. */
+/* Paths are joined by hand here, not by snprintf: the run's first work is a process's only
+ * user of the printf family at start, whose first call costs 14-20 µs (then 1).
+ * a, then len bytes of b, into out; 0 (out "") when it does not fit. */
 static int aft_run_concat(char *out, size_t capacity, const char *a, const char *b, size_t len) {
     size_t la = strlen(a);
     if (la + len >= capacity) {
